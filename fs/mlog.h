@@ -1,0 +1,148 @@
+/* mlog — the metadata log: a superblock plus CRC'd records on rolling zones.
+ *
+ * Purpose: the file system's metadata (inodes, names, extents, xattrs) lives
+ * in memory and is made durable as a stream of typed records appended to a
+ * log kept in a fixed set of "meta zones" [sb.meta_first, +sb.meta_count).
+ * mlog knows nothing about what the records mean; it gives them an order
+ * (LSN), a checksum, durability (mlog_commit) and compaction (mlog_snapshot).
+ *
+ * On disk:
+ *   - Every meta zone in use starts with one header block carrying the magic
+ *     "ZFMETA01", the superblock copy (struct mlog_sb), the epoch and the
+ *     zone's position in the epoch's chain (zone_seq 0, 1, 2, ...), CRC'd.
+ *     So the superblock is found in whichever meta zone is in use; there is
+ *     no separate superblock zone.
+ *   - Records follow the header, packed, each with a header
+ *     {magic+type, payload length, LSN, CRC32C over header and payload}.
+ *     Records never cross a zone; a record that does not fit ends the zone
+ *     and the chain continues in the next zone (zone_seq + 1).  A commit pads
+ *     to the block size, so every commit costs at least one block.
+ *   - An epoch is a chain of meta zones that begins with a snapshot:
+ *     SNAP_BEGIN, the records the caller emits to describe the whole state,
+ *     SNAP_END; then ordinary records.  A new epoch (mlog_snapshot) is
+ *     written into EMPTY meta zones; only after its SNAP_END is durable are
+ *     the previous epoch's zones reset.  A snapshot may span several zones,
+ *     so it works with small zones.
+ *   - Recovery (mlog_open): read every meta zone header, take the highest
+ *     epoch whose chain contains SNAP_END, replay its records in LSN order
+ *     and stop at the first record that is torn, has a bad CRC or breaks LSN
+ *     continuity.  Incomplete newer epochs and older epochs are garbage.
+ *
+ * Durability order: mlog_commit() first flushes the device (so data written
+ * by the caller before the commit is durable before any record pointing at
+ * it), then writes the pending records, then flushes again.
+ *
+ * Invariants:
+ *   - at most two meta zones are active (open or closed, not full) at any
+ *     time: the current one and, during a snapshot, the new epoch's one;
+ *   - at least one meta zone is kept EMPTY outside a snapshot, so that a
+ *     snapshot can always start (mlog_append/mlog_commit return -ENOSPC
+ *     rather than use it; the caller then snapshots).
+ *
+ * Thread safety: mlog_append, mlog_commit, mlog_get_stats and the
+ * predicates may be called from any thread concurrently; concurrent commits
+ * are grouped (one device write serves every caller waiting).
+ * mlog_snapshot must be called with the caller's own metadata lock held so
+ * no other thread appends while the snapshot is emitted (mlog's internal
+ * lock is taken and released around each call; it is a leaf lock).
+ */
+#ifndef ZONEFUSE_MLOG_H
+#define ZONEFUSE_MLOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zoned/zdev.h"
+
+#define MLOG_SB_VERSION 1
+#define MLOG_MAX_PAYLOAD (60u * 1024u)	/* bytes: largest record payload */
+
+/* Record types below MLOG_REC_USER are mlog's own and never replayed. */
+#define MLOG_REC_USER 16
+
+/* The superblock, copied into the header of every meta zone in use.
+ * Fixed-size, little-endian on disk (we only run on little-endian hosts). */
+struct mlog_sb {
+	uint8_t uuid[16];
+	uint32_t version;	/* MLOG_SB_VERSION */
+	uint32_t block_size;	/* bytes: file system block size */
+	uint64_t zone_size;	/* bytes, as the device reported at mkfs */
+	uint64_t zone_capacity;	/* bytes */
+	uint32_t nr_zones;
+	uint32_t meta_first;	/* first meta zone (index) */
+	uint32_t meta_count;	/* number of meta zones (>= 3) */
+	uint32_t data_first;	/* first data zone (index) */
+	uint32_t data_count;	/* number of data zones */
+	uint32_t flags;		/* reserved, 0 */
+	uint64_t created_sec;	/* time of mkfs, seconds since the epoch */
+	char label[32];		/* NUL-terminated */
+	uint8_t reserved[64];
+};
+
+struct mlog;
+
+/* mkfs: reset every meta zone and write epoch 1 holding an empty snapshot.
+ * Zone indices in sb must be valid for dev. */
+int mlog_format(struct zdev *dev, const struct mlog_sb *sb);
+
+/* Find the superblock without replaying anything.
+ * Returns 0, -ENODATA if no meta zone header is found (not a zonefuse
+ * device), -EUCLEAN if headers are present but none has a valid CRC. */
+int mlog_probe(struct zdev *dev, struct mlog_sb *sb);
+
+/* Called once per replayed record, in LSN order; a negative return aborts
+ * mlog_open with that error. */
+typedef int (*mlog_replay_fn)(void *arg, uint16_t type, const void *payload,
+			      uint32_t len, uint64_t lsn);
+
+enum mlog_open_flags {
+	MLOG_OPEN_READ_ONLY = 1,	/* fsck: replay only, never write or reset */
+};
+
+/* Recover: find the superblock (copied to *sb), replay the newest complete
+ * epoch through fn.  In read-write mode the caller MUST call mlog_snapshot()
+ * before the first mlog_append(): the new epoch cuts off any torn tail, and
+ * garbage meta zones are reset then. */
+int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+	      void *arg, struct mlog_sb *sb, struct mlog **out);
+void mlog_close(struct mlog *m);	/* does not commit */
+
+/* Buffer one record (payload copied).  -E2BIG if len > MLOG_MAX_PAYLOAD,
+ * -EINVAL if type < MLOG_REC_USER, -ENOSPC if the log has no room left
+ * before a snapshot.  Records are durable only after mlog_commit(). */
+int mlog_append(struct mlog *m, uint16_t type, const void *payload, uint32_t len);
+
+/* Make every record appended before this call durable (group commit).
+ * Returns 0 or -errno; after an error the records stay pending. */
+int mlog_commit(struct mlog *m);
+
+/* Bytes appended but not yet committed. */
+uint64_t mlog_pending_bytes(struct mlog *m);
+
+/* True when the current epoch has grown enough that a snapshot is due
+ * (its chain uses half of the meta zones or more). */
+bool mlog_should_snapshot(struct mlog *m);
+
+/* Start a new epoch: commit what is pending, write SNAP_BEGIN, call
+ * emit(arg, m), which appends the records describing the whole state with
+ * mlog_append(), write SNAP_END, commit, then reset the old epoch's zones.
+ * On failure the old epoch stays the valid one and the new zones are reset.
+ * Must be called with the caller's metadata lock held. */
+typedef int (*mlog_emit_fn)(void *arg, struct mlog *m);
+int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg);
+
+struct mlog_stats {
+	uint64_t epoch;
+	uint64_t next_lsn;
+	uint64_t bytes_written;		/* bytes written to meta zones since open */
+	uint64_t records;		/* records appended since open */
+	uint64_t commits;		/* device commits since open */
+	uint64_t snapshots;		/* snapshots since open */
+	uint64_t last_snapshot_bytes;
+	uint64_t zone_resets;
+	uint32_t zones_in_chain;	/* meta zones used by the current epoch */
+	uint32_t zones_empty;		/* meta zones EMPTY now */
+};
+void mlog_get_stats(struct mlog *m, struct mlog_stats *st);
+
+#endif

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Install what is needed, build, and run every test:
+#   1. unit tests (Check, against the emulator) and integration tests (FUSE
+#      mounts; skipped with exit 77 where /dev/fuse or root is missing);
+#   2. a second build with AddressSanitizer + UndefinedBehaviorSanitizer that
+#      runs the unit tests again.
+# Usage: scripts/test.sh [--quick]   (--quick: skip the sanitizer build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+scripts/deps.sh
+
+build() { # dir, extra meson args...
+  local dir=$1; shift
+  if [ -d "$dir" ]; then meson setup --reconfigure "$dir" "$@" >/dev/null
+  else meson setup "$dir" "$@" >/dev/null; fi
+  ninja -C "$dir"
+}
+
+summary=()
+run_suite() { # dir, suite, label
+  local rc=0
+  meson test -C "$1" --suite "$2" --print-errorlogs --num-processes 2 || rc=$?
+  local log="$1/meson-logs/testlog.json"
+  local counts
+  counts=$(python3 - "$log" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
+    else: f += 1
+print(f"{p} passed, {f} failed, {s} skipped")
+PY
+)
+  summary+=("$3: $counts")
+  return $rc
+}
+
+status=0
+build build
+run_suite build unit "unit" || status=1
+run_suite build integration "integration" || status=1
+
+if [ $quick -eq 0 ]; then
+  build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    run_suite build-asan unit "asan" || status=1
+fi
+
+echo
+echo "== summary =="
+for s in "${summary[@]}"; do echo "$s"; done
+exit $status

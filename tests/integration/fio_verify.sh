@@ -1,0 +1,3 @@
+#!/bin/bash
+# stub: being written
+exit 77

@@ -1,0 +1,148 @@
+/* zalloc — the data-zone allocator: who writes where, and when a zone resets.
+ *
+ * Purpose: manages the data zones [first_zone, first_zone + nr_zones) of a
+ * zoned device for the file system.  Each lifetime class (lifetime.h) writes
+ * into its own open zones, so data that dies together shares zones.  zalloc
+ * hands out *leases*: exclusive permission to write a range starting at a
+ * zone's write pointer.  It does no data I/O itself; it calls the device
+ * only for zone management (open/finish/reset, report after an error).
+ *
+ * Zone life cycle (zalloc's view):
+ *   FREE (device EMPTY) --acquire--> OPEN(class c) --full/finish--> FULL
+ *   FULL with valid_bytes == 0 --(after the next metadata commit)--> reset -> FREE
+ * A zone never holds two classes' data (except after mount, when a
+ * partially written zone is adopted with the class the caller tells).
+ *
+ * Limits: the number of active zones used for data never exceeds
+ * max_active - reserved_active (and open zones max_open - reserved_open), so
+ * the metadata log always finds its slots (it needs 2).  When a class needs a
+ * new zone and no active slot is free, zalloc finishes the active zone that
+ * wastes least (smallest remaining capacity) among the zones not leased.
+ * Zone capacity < zone size is honoured everywhere (only capacity is used).
+ *
+ * Valid-byte accounting: the file system calls zalloc_valid_add() for every
+ * byte range an extent starts to reference and zalloc_valid_sub() when the
+ * range stops being referenced (overwrite, truncate, unlink).  A FULL zone
+ * whose valid bytes reach 0 is queued for reset; the reset happens only in
+ * zalloc_commit_end() for a commit ticket taken after the zone was queued,
+ * i.e. once the metadata records that dropped its last extent are durable,
+ * so a crash can never replay an extent into a reset or rewritten zone.
+ *
+ * Reset safety contract with the caller: the caller appends the metadata
+ * record that drops an extent to the log BEFORE calling zalloc_valid_sub()
+ * for it, and brackets each log commit as
+ *     t = zalloc_commit_begin(za); mlog_commit(...); zalloc_commit_end(za, t);
+ *
+ * Units: bytes everywhere; zones by index.
+ * Thread safety: every function is thread-safe (one internal mutex, a leaf
+ * lock; zone management I/O is done with it dropped where it can block).
+ * zalloc_acquire may block waiting for a lease to be released.
+ */
+#ifndef ZONEFUSE_ZALLOC_H
+#define ZONEFUSE_ZALLOC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zoned/zdev.h"
+#include "lifetime_hints/lifetime.h"
+
+#define ZALLOC_NR_CLASSES LIFETIME_NR
+
+struct zalloc_params {
+	uint32_t first_zone;	/* first data zone (index) */
+	uint32_t nr_zones;	/* number of data zones */
+	uint32_t reserved_active;	/* active slots kept for others (>= 2 for mlog) */
+	uint32_t reserved_open;		/* open slots kept for others (>= 2 for mlog) */
+	uint32_t max_stripe_width;	/* upper bound on zones per class (>= 1) */
+};
+
+/* An exclusive right to write [offset, offset + len) of zone `zone`;
+ * offset is the zone's write pointer when the lease was granted. */
+struct zalloc_lease {
+	uint32_t zone;
+	uint8_t cls;		/* enum lifetime_class */
+	uint64_t offset;	/* bytes, absolute device offset */
+	uint64_t len;		/* bytes granted (multiple of block size, > 0) */
+};
+
+struct zalloc;
+
+/* Build the allocator from a zone report of dev.  Every zone starts with
+ * valid_bytes = 0; the caller replays its metadata calling
+ * zalloc_valid_add() and zalloc_zone_adopt(), then zalloc_mount_done(). */
+int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
+		  struct zalloc **out);
+void zalloc_destroy(struct zalloc *za);
+
+/* Replay: tell the class of the data in a non-empty zone (first caller wins). */
+void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, enum lifetime_class cls);
+/* End of replay: reset every non-empty data zone that holds no valid byte
+ * (its data was never referenced by durable metadata), finish partially
+ * written zones beyond the active limit, and build the free list.
+ * Returns the number of zones reset, or -errno. */
+int zalloc_mount_done(struct zalloc *za);
+
+void zalloc_valid_add(struct zalloc *za, uint64_t dev_off, uint64_t len);
+void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len);
+
+/* Lease a zone of class cls for up to `want` bytes (rounded up to the block
+ * size).  Blocks while every usable zone of the class is leased and no new
+ * zone can be opened.  Returns 0, or -ENOSPC when no free zone exists and
+ * none can be made free by waiting. */
+int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+		   struct zalloc_lease *out);
+/* Lease up to n zones of class cls at once (for striping); the first is
+ * acquired as by zalloc_acquire, the others only if available without
+ * waiting.  Returns the number of leases (>= 1) or -errno. */
+int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
+			uint64_t want_each, unsigned int n,
+			struct zalloc_lease *out);
+/* Return a lease: `written` bytes were written at lease->offset (a multiple
+ * of the block size, <= lease->len).  err < 0 means the write failed: the
+ * zone's write pointer is re-read from the device and the cached state
+ * repaired (the zone is finished and retired from writing if it looks
+ * damaged).  Bytes written count as device data bytes of the class. */
+void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
+		    uint64_t written, int err);
+
+/* How many zones a writer of cls should stripe over now (1..max), given the
+ * active limit and how many classes are writing. */
+unsigned int zalloc_stripe_width(struct zalloc *za, enum lifetime_class cls);
+
+/* Commit bracketing for safe resets (see the contract above). */
+uint64_t zalloc_commit_begin(struct zalloc *za);
+int zalloc_commit_end(struct zalloc *za, uint64_t ticket);	/* resets done or -errno */
+
+/* Per-zone view for stats and fsck. */
+struct zalloc_zone_info {
+	uint32_t zone;
+	uint8_t cond;		/* enum zdev_zone_cond, as zalloc believes it */
+	uint8_t cls;		/* enum lifetime_class (meaningless when FREE) */
+	bool leased;
+	uint64_t wp;		/* bytes, absolute */
+	uint64_t capacity;	/* bytes */
+	uint64_t valid_bytes;
+	uint64_t resets;	/* resets of this zone since mount */
+};
+int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *out);
+
+struct zalloc_stats {
+	uint32_t nr_zones;		/* data zones */
+	uint32_t free_zones;		/* EMPTY, not leased */
+	uint32_t open_zones;		/* data zones open for writing */
+	uint32_t active_zones;		/* data zones active (open + closed) */
+	uint32_t max_active_data;	/* active slots zalloc may use */
+	uint64_t capacity_bytes;	/* sum of zone capacities */
+	uint64_t free_bytes;		/* free zones' capacity + room left in open zones */
+	uint64_t valid_bytes;		/* referenced bytes */
+	uint64_t reclaimable_bytes;	/* written but no longer referenced */
+	uint64_t device_bytes_written;	/* data bytes written through leases */
+	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];
+	uint64_t zone_resets;
+	uint64_t zone_finishes;
+	uint64_t pending_resets;	/* zones waiting for a commit to reset */
+};
+void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
+
+#endif
