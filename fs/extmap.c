@@ -1,1 +1,156 @@
-/* stub: being written */
+/* extmap — see extmap.h.  A sorted array: files written by LSM stores have
+ * few large extents; random-write workloads are bounded by the write
+ * buffer's chunking (one extent per contiguous dirty run). */
+#include "extmap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void extmap_init(struct extmap *m)
+{
+	m->v = NULL;
+	m->n = m->cap = 0;
+}
+
+void extmap_free(struct extmap *m)
+{
+	free(m->v);
+	extmap_init(m);
+}
+
+static int reserve(struct extmap *m, size_t extra)
+{
+	if (m->n + extra <= m->cap)
+		return 0;
+	size_t cap = m->cap ? m->cap * 2 : 8;
+	while (cap < m->n + extra)
+		cap *= 2;
+	struct extmap_ext *v = realloc(m->v, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	m->v = v;
+	m->cap = cap;
+	return 0;
+}
+
+size_t extmap_find(const struct extmap *m, uint64_t off)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->v[mid].off + m->v[mid].len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+uint64_t extmap_end(const struct extmap *m)
+{
+	return m->n ? m->v[m->n - 1].off + m->v[m->n - 1].len : 0;
+}
+
+uint64_t extmap_bytes(const struct extmap *m)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < m->n; i++)
+		sum += m->v[i].len;
+	return sum;
+}
+
+static void insert_at(struct extmap *m, size_t i, const struct extmap_ext *e)
+{
+	memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof(*e));
+	m->v[i] = *e;
+	m->n++;
+}
+
+int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
+		 extmap_drop_fn drop, void *arg)
+{
+	uint64_t end = (len > UINT64_MAX - off) ? UINT64_MAX : off + len;
+	size_t i = extmap_find(m, off);
+
+	if (len == 0)
+		return 0;
+	/* One extent straddling both ends splits in two: needs a slot. */
+	if (i < m->n && m->v[i].off < off && m->v[i].off + m->v[i].len > end) {
+		if (reserve(m, 1))
+			return -ENOMEM;
+		struct extmap_ext *e = &m->v[i];
+		struct extmap_ext tail = {
+			.off = end, .len = e->off + e->len - end,
+			.dev = e->dev + (end - e->off) };
+		if (drop)
+			drop(arg, e->dev + (off - e->off), end - off);
+		e->len = off - e->off;
+		insert_at(m, i + 1, &tail);
+		return 0;
+	}
+	size_t first = i, last = i;	/* [first, last) fully removed */
+	if (i < m->n && m->v[i].off < off) {	/* trim the head extent's end */
+		struct extmap_ext *e = &m->v[i];
+		uint64_t cut = e->off + e->len - off;
+		if (drop)
+			drop(arg, e->dev + (off - e->off), cut);
+		e->len -= cut;
+		first = last = i + 1;
+	}
+	while (last < m->n && m->v[last].off + m->v[last].len <= end) {
+		if (drop)
+			drop(arg, m->v[last].dev, m->v[last].len);
+		last++;
+	}
+	if (last < m->n && m->v[last].off < end) {	/* trim the tail extent's start */
+		struct extmap_ext *e = &m->v[last];
+		uint64_t cut = end - e->off;
+		if (drop)
+			drop(arg, e->dev, cut);
+		e->off += cut;
+		e->dev += cut;
+		e->len -= cut;
+	}
+	if (last > first) {
+		memmove(&m->v[first], &m->v[last], (m->n - last) * sizeof(m->v[0]));
+		m->n -= last - first;
+	}
+	return 0;
+}
+
+int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
+	       extmap_drop_fn drop, void *arg)
+{
+	if (len == 0)
+		return 0;
+	if (reserve(m, 2))	/* punch may split (1) + the insert (1) */
+		return -ENOMEM;
+	extmap_punch(m, off, len, drop, arg);	/* cannot fail: space reserved */
+	size_t i = extmap_find(m, off);
+	struct extmap_ext e = { .off = off, .len = len, .dev = dev };
+	/* Merge with the previous extent when contiguous in file and device. */
+	if (i > 0) {
+		struct extmap_ext *p = &m->v[i - 1];
+		if (p->off + p->len == off && p->dev + p->len == dev) {
+			p->len += len;
+			if (i < m->n && m->v[i].off == off + len &&
+			    m->v[i].dev == dev + len) {
+				p->len += m->v[i].len;
+				memmove(&m->v[i], &m->v[i + 1],
+					(m->n - i - 1) * sizeof(e));
+				m->n--;
+			}
+			return 0;
+		}
+	}
+	if (i < m->n && m->v[i].off == off + len && m->v[i].dev == dev + len) {
+		m->v[i].off = off;
+		m->v[i].dev = dev;
+		m->v[i].len += len;
+		return 0;
+	}
+	insert_at(m, i, &e);
+	return 0;
+}
