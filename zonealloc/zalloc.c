@@ -1,1 +1,1161 @@
-/* stub: being written */
+/* zalloc.c — the data-zone allocator (contract: zalloc.h).
+ *
+ * State: one struct za_zone per data zone (cached cond, wp, capacity, class,
+ * lease, valid/written bytes, resets, queued-reset stamp, write sequence),
+ * kept on at most one intrusive list at a time:
+ *   FREE     device-EMPTY zones, FIFO (reset zones go to the tail, so zones
+ *            rotate: cheap wear levelling);
+ *   CLASS(c) zones open (IMP/EXP_OPEN or CLOSED, not full) for class c,
+ *            leased or not;
+ *   PENDING  FULL zones with no valid byte, waiting for a commit to reset
+ *            them; FIFO, hence sorted by stamp.
+ * FULL zones that still hold valid data, zones being finished or reset, and
+ * retired (READONLY/OFFLINE or unreadable) zones are on no list.
+ *
+ * Budget: nr_open / nr_active count data zones by the cond zalloc believes.
+ * A zone leased from FREE (or from CLOSED) is counted as IMP_OPEN from the
+ * moment it is leased; the device opens it implicitly on the first write.
+ * A lease released with nothing written returns an EMPTY zone to FREE (and
+ * a CLOSED zone to CLOSED), so the cache matches the device again.
+ *
+ * Acquire policy (zalloc_acquire):
+ *   1. an unleased open zone of the class with room: the one with the LEAST
+ *      room left ("fill the fullest first"), which drives zones to FULL and
+ *      keeps the number of half-written zones, and the waste when one has to
+ *      be finished, small;
+ *   2. else a FREE zone (head of the free list) if the data open/active
+ *      budget allows;
+ *   3. else, if a FREE zone exists, finish the unleased active zone (any
+ *      class) with the least remaining capacity, then lease as in 1./2.;
+ *   4. else wait on the condvar (a release, a finish or a reset wakes it);
+ *      -ENOSPC when nothing that waiting can bring exists (see za_can_wait).
+ *
+ * Reset stamps: commit_seq starts at 1.  A zone queued for reset records
+ * stamp = commit_seq at queueing time; zalloc_commit_begin() returns
+ * t = commit_seq and increments it.  So "queued before begin returned t" is
+ * exactly stamp <= t, and zalloc_commit_end(t) resets every queued zone with
+ * stamp <= t.  (This assumes, as mlog does, that a commit which completes
+ * makes durable every record appended before its begin.)
+ *
+ * Locking: one mutex (za->mu), a leaf lock.  Zone management I/O at run time
+ * (finish in acquire, report/finish in release after an error, reset in
+ * commit_end) runs with the mutex dropped; the zone concerned is marked
+ * leased/finishing/resetting meanwhile so nobody else touches it.
+ * zalloc_mount_done() runs its I/O with the mutex held (nothing else runs
+ * during mount).
+ */
+#include "zonealloc/zalloc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/zf_common.h"
+
+#define ZA_NIL UINT32_MAX
+#define ZA_UNLIMITED UINT32_MAX
+
+enum {
+	ZA_L_NONE = 0,
+	ZA_L_FREE = 1,
+	ZA_L_PENDING = 2,
+	ZA_L_CLASS = 3,		/* + class */
+	ZA_L_NR = ZA_L_CLASS + ZALLOC_NR_CLASSES,
+};
+
+struct za_zone {
+	uint64_t start;		/* bytes, absolute */
+	uint64_t capacity;	/* bytes */
+	uint64_t wp;		/* bytes, absolute; start + capacity once FULL */
+	uint64_t written;	/* bytes really written since the last reset
+				 * (excludes the tail skipped by a finish) */
+	uint64_t valid;		/* bytes referenced by the file system */
+	uint64_t resets;	/* since mount */
+	uint64_t reset_stamp;	/* commit stamp when queued for reset */
+	uint64_t wseq;		/* write sequence of the last write (age, for GC) */
+	uint64_t lease_len;	/* bytes of the outstanding lease */
+	uint32_t prev, next;	/* list links (zone indices relative to first) */
+	uint8_t list;		/* ZA_L_* */
+	uint8_t cond;		/* enum zdev_zone_cond, as we believe it */
+	uint8_t cls;		/* enum lifetime_class */
+	bool leased;
+	bool adopted;		/* class set by zalloc_zone_adopt() */
+	bool finishing;		/* finish I/O in flight */
+	bool resetting;		/* reset I/O in flight */
+	bool retired;		/* damaged: never written or reset again */
+	bool was_closed;	/* leased from CLOSED */
+};
+
+struct za_list {
+	uint32_t head, tail, count;
+};
+
+struct zalloc {
+	struct zdev *dev;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+
+	uint32_t first, nr;
+	uint64_t zone_size;
+	uint32_t bs;
+	uint32_t act_budget;	/* ZA_UNLIMITED = no limit */
+	uint32_t open_budget;
+	uint32_t max_stripe;
+	uint64_t max_cap;	/* largest zone capacity */
+	bool mounted;
+
+	struct za_zone *z;
+	struct za_list lists[ZA_L_NR];
+
+	uint32_t nr_open, nr_active;
+	uint32_t leased_total, leased_cls[ZALLOC_NR_CLASSES];
+	uint32_t nr_finishing, nr_resetting;
+	uint32_t waiters;
+
+	uint64_t commit_seq;
+	uint64_t write_seq;
+
+	uint64_t dev_bytes, class_bytes[ZALLOC_NR_CLASSES];
+	uint64_t zone_resets, zone_finishes;
+
+	void (*need_space_cb)(void *arg);
+	void *need_space_arg;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool cond_open(uint8_t c)
+{
+	return c == ZDEV_COND_IMP_OPEN || c == ZDEV_COND_EXP_OPEN;
+}
+
+static bool cond_active(uint8_t c)
+{
+	return cond_open(c) || c == ZDEV_COND_CLOSED;
+}
+
+static uint64_t zremain(const struct za_zone *z)
+{
+	return z->start + z->capacity - z->wp;
+}
+
+static uint32_t zidx(const struct zalloc *za, const struct za_zone *z)
+{
+	return (uint32_t)(z - za->z);
+}
+
+static void set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
+{
+	if (cond_open(z->cond))
+		za->nr_open--;
+	if (cond_active(z->cond))
+		za->nr_active--;
+	z->cond = c;
+	if (cond_open(c))
+		za->nr_open++;
+	if (cond_active(c))
+		za->nr_active++;
+}
+
+static void list_del(struct zalloc *za, struct za_zone *z)
+{
+	struct za_list *l;
+
+	if (z->list == ZA_L_NONE)
+		return;
+	l = &za->lists[z->list];
+	if (z->prev != ZA_NIL)
+		za->z[z->prev].next = z->next;
+	else
+		l->head = z->next;
+	if (z->next != ZA_NIL)
+		za->z[z->next].prev = z->prev;
+	else
+		l->tail = z->prev;
+	l->count--;
+	z->prev = z->next = ZA_NIL;
+	z->list = ZA_L_NONE;
+}
+
+static void list_add(struct zalloc *za, struct za_zone *z, uint8_t list,
+		     bool at_head)
+{
+	struct za_list *l = &za->lists[list];
+	uint32_t i = zidx(za, z);
+
+	list_del(za, z);
+	z->list = list;
+	if (l->head == ZA_NIL) {
+		z->prev = z->next = ZA_NIL;
+		l->head = l->tail = i;
+	} else if (at_head) {
+		z->prev = ZA_NIL;
+		z->next = l->head;
+		za->z[l->head].prev = i;
+		l->head = i;
+	} else {
+		z->next = ZA_NIL;
+		z->prev = l->tail;
+		za->z[l->tail].next = i;
+		l->tail = i;
+	}
+	l->count++;
+}
+
+static bool budget_allows_open(const struct zalloc *za)
+{
+	return za->nr_open < za->open_budget;
+}
+
+static bool budget_allows_new(const struct zalloc *za)
+{
+	return za->nr_active < za->act_budget && za->nr_open < za->open_budget;
+}
+
+/* Queue a FULL zone without valid data for reset at the next commit. */
+static void queue_reset(struct zalloc *za, struct za_zone *z)
+{
+	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
+	    z->finishing || z->resetting || z->retired ||
+	    z->list == ZA_L_PENDING || !za->mounted)
+		return;
+	z->reset_stamp = za->commit_seq;
+	list_add(za, z, ZA_L_PENDING, false);
+}
+
+/* The zone reached capacity (by writing) or was finished. */
+static void mark_full(struct zalloc *za, struct za_zone *z)
+{
+	list_del(za, z);
+	set_cond(za, z, ZDEV_COND_FULL);
+	z->wp = z->start + z->capacity;
+	queue_reset(za, z);
+}
+
+static void make_free(struct zalloc *za, struct za_zone *z)
+{
+	set_cond(za, z, ZDEV_COND_EMPTY);
+	z->wp = z->start;
+	z->written = 0;
+	if (z->valid) {
+		zf_err("zalloc: zone %u reset with %llu valid bytes",
+		       za->first + zidx(za, z), (unsigned long long)z->valid);
+		z->valid = 0;
+	}
+	z->adopted = false;
+	list_add(za, z, ZA_L_FREE, false);
+}
+
+static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
+{
+	list_del(za, z);
+	set_cond(za, z, cond);
+	z->retired = true;
+}
+
+/* Grant a lease on z (an open zone of cls with room, a CLOSED zone of cls, or
+ * a FREE zone) for want bytes (already rounded to the block size). */
+static void lease_zone(struct zalloc *za, struct za_zone *z,
+		       enum lifetime_class cls, uint64_t want,
+		       struct zalloc_lease *out)
+{
+	z->was_closed = false;
+	if (z->cond == ZDEV_COND_EMPTY) {
+		z->cls = (uint8_t)cls;
+		z->written = 0;
+		z->wp = z->start;
+		list_add(za, z, (uint8_t)(ZA_L_CLASS + cls), false);
+		set_cond(za, z, ZDEV_COND_IMP_OPEN);
+	} else if (z->cond == ZDEV_COND_CLOSED) {
+		z->was_closed = true;
+		set_cond(za, z, ZDEV_COND_IMP_OPEN);
+	}
+	z->leased = true;
+	z->lease_len = ZF_MIN(want, zremain(z));
+	za->leased_total++;
+	za->leased_cls[z->cls]++;
+	out->zone = za->first + zidx(za, z);
+	out->cls = z->cls;
+	out->offset = z->wp;
+	out->len = z->lease_len;
+}
+
+static void unlease(struct zalloc *za, struct za_zone *z)
+{
+	z->leased = false;
+	z->lease_len = 0;
+	za->leased_total--;
+	za->leased_cls[z->cls]--;
+}
+
+/* Step 1: the unleased open zone of cls with the least room left. */
+static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls)
+{
+	struct za_zone *best = NULL;
+
+	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
+	     i = za->z[i].next) {
+		struct za_zone *z = &za->z[i];
+
+		if (z->leased || z->finishing || zremain(z) == 0)
+			continue;
+		if (!cond_open(z->cond) && !budget_allows_open(za))
+			continue;
+		if (!best || zremain(z) < zremain(best))
+			best = z;
+	}
+	return best;
+}
+
+/* Step 2: a FREE zone if the budget allows a new active zone. */
+static struct za_zone *pick_free(struct zalloc *za)
+{
+	if (za->lists[ZA_L_FREE].head == ZA_NIL || !budget_allows_new(za))
+		return NULL;
+	return &za->z[za->lists[ZA_L_FREE].head];
+}
+
+/* Step 3 victim: unleased active zone (any class) with the least remaining
+ * capacity whose finish frees the slot we lack. */
+static struct za_zone *pick_victim(struct zalloc *za)
+{
+	bool need_open = !budget_allows_open(za);
+	struct za_zone *best = NULL;
+
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++) {
+		for (uint32_t i = za->lists[ZA_L_CLASS + c].head; i != ZA_NIL;
+		     i = za->z[i].next) {
+			struct za_zone *z = &za->z[i];
+
+			if (z->leased || z->finishing || !cond_active(z->cond))
+				continue;
+			if (need_open && !cond_open(z->cond))
+				continue;
+			if (!best || zremain(z) < zremain(best))
+				best = z;
+		}
+	}
+	return best;
+}
+
+static bool class_has_closed(struct zalloc *za, enum lifetime_class cls)
+{
+	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
+	     i = za->z[i].next) {
+		struct za_zone *z = &za->z[i];
+
+		if (!z->leased && !z->finishing && z->cond == ZDEV_COND_CLOSED &&
+		    zremain(z) > 0)
+			return true;
+	}
+	return false;
+}
+
+/* Is there anything that a wait can bring?  (Nothing FREE or openable now.) */
+static bool can_wait(struct zalloc *za, enum lifetime_class cls)
+{
+	/* A reset in flight or queued (needs a commit) makes a FREE zone;
+	 * a finish in flight may queue a reset. */
+	if (za->lists[ZA_L_PENDING].count || za->nr_resetting || za->nr_finishing)
+		return true;
+	/* A lease of our class may come back with room left. */
+	if (za->leased_cls[cls])
+		return true;
+	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
+	 * release makes a slot or a finishable zone. */
+	if ((za->lists[ZA_L_FREE].count || class_has_closed(za, cls)) &&
+	    za->leased_total)
+		return true;
+	/* GC hook (later): when FULL zones with few valid bytes exist, ask the
+	 * garbage collector to relocate a victim (pick: least valid_bytes,
+	 * then oldest wseq) and wait for it instead of failing. */
+	return false;
+}
+
+static struct za_zone *zone_of(struct zalloc *za, uint32_t zone)
+{
+	if (zone < za->first || zone - za->first >= za->nr)
+		return NULL;
+	return &za->z[zone - za->first];
+}
+
+/* Finish I/O on a zone already accounted as FULL and marked finishing;
+ * called and returns with za->mu held, drops it meanwhile. */
+static void finish_io(struct zalloc *za, struct za_zone *z)
+{
+	uint32_t zone = za->first + zidx(za, z);
+	int rc;
+
+	pthread_mutex_unlock(&za->mu);
+	rc = zdev_zone_finish(za->dev, zone);
+	pthread_mutex_lock(&za->mu);
+	z->finishing = false;
+	za->nr_finishing--;
+	if (rc < 0) {
+		struct zdev_zone dz;
+
+		zf_err("zalloc: finish of zone %u failed: %s", zone, strerror(-rc));
+		pthread_mutex_unlock(&za->mu);
+		rc = zdev_report_zones(za->dev, zone, 1, &dz);
+		pthread_mutex_lock(&za->mu);
+		if (rc == 1 && (dz.cond == ZDEV_COND_READONLY ||
+				dz.cond == ZDEV_COND_OFFLINE)) {
+			retire(za, z, dz.cond);
+		} else if (rc == 1 && cond_active(dz.cond)) {
+			/* still active: keep it writable */
+			za->zone_finishes--;
+			z->wp = dz.wp;
+			set_cond(za, z, dz.cond);
+			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
+		} else if (rc == 1 && dz.cond == ZDEV_COND_FULL) {
+			queue_reset(za, z);
+		} else {
+			retire(za, z, ZDEV_COND_FULL);
+		}
+	} else {
+		queue_reset(za, z);
+	}
+	pthread_cond_broadcast(&za->cv);
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
+		  struct zalloc **out)
+{
+	const struct zdev_geometry *g;
+	struct zdev_zone *rep = NULL;
+	struct zalloc *za;
+	uint32_t done = 0;
+	int rc;
+
+	if (!dev || !p || !out)
+		return -EINVAL;
+	*out = NULL;
+	g = zdev_geometry(dev);
+	if (!g || p->nr_zones == 0 || p->first_zone >= g->nr_zones ||
+	    p->nr_zones > g->nr_zones - p->first_zone ||
+	    p->first_zone < g->nr_conv_zones || g->block_size == 0)
+		return -EINVAL;
+	if ((g->max_active && p->reserved_active >= g->max_active) ||
+	    (g->max_open && p->reserved_open >= g->max_open))
+		return -EINVAL;
+
+	za = calloc(1, sizeof(*za));
+	if (!za)
+		return -ENOMEM;
+	za->z = calloc(p->nr_zones, sizeof(*za->z));
+	rep = calloc(p->nr_zones, sizeof(*rep));
+	if (!za->z || !rep) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	za->dev = dev;
+	za->first = p->first_zone;
+	za->nr = p->nr_zones;
+	za->zone_size = g->zone_size;
+	za->bs = g->block_size;
+	za->act_budget = g->max_active ? g->max_active - p->reserved_active
+				       : ZA_UNLIMITED;
+	za->open_budget = g->max_open ? g->max_open - p->reserved_open
+				      : ZA_UNLIMITED;
+	za->max_stripe = p->max_stripe_width ? p->max_stripe_width : 1;
+	za->commit_seq = 1;
+	for (int l = 0; l < ZA_L_NR; l++)
+		za->lists[l].head = za->lists[l].tail = ZA_NIL;
+
+	while (done < za->nr) {
+		rc = zdev_report_zones(dev, za->first + done, za->nr - done,
+				       rep + done);
+		if (rc < 0)
+			goto fail;
+		if (rc == 0) {
+			rc = -EIO;
+			goto fail;
+		}
+		done += (uint32_t)rc;
+	}
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+		struct zdev_zone *d = &rep[i];
+
+		if (!zdev_zone_seq(d)) {
+			zf_err("zalloc: data zone %u is not sequential", za->first + i);
+			rc = -EINVAL;
+			goto fail;
+		}
+		z->start = d->start;
+		z->capacity = d->capacity;
+		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
+		z->prev = z->next = ZA_NIL;
+		z->cls = LIFETIME_MEDIUM;
+		if (d->cond == ZDEV_COND_FULL) {
+			z->wp = z->start + z->capacity;
+			/* how much is really data is unknown: say all */
+			z->written = z->capacity;
+		} else {
+			z->wp = d->wp;
+			z->written = d->wp - d->start;
+		}
+		if (d->cond == ZDEV_COND_READONLY || d->cond == ZDEV_COND_OFFLINE)
+			z->retired = true;
+		set_cond(za, z, d->cond);
+	}
+	free(rep);
+	pthread_mutex_init(&za->mu, NULL);
+	pthread_cond_init(&za->cv, NULL);
+	*out = za;
+	return 0;
+fail:
+	free(rep);
+	free(za->z);
+	free(za);
+	return rc;
+}
+
+void zalloc_destroy(struct zalloc *za)
+{
+	if (!za)
+		return;
+	if (za->leased_total)
+		zf_warn("zalloc: destroyed with %u leases outstanding",
+			za->leased_total);
+	pthread_cond_destroy(&za->cv);
+	pthread_mutex_destroy(&za->mu);
+	free(za->z);
+	free(za);
+}
+
+void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
+			      void *arg)
+{
+	if (!za)
+		return;
+	pthread_mutex_lock(&za->mu);
+	za->need_space_cb = cb;
+	za->need_space_arg = arg;
+	pthread_mutex_unlock(&za->mu);
+}
+
+void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, enum lifetime_class cls)
+{
+	struct za_zone *z;
+
+	if (!za)
+		return;
+	if ((unsigned int)cls >= ZALLOC_NR_CLASSES) {
+		zf_err("zalloc: adopt zone %u: bad class %d", zone, (int)cls);
+		return;
+	}
+	pthread_mutex_lock(&za->mu);
+	z = zone_of(za, zone);
+	if (!z)
+		zf_err("zalloc: adopt: zone %u is not a data zone", zone);
+	else if (za->mounted)
+		zf_err("zalloc: adopt of zone %u after mount_done", zone);
+	else if (!z->adopted) {
+		z->adopted = true;
+		z->cls = (uint8_t)cls;
+	}
+	pthread_mutex_unlock(&za->mu);
+}
+
+int zalloc_mount_done(struct zalloc *za)
+{
+	int nreset = 0, first_err = 0;
+
+	if (!za)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	if (za->mounted) {
+		pthread_mutex_unlock(&za->mu);
+		return -EALREADY;
+	}
+	za->mounted = true;
+
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
+
+		if (z->retired)
+			continue;
+		if (z->cond == ZDEV_COND_EMPTY) {
+			list_add(za, z, ZA_L_FREE, false);
+			continue;
+		}
+		if (nonempty && z->valid == 0) {
+			/* written but never referenced by durable metadata */
+			int rc = zdev_zone_reset(za->dev, za->first + i);
+
+			if (rc == 0) {
+				z->resets++;
+				za->zone_resets++;
+				make_free(za, z);
+				nreset++;
+				continue;
+			}
+			zf_err("zalloc: mount: reset of zone %u failed: %s",
+			       za->first + i, strerror(-rc));
+			if (!first_err)
+				first_err = rc;
+		}
+		if (cond_active(z->cond)) {
+			if (!z->adopted)
+				z->cls = LIFETIME_MEDIUM;
+			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
+		} else if (z->cond == ZDEV_COND_FULL) {
+			queue_reset(za, z);	/* only if its reset failed */
+		}
+	}
+
+	/* Keep partially written zones within the data budget: finish those
+	 * with the least remaining capacity (they waste least). */
+	while (za->nr_active > za->act_budget || za->nr_open > za->open_budget) {
+		struct za_zone *v = NULL;
+		bool need_open = za->nr_active <= za->act_budget;
+
+		for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
+			for (uint32_t i = za->lists[ZA_L_CLASS + c].head;
+			     i != ZA_NIL; i = za->z[i].next) {
+				struct za_zone *z = &za->z[i];
+
+				if (need_open && !cond_open(z->cond))
+					continue;
+				if (!v || zremain(z) < zremain(v))
+					v = z;
+			}
+		if (!v)
+			break;
+		int rc = zdev_zone_finish(za->dev, za->first + zidx(za, v));
+
+		if (rc < 0) {
+			zf_err("zalloc: mount: finish of zone %u failed: %s",
+			       za->first + zidx(za, v), strerror(-rc));
+			if (!first_err)
+				first_err = rc;
+			retire(za, v, ZDEV_COND_FULL);
+			continue;
+		}
+		za->zone_finishes++;
+		mark_full(za, v);
+	}
+	pthread_cond_broadcast(&za->cv);
+	pthread_mutex_unlock(&za->mu);
+	return first_err ? first_err : nreset;
+}
+
+/* ---- valid-byte accounting ----------------------------------------------- */
+
+/* Apply fn to each zone piece of [off, off+len); returns false on a range
+ * outside the data zones. */
+static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add)
+{
+	while (len) {
+		uint64_t zi = off / za->zone_size;
+		struct za_zone *z;
+		uint64_t chunk;
+
+		if (zi < za->first || zi - za->first >= za->nr) {
+			zf_err("zalloc: valid_%s [%llu, +%llu) outside the data zones",
+			       add ? "add" : "sub", (unsigned long long)off,
+			       (unsigned long long)len);
+			return;
+		}
+		z = &za->z[zi - za->first];
+		chunk = ZF_MIN(len, z->start + za->zone_size - off);
+		if (add) {
+			/* bytes that can be referenced: written ones plus the
+			 * outstanding lease (callers account before release) */
+			uint64_t limit = z->written;
+			uint64_t a = chunk;
+
+			if (z->leased)
+				limit += z->lease_len;
+			if (z->resetting || z->cond == ZDEV_COND_EMPTY)
+				limit = z->leased ? z->lease_len : 0;
+			if (off + chunk > z->start + limit || z->valid + chunk > limit) {
+				zf_err("zalloc: valid_add [%llu, +%llu) beyond the %llu bytes written in zone %llu (valid %llu)",
+				       (unsigned long long)off,
+				       (unsigned long long)chunk,
+				       (unsigned long long)limit,
+				       (unsigned long long)zi,
+				       (unsigned long long)z->valid);
+				a = z->valid < limit ? ZF_MIN(chunk, limit - z->valid) : 0;
+			}
+			z->valid += a;
+			if (z->valid && z->list == ZA_L_PENDING)
+				list_del(za, z);	/* referenced again */
+		} else {
+			if (z->valid < chunk) {
+				zf_err("zalloc: valid_sub [%llu, +%llu) below zero in zone %llu (valid %llu)",
+				       (unsigned long long)off,
+				       (unsigned long long)chunk,
+				       (unsigned long long)zi,
+				       (unsigned long long)z->valid);
+				z->valid = 0;
+			} else {
+				z->valid -= chunk;
+			}
+			if (z->valid == 0)
+				queue_reset(za, z);
+		}
+		off += chunk;
+		len -= chunk;
+	}
+}
+
+void zalloc_valid_add(struct zalloc *za, uint64_t dev_off, uint64_t len)
+{
+	if (!za || !len)
+		return;
+	pthread_mutex_lock(&za->mu);
+	valid_update(za, dev_off, len, true);
+	pthread_mutex_unlock(&za->mu);
+}
+
+void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
+{
+	if (!za || !len)
+		return;
+	pthread_mutex_lock(&za->mu);
+	valid_update(za, dev_off, len, false);
+	pthread_mutex_unlock(&za->mu);
+}
+
+/* ---- leases -------------------------------------------------------------- */
+
+/* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
+ * -EAGAIN when nothing can be had now.  may_finish enables step 3. */
+static int try_acquire(struct zalloc *za, enum lifetime_class cls,
+		       uint64_t want, bool may_finish, struct zalloc_lease *out)
+{
+	struct za_zone *z = pick_open(za, cls);
+
+	if (!z)
+		z = pick_free(za);
+	if (z) {
+		lease_zone(za, z, cls, want, out);
+		return 0;
+	}
+	if (!may_finish ||
+	    (!za->lists[ZA_L_FREE].count && !class_has_closed(za, cls)))
+		return -EAGAIN;
+	struct za_zone *v = pick_victim(za);
+
+	if (!v)
+		return -EAGAIN;
+	/* Account the victim as FULL now so the slot is ours, lease, then
+	 * do the finish I/O with the mutex dropped. */
+	list_del(za, v);
+	set_cond(za, v, ZDEV_COND_FULL);
+	v->wp = v->start + v->capacity;
+	v->finishing = true;
+	za->nr_finishing++;
+	za->zone_finishes++;
+	z = pick_open(za, cls);
+	if (!z)
+		z = pick_free(za);
+	if (z)
+		lease_zone(za, z, cls, want, out);
+	finish_io(za, v);
+	return z ? 0 : -EAGAIN;
+}
+
+static int check_acquire_args(struct zalloc *za, enum lifetime_class cls,
+			      uint64_t want, const void *out)
+{
+	if (!za || !out || want == 0 || (unsigned int)cls >= ZALLOC_NR_CLASSES)
+		return -EINVAL;
+	return 0;
+}
+
+static uint64_t round_want(const struct zalloc *za, uint64_t want)
+{
+	if (want > za->max_cap)	/* bound before rounding: no overflow */
+		want = za->max_cap;
+	return ZF_ALIGN_UP(want, za->bs);
+}
+
+/* Blocking acquire with za->mu held. */
+static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
+			  uint64_t want, struct zalloc_lease *out)
+{
+	if (!za->mounted)
+		return -EBUSY;
+	for (;;) {
+		if (try_acquire(za, cls, want, true, out) == 0)
+			return 0;
+		if (!can_wait(za, cls))
+			return -ENOSPC;
+		if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
+			/* resets are waiting for a commit: tell the caller */
+			void (*cb)(void *) = za->need_space_cb;
+			void *arg = za->need_space_arg;
+
+			pthread_mutex_unlock(&za->mu);
+			cb(arg);
+			pthread_mutex_lock(&za->mu);
+			if (try_acquire(za, cls, want, true, out) == 0)
+				return 0;
+			if (!can_wait(za, cls))
+				return -ENOSPC;
+		}
+		za->waiters++;
+		pthread_cond_wait(&za->cv, &za->mu);
+		za->waiters--;
+	}
+}
+
+int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+		   struct zalloc_lease *out)
+{
+	int rc = check_acquire_args(za, cls, want, out);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&za->mu);
+	rc = acquire_locked(za, cls, round_want(za, want), out);
+	pthread_mutex_unlock(&za->mu);
+	return rc;
+}
+
+int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
+			uint64_t want_each, unsigned int n,
+			struct zalloc_lease *out)
+{
+	int rc = check_acquire_args(za, cls, want_each, out);
+	unsigned int got = 1;
+
+	if (rc)
+		return rc;
+	if (n == 0)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	want_each = round_want(za, want_each);
+	rc = acquire_locked(za, cls, want_each, &out[0]);
+	if (rc == 0) {
+		/* extra stripes: only what is there now, no finishing */
+		while (got < n && try_acquire(za, cls, want_each, false,
+					      &out[got]) == 0)
+			got++;
+	}
+	pthread_mutex_unlock(&za->mu);
+	return rc ? rc : (int)got;
+}
+
+/* Called with za->mu held; z leased, lease validated. */
+static void account_written(struct zalloc *za, struct za_zone *z, uint64_t n)
+{
+	if (!n)
+		return;
+	z->wp += n;
+	z->written += n;
+	z->wseq = ++za->write_seq;
+	za->dev_bytes += n;
+	za->class_bytes[z->cls] += n;
+}
+
+/* After the lease on z ended: put z where it belongs. */
+static void settle(struct zalloc *za, struct za_zone *z, bool wrote)
+{
+	bool was_closed = z->was_closed;
+
+	z->was_closed = false;
+	if (z->valid > z->written) {
+		zf_err("zalloc: zone %u: %llu valid bytes but only %llu written",
+		       za->first + zidx(za, z), (unsigned long long)z->valid,
+		       (unsigned long long)z->written);
+		z->valid = z->written;
+	}
+	if (zremain(z) == 0) {
+		mark_full(za, z);	/* the device did the same at capacity */
+	} else if (z->wp == z->start) {
+		list_del(za, z);
+		make_free(za, z);	/* never written: still EMPTY */
+	} else if (!wrote && was_closed) {
+		set_cond(za, z, ZDEV_COND_CLOSED);
+	}
+}
+
+static void release_error(struct zalloc *za, struct za_zone *z,
+			  const struct zalloc_lease *lease, uint64_t written,
+			  int err)
+{
+	uint32_t zone = lease->zone;
+	uint64_t end = z->start + z->capacity, new_wp, moved;
+	struct zdev_zone dz;
+	bool bad_cond, went_back;
+	int rc, frc = -EIO;
+
+	/* The zone stays leased: nobody else touches it while we look. */
+	pthread_mutex_unlock(&za->mu);
+	rc = zdev_report_zones(za->dev, zone, 1, &dz);
+	bad_cond = rc == 1 && (dz.cond == ZDEV_COND_READONLY ||
+			       dz.cond == ZDEV_COND_OFFLINE);
+	went_back = rc == 1 && !bad_cond && dz.cond != ZDEV_COND_FULL &&
+		    dz.wp < lease->offset;
+	if (rc != 1 || went_back)	/* looks damaged: stop writing it */
+		frc = zdev_zone_finish(za->dev, zone);
+	pthread_mutex_lock(&za->mu);
+
+	unlease(za, z);
+	if (bad_cond) {
+		zf_err("zalloc: zone %u is %s after a write error (%s); retiring it",
+		       zone, zdev_cond_name(dz.cond), strerror(-err));
+		retire(za, z, dz.cond);
+		goto out;
+	}
+	if (rc != 1) {
+		zf_err("zalloc: zone %u: write failed (%s) and zone report failed (%s); retiring it",
+		       zone, strerror(-err), strerror(rc < 0 ? -rc : EIO));
+		if (frc == 0)
+			za->zone_finishes++;
+		retire(za, z, ZDEV_COND_FULL);
+		z->wp = end;
+		goto out;
+	}
+	if (went_back) {
+		zf_err("zalloc: zone %u: device wp %llu is below the lease at %llu; finishing it",
+		       zone, (unsigned long long)dz.wp,
+		       (unsigned long long)lease->offset);
+		z->written = ZF_MIN(z->written, dz.wp - dz.start);
+		settle(za, z, false);	/* clamps valid bytes */
+		if (frc == 0) {
+			za->zone_finishes++;
+			mark_full(za, z);
+		} else {
+			retire(za, z, ZDEV_COND_FULL);
+			z->wp = end;
+		}
+		goto out;
+	}
+	/* Accept the device's write pointer.  Bytes past what the caller says
+	 * it wrote are garbage: written, never valid. */
+	new_wp = dz.cond == ZDEV_COND_FULL ? end : ZF_MIN(dz.wp, end);
+	moved = new_wp - lease->offset;
+	if (moved < written)
+		zf_err("zalloc: zone %u: only %llu of the %llu bytes reported written reached the device",
+		       zone, (unsigned long long)moved,
+		       (unsigned long long)written);
+	else if (moved > written)
+		zf_info("zalloc: zone %u: %llu bytes past the failed write are garbage",
+			zone, (unsigned long long)(moved - written));
+	account_written(za, z, moved);
+	settle(za, z, moved > 0);
+	if (cond_active(z->cond) && cond_active(dz.cond) && dz.cond != z->cond)
+		set_cond(za, z, dz.cond);
+out:
+	pthread_cond_broadcast(&za->cv);
+}
+
+void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
+		    uint64_t written, int err)
+{
+	struct za_zone *z;
+
+	if (!za || !lease)
+		return;
+	pthread_mutex_lock(&za->mu);
+	z = zone_of(za, lease->zone);
+	if (!z || !z->leased || lease->offset != z->wp) {
+		zf_err("zalloc: release of a lease not held (zone %u, offset %llu)",
+		       lease->zone, (unsigned long long)lease->offset);
+		pthread_mutex_unlock(&za->mu);
+		return;
+	}
+	if (written > z->lease_len || written % za->bs) {
+		zf_err("zalloc: release of zone %u: %llu bytes written for a lease of %llu",
+		       lease->zone, (unsigned long long)written,
+		       (unsigned long long)z->lease_len);
+		if (err >= 0)
+			err = -EINVAL;	/* resync with the device */
+		written = ZF_ALIGN_DOWN(ZF_MIN(written, z->lease_len), za->bs);
+	}
+	if (err < 0) {
+		release_error(za, z, lease, written, err);
+	} else {
+		account_written(za, z, written);
+		unlease(za, z);
+		settle(za, z, written > 0);
+		pthread_cond_broadcast(&za->cv);
+	}
+	pthread_mutex_unlock(&za->mu);
+}
+
+unsigned int zalloc_stripe_width(struct zalloc *za, enum lifetime_class cls)
+{
+	unsigned int ncls = 0, w;
+	uint32_t budget;
+
+	if (!za)
+		return 1;
+	pthread_mutex_lock(&za->mu);
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
+		if (c == (int)cls || za->lists[ZA_L_CLASS + c].count ||
+		    za->leased_cls[c])
+			ncls++;
+	budget = ZF_MIN(za->act_budget, za->open_budget);
+	w = za->max_stripe;
+	if (budget != ZA_UNLIMITED)
+		w = ZF_MIN(w, budget / ZF_MAX(1u, ncls));
+	pthread_mutex_unlock(&za->mu);
+	return w ? w : 1;
+}
+
+/* ---- commits and resets -------------------------------------------------- */
+
+uint64_t zalloc_commit_begin(struct zalloc *za)
+{
+	uint64_t t;
+
+	if (!za)
+		return 0;
+	pthread_mutex_lock(&za->mu);
+	t = za->commit_seq++;
+	pthread_mutex_unlock(&za->mu);
+	return t;
+}
+
+int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
+{
+	uint32_t *todo, n = 0;
+	int done = 0, first_err = 0;
+
+	if (!za)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	if (ticket == 0 || ticket >= za->commit_seq) {
+		pthread_mutex_unlock(&za->mu);
+		return -EINVAL;
+	}
+	if (!za->lists[ZA_L_PENDING].count) {
+		pthread_mutex_unlock(&za->mu);
+		return 0;
+	}
+	todo = malloc(za->lists[ZA_L_PENDING].count * sizeof(*todo));
+	if (!todo) {
+		pthread_mutex_unlock(&za->mu);
+		return -ENOMEM;
+	}
+	/* The pending list is in stamp order. */
+	while (za->lists[ZA_L_PENDING].head != ZA_NIL) {
+		struct za_zone *z = &za->z[za->lists[ZA_L_PENDING].head];
+
+		if (z->reset_stamp > ticket)
+			break;
+		list_del(za, z);
+		z->resetting = true;
+		za->nr_resetting++;
+		todo[n++] = zidx(za, z);
+	}
+	pthread_mutex_unlock(&za->mu);
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t zone = za->first + todo[k];
+		int rc = zdev_zone_reset(za->dev, zone);
+		struct za_zone *z = &za->z[todo[k]];
+		struct zdev_zone dz;
+		int rrc = 0;
+
+		if (rc < 0) {
+			zf_err("zalloc: reset of zone %u failed: %s", zone,
+			       strerror(-rc));
+			if (!first_err)
+				first_err = rc;
+			rrc = zdev_report_zones(za->dev, zone, 1, &dz);
+		}
+		pthread_mutex_lock(&za->mu);
+		z->resetting = false;
+		za->nr_resetting--;
+		if (rc == 0) {
+			z->resets++;
+			za->zone_resets++;
+			make_free(za, z);
+			done++;
+		} else if (rrc == 1 && (dz.cond == ZDEV_COND_READONLY ||
+					dz.cond == ZDEV_COND_OFFLINE)) {
+			retire(za, z, dz.cond);
+		} else if (rrc == 1 && dz.cond == ZDEV_COND_EMPTY) {
+			make_free(za, z);
+		} else {
+			/* try again at the next commit */
+			z->reset_stamp = 0;
+			list_add(za, z, ZA_L_PENDING, true);
+		}
+		pthread_cond_broadcast(&za->cv);
+		pthread_mutex_unlock(&za->mu);
+	}
+	free(todo);
+	return first_err ? first_err : done;
+}
+
+/* ---- introspection ------------------------------------------------------- */
+
+int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *out)
+{
+	struct za_zone *z;
+
+	if (!za || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	z = zone_of(za, zone);
+	if (!z) {
+		pthread_mutex_unlock(&za->mu);
+		return -EINVAL;
+	}
+	out->zone = zone;
+	out->cond = z->cond;
+	out->cls = z->cls;
+	out->leased = z->leased;
+	out->wp = z->wp;
+	out->capacity = z->capacity;
+	out->valid_bytes = z->valid;
+	out->resets = z->resets;
+	pthread_mutex_unlock(&za->mu);
+	return 0;
+}
+
+void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
+{
+	if (!za || !st)
+		return;
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&za->mu);
+	st->nr_zones = za->nr;
+	st->free_zones = za->lists[ZA_L_FREE].count;
+	st->open_zones = za->nr_open;
+	st->active_zones = za->nr_active;
+	st->max_active_data = ZF_MIN(za->act_budget, za->nr);
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+
+		st->valid_bytes += z->valid;
+		if (z->retired)
+			continue;	/* not usable capacity */
+		st->capacity_bytes += z->capacity;
+		if (z->cond == ZDEV_COND_EMPTY || cond_active(z->cond))
+			st->free_bytes += zremain(z);
+		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
+	}
+	st->device_bytes_written = za->dev_bytes;
+	memcpy(st->class_bytes_written, za->class_bytes,
+	       sizeof(st->class_bytes_written));
+	st->zone_resets = za->zone_resets;
+	st->zone_finishes = za->zone_finishes;
+	st->pending_resets = za->lists[ZA_L_PENDING].count + za->nr_resetting;
+	pthread_mutex_unlock(&za->mu);
+}
+
+/* Debug/test aid: the number of acquirers currently blocked. */
+unsigned int zalloc_waiters(struct zalloc *za)
+{
+	unsigned int n;
+
+	if (!za)
+		return 0;
+	pthread_mutex_lock(&za->mu);
+	n = za->waiters;
+	pthread_mutex_unlock(&za->mu);
+	return n;
+}

@@ -145,4 +145,16 @@ struct zalloc_stats {
 };
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
+/* ---- Additions (zalloc.c) ---------------------------------------------- */
+
+/* Optional: called (without any zalloc lock held) by an acquirer that is
+ * about to wait while zones are queued for reset, i.e. when only a metadata
+ * commit (zalloc_commit_begin/end) can free space.  It should only poke the
+ * committing thread (never commit synchronously under locks that writers
+ * hold).  cb == NULL removes it. */
+void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
+			      void *arg);
+/* Number of acquirers blocked right now (tests, stats). */
+unsigned int zalloc_waiters(struct zalloc *za);
+
 #endif

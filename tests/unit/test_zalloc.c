@@ -1,2 +1,1164 @@
-/* stub: being written */
-int main(void) { return 77; }
+/* test_zalloc — unit tests of the data-zone allocator (zonealloc/zalloc.c).
+ *
+ * Every test runs on an emulated zoned device (zoned/zdev_emu.c) with small
+ * zones and low limits, and checks real outcomes against the device's own
+ * zone report, not only against zalloc's view: leases start at the device
+ * write pointer and can be written, the open/active limits hold on the
+ * device, resets happen only after the right commit, etc.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "lifetime_hints/lifetime.h"
+#include "zonealloc/zalloc.h"
+#include "zoned/zdev.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024ull)
+#define BS 4096u
+
+/* Device "limited": 32 zones of 1 MiB, capacity 768 KiB, 14 open / 8 active.
+ * Data zones 2..31; zones 0 and 1 stand for the metadata log. */
+#define NZ 32
+#define ZSZ (1 * MiB)
+#define ZCAP (768 * KiB)
+#define FIRST 2
+#define NDATA (NZ - FIRST)
+#define RES 2
+#define ACT_BUDGET (8 - RES)	/* 6 */
+#define OPEN_BUDGET (14 - RES)	/* 12 */
+
+struct tdev {
+	char path[64];
+	struct zdev *dev;
+	struct zalloc *za;
+	void *buf;		/* ZCAP bytes of pattern */
+};
+
+static struct zalloc_params tparams(uint32_t first, uint32_t nr, uint32_t res,
+				    uint32_t stripe)
+{
+	struct zalloc_params p = {
+		.first_zone = first, .nr_zones = nr, .reserved_active = res,
+		.reserved_open = res, .max_stripe_width = stripe,
+	};
+	return p;
+}
+
+static void tdev_make(struct tdev *t, uint32_t nz, uint64_t zcap,
+		      uint32_t max_open, uint32_t max_active)
+{
+	struct zdev_emu_params ep = {
+		.zone_size = ZSZ, .zone_capacity = zcap, .nr_zones = nz,
+		.block_size = BS, .max_open = max_open, .max_active = max_active,
+	};
+	int fd;
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->path, sizeof(t->path), "/tmp/test_zalloc.XXXXXX");
+	fd = mkstemp(t->path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(zdev_emu_create(t->path, &ep, true), 0);
+	ck_assert_int_eq(zdev_open(t->path, NULL, &t->dev), 0);
+	t->buf = zdev_buf_alloc(ZSZ);
+	ck_assert_ptr_nonnull(t->buf);
+	memset(t->buf, 0xA5, ZSZ);
+}
+
+static void tdev_alloc(struct tdev *t, const struct zalloc_params *p)
+{
+	ck_assert_int_eq(zalloc_create(t->dev, p, &t->za), 0);
+	ck_assert_int_eq(zalloc_mount_done(t->za), 0);
+}
+
+/* The standard setup: limited device, zalloc over zones 2..31. */
+static void tdev_std(struct tdev *t, uint32_t stripe)
+{
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, stripe);
+
+	tdev_make(t, NZ, ZCAP, 14, 8);
+	tdev_alloc(t, &p);
+}
+
+static void tdev_free(struct tdev *t)
+{
+	if (t->za)
+		zalloc_destroy(t->za);
+	if (t->dev)
+		zdev_close(t->dev);
+	zdev_buf_free(t->buf);
+	unlink(t->path);
+}
+
+static struct zdev_zone dzone(struct tdev *t, uint32_t zone)
+{
+	struct zdev_zone z;
+
+	ck_assert_int_eq(zdev_report_zones(t->dev, zone, 1, &z), 1);
+	return z;
+}
+
+/* Count open / active zones in [first, first + nr) by the device report. */
+static void dcount(struct tdev *t, uint32_t first, uint32_t nr,
+		   uint32_t *open, uint32_t *active)
+{
+	struct zdev_zone *z = calloc(nr, sizeof(*z));
+	uint32_t got = 0;
+
+	ck_assert_ptr_nonnull(z);
+	while (got < nr) {
+		int rc = zdev_report_zones(t->dev, first + got, nr - got, z + got);
+
+		ck_assert_int_gt(rc, 0);
+		got += (uint32_t)rc;
+	}
+	*open = *active = 0;
+	for (uint32_t i = 0; i < nr; i++) {
+		if (zdev_zone_open_cond(&z[i]))
+			(*open)++;
+		if (zdev_zone_active(&z[i]))
+			(*active)++;
+	}
+	free(z);
+}
+
+/* Write n bytes (<= lease len) at the lease offset; assert success. */
+static void lwrite(struct tdev *t, const struct zalloc_lease *l, uint64_t n)
+{
+	ck_assert_uint_le(n, l->len);
+	ck_assert_int_eq(zdev_write(t->dev, l->offset, t->buf, n), (ssize_t)n);
+}
+
+/* A lease must start at the device write pointer of its zone. */
+static void check_lease(struct tdev *t, const struct zalloc_lease *l)
+{
+	struct zdev_zone z = dzone(t, l->zone);
+
+	ck_assert_uint_eq(l->offset, z.wp);
+	ck_assert_uint_gt(l->len, 0);
+	ck_assert_uint_eq(l->len % BS, 0);
+	ck_assert_uint_le(l->offset + l->len, z.start + z.capacity);
+	ck_assert(z.cond != ZDEV_COND_FULL);
+}
+
+/* zalloc's view of every data zone agrees with the device report. */
+static void check_sync(struct tdev *t, uint32_t first, uint32_t nr)
+{
+	for (uint32_t i = first; i < first + nr; i++) {
+		struct zalloc_zone_info zi;
+		struct zdev_zone z = dzone(t, i);
+
+		ck_assert_int_eq(zalloc_zone_info(t->za, i, &zi), 0);
+		ck_assert_uint_eq(zi.capacity, z.capacity);
+		if (z.cond == ZDEV_COND_FULL) {
+			ck_assert_int_eq(zi.cond, ZDEV_COND_FULL);
+		} else {
+			ck_assert_msg(zi.wp == z.wp, "zone %u: zalloc wp %llu device %llu",
+				      i, (unsigned long long)zi.wp,
+				      (unsigned long long)z.wp);
+			ck_assert_int_eq(zdev_zone_empty(&z),
+					 zi.cond == ZDEV_COND_EMPTY);
+		}
+	}
+}
+
+/* free + valid + reclaimable == capacity, and the per-zone sums agree. */
+static void check_stats(struct tdev *t, uint32_t first, uint32_t nr)
+{
+	struct zalloc_stats st;
+	uint64_t valid = 0, cap = 0;
+
+	zalloc_get_stats(t->za, &st);
+	ck_assert_uint_eq(st.nr_zones, nr);
+	for (uint32_t i = first; i < first + nr; i++) {
+		struct zalloc_zone_info zi;
+
+		ck_assert_int_eq(zalloc_zone_info(t->za, i, &zi), 0);
+		valid += zi.valid_bytes;
+		cap += zi.capacity;
+	}
+	ck_assert_uint_eq(st.valid_bytes, valid);
+	ck_assert_uint_eq(st.capacity_bytes, cap);
+	ck_assert_msg(st.free_bytes + st.valid_bytes + st.reclaimable_bytes ==
+		      st.capacity_bytes,
+		      "free %llu + valid %llu + reclaimable %llu != capacity %llu",
+		      (unsigned long long)st.free_bytes,
+		      (unsigned long long)st.valid_bytes,
+		      (unsigned long long)st.reclaimable_bytes,
+		      (unsigned long long)st.capacity_bytes);
+	uint64_t sum = 0;
+
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
+		sum += st.class_bytes_written[c];
+	ck_assert_uint_eq(sum, st.device_bytes_written);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+START_TEST(lease_at_device_wp)
+{
+	struct tdev t;
+	struct zalloc_lease l, l2;
+
+	tdev_std(&t, 4);
+	check_sync(&t, FIRST, NDATA);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 10000, &l), 0);
+	check_lease(&t, &l);
+	ck_assert_uint_eq(l.len, 12288);	/* rounded up to the block size */
+	ck_assert_int_eq(l.cls, LIFETIME_SHORT);
+	lwrite(&t, &l, l.len);
+	zalloc_release(t.za, &l, l.len, 0);
+	check_sync(&t, FIRST, NDATA);
+
+	/* the same class continues in the same zone, at the new wp */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l2), 0);
+	ck_assert_uint_eq(l2.zone, l.zone);
+	ck_assert_uint_eq(l2.offset, l.offset + l.len);
+	check_lease(&t, &l2);
+	lwrite(&t, &l2, 4096);
+	zalloc_release(t.za, &l2, 4096, 0);
+
+	/* a huge want is bounded by the room left in the zone */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 100 * MiB, &l2), 0);
+	check_lease(&t, &l2);
+	ck_assert_uint_eq(l2.offset + l2.len, dzone(&t, l2.zone).start + ZCAP);
+	lwrite(&t, &l2, l2.len);
+	zalloc_release(t.za, &l2, l2.len, 0);
+	/* the zone is full on the device and in zalloc */
+	struct zalloc_zone_info zi;
+	ck_assert_int_eq(zalloc_zone_info(t.za, l.zone, &zi), 0);
+	ck_assert_int_eq(zi.cond, ZDEV_COND_FULL);
+	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_FULL);
+	check_sync(&t, FIRST, NDATA);
+
+	/* a lease released unwritten leaves the zone EMPTY and FREE */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 8192, &l), 0);
+	check_lease(&t, &l);
+	zalloc_release(t.za, &l, 0, 0);
+	ck_assert_int_eq(zalloc_zone_info(t.za, l.zone, &zi), 0);
+	ck_assert_int_eq(zi.cond, ZDEV_COND_EMPTY);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+
+	/* bad arguments */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_NR, 4096, &l), -EINVAL);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 0, &l), -EINVAL);
+	ck_assert_int_eq(zalloc_zone_info(t.za, 0, &zi), -EINVAL);
+	ck_assert_int_eq(zalloc_zone_info(t.za, NZ, &zi), -EINVAL);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Many acquires across all classes, random sizes, some leases held: classes
+ * never share a zone, every lease is at the device wp and writable, and the
+ * device never holds more data zones open/active than the budget, while the
+ * two "metadata" zones outside the data range stay open all along. */
+START_TEST(classes_and_budget)
+{
+	struct tdev t;
+	uint8_t owner[NZ];
+	uint64_t resets_seen[NZ];
+	struct zalloc_lease held[3];
+	unsigned int nheld = 0;
+	unsigned int seed = 12345;
+
+	tdev_std(&t, 4);
+	memset(owner, 0xff, sizeof(owner));
+	memset(resets_seen, 0, sizeof(resets_seen));
+	/* the metadata log's two zones are open the whole time */
+	ck_assert_int_eq(zdev_write(t.dev, 0, t.buf, BS), BS);
+	ck_assert_int_eq(zdev_write(t.dev, ZSZ, t.buf, BS), BS);
+
+	for (int i = 0; i < 400; i++) {
+		enum lifetime_class cls = (enum lifetime_class)(rand_r(&seed) % LIFETIME_NR);
+		uint64_t want = (1 + rand_r(&seed) % 64) * BS;
+		struct zalloc_lease l;
+		struct zalloc_stats st;
+		uint32_t op, ac;
+		int rc;
+
+		/* holding a lease of cls while acquiring for cls with nothing
+		 * free would wait for ourselves (documented): give them back */
+		zalloc_get_stats(t.za, &st);
+		while (st.free_zones == 0 && nheld) {
+			nheld--;
+			zalloc_release(t.za, &held[nheld], held[nheld].len, 0);
+		}
+		rc = zalloc_acquire(t.za, cls, want, &l);
+
+		if (rc == -ENOSPC) {
+			/* everything written: invalidate and reset all FULL zones */
+			for (uint32_t z = FIRST; z < NZ; z++) {
+				struct zalloc_zone_info zi;
+
+				zalloc_zone_info(t.za, z, &zi);
+				if (zi.cond == ZDEV_COND_FULL && zi.valid_bytes)
+					zalloc_valid_sub(t.za, (uint64_t)z * ZSZ,
+							 zi.valid_bytes);
+			}
+			uint64_t tk = zalloc_commit_begin(t.za);
+			ck_assert_int_gt(zalloc_commit_end(t.za, tk), 0);
+			continue;
+		}
+		ck_assert_int_eq(rc, 0);
+		check_lease(&t, &l);
+		ck_assert_int_eq(l.cls, cls);
+		{
+			struct zalloc_zone_info zi;
+
+			zalloc_zone_info(t.za, l.zone, &zi);
+			if (zi.resets != resets_seen[l.zone]) {
+				resets_seen[l.zone] = zi.resets;
+				owner[l.zone] = 0xff;
+			}
+			if (owner[l.zone] == 0xff)
+				owner[l.zone] = (uint8_t)cls;
+			ck_assert_msg(owner[l.zone] == cls,
+				      "zone %u shared by classes %d and %d",
+				      l.zone, owner[l.zone], cls);
+		}
+		uint64_t n = (1 + rand_r(&seed) % (l.len / BS)) * BS;
+
+		lwrite(&t, &l, n);
+		zalloc_valid_add(t.za, l.offset, n);
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_le(ac, ACT_BUDGET);
+		ck_assert_uint_le(op, OPEN_BUDGET);
+		if (nheld < 3 && rand_r(&seed) % 4 == 0) {
+			held[nheld++] = l;
+			held[nheld - 1].len = n;	/* remember what we wrote */
+		} else {
+			zalloc_release(t.za, &l, n, 0);
+		}
+		if (nheld == 3 || (nheld && rand_r(&seed) % 3 == 0)) {
+			nheld--;
+			zalloc_release(t.za, &held[nheld], held[nheld].len, 0);
+		}
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_le(ac, ACT_BUDGET);
+		/* the metadata zones are still open and writable */
+		ck_assert(zdev_zone_open_cond(&(struct zdev_zone){ .cond = dzone(&t, 0).cond }));
+	}
+	while (nheld) {
+		nheld--;
+		zalloc_release(t.za, &held[nheld], held[nheld].len, 0);
+	}
+	ck_assert_int_eq(zdev_write(t.dev, dzone(&t, 0).wp, t.buf, BS), BS);
+	ck_assert_int_eq(zdev_write(t.dev, dzone(&t, 1).wp, t.buf, BS), BS);
+	struct zalloc_stats st;
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_gt(st.zone_finishes, 0);	/* the budget was hit */
+	ck_assert_uint_le(st.active_zones, ACT_BUDGET);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* With the budget full, a new class finishes the unleased active zone with
+ * the least remaining capacity. */
+START_TEST(finish_least_remaining)
+{
+	struct tdev t;
+	struct zalloc_lease l[ACT_BUDGET], nl;
+	const uint64_t wr[ACT_BUDGET] = { 64 * KiB, 128 * KiB, 704 * KiB,
+					  256 * KiB, 512 * KiB, 32 * KiB };
+	uint32_t op, ac;
+
+	tdev_std(&t, 4);
+	for (int i = 0; i < ACT_BUDGET; i++) {
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &l[i]), 0);
+		check_lease(&t, &l[i]);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(l[i].zone, l[j].zone);
+	}
+	for (int i = 0; i < ACT_BUDGET; i++) {
+		lwrite(&t, &l[i], wr[i]);
+		zalloc_valid_add(t.za, l[i].offset, wr[i]);
+		zalloc_release(t.za, &l[i], wr[i], 0);
+	}
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_eq(ac, ACT_BUDGET);
+
+	/* SHORT continues in its fullest zone (least room first) */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &nl), 0);
+	ck_assert_uint_eq(nl.zone, l[2].zone);
+	zalloc_release(t.za, &nl, 0, 0);
+
+	/* LONG needs a new zone: zone l[2] (64 KiB left) is finished */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 4 * BS, &nl), 0);
+	check_lease(&t, &nl);
+	for (int i = 0; i < ACT_BUDGET; i++)
+		ck_assert_uint_ne(nl.zone, l[i].zone);
+	ck_assert_int_eq(dzone(&t, l[2].zone).cond, ZDEV_COND_FULL);
+	for (int i = 0; i < ACT_BUDGET; i++)
+		if (i != 2)
+			ck_assert(zdev_zone_active(&(struct zdev_zone){
+				.cond = dzone(&t, l[i].zone).cond }));
+	lwrite(&t, &nl, nl.len);
+	zalloc_release(t.za, &nl, nl.len, 0);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_eq(ac, ACT_BUDGET);
+
+	/* next victim: l[4] (256 KiB left) */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &nl), 0);
+	ck_assert_int_eq(dzone(&t, l[4].zone).cond, ZDEV_COND_FULL);
+	zalloc_release(t.za, &nl, 0, 0);
+
+	struct zalloc_stats st;
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 2);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+struct waiter {
+	struct zalloc *za;
+	enum lifetime_class cls;
+	struct zalloc_lease l;
+	int rc;
+	volatile int done;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = zalloc_acquire(w->za, w->cls, 16 * KiB, &w->l);
+	__atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void wait_for_waiters(struct zalloc *za, unsigned int n)
+{
+	for (int i = 0; i < 2000 && zalloc_waiters(za) < n; i++)
+		usleep(1000);
+	ck_assert_uint_eq(zalloc_waiters(za), n);
+}
+
+/* All usable zones leased: acquire blocks, and wakes on a release. */
+START_TEST(acquire_blocks_until_release)
+{
+	struct tdev t;
+	struct zalloc_lease l[ACT_BUDGET];
+	struct waiter w1 = { 0 }, w2 = { 0 };
+	pthread_t th1, th2;
+
+	tdev_std(&t, 4);
+	for (int i = 0; i < ACT_BUDGET; i++) {
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l[i]), 0);
+		lwrite(&t, &l[i], BS);
+	}
+	/* same class: will get a leased zone back */
+	w1.za = t.za;
+	w1.cls = LIFETIME_SHORT;
+	ck_assert_int_eq(pthread_create(&th1, NULL, waiter_main, &w1), 0);
+	wait_for_waiters(t.za, 1);
+	ck_assert(!__atomic_load_n(&w1.done, __ATOMIC_SEQ_CST));
+
+	zalloc_release(t.za, &l[3], BS, 0);
+	pthread_join(th1, NULL);
+	ck_assert_int_eq(w1.rc, 0);
+	ck_assert_uint_eq(w1.l.zone, l[3].zone);
+	check_lease(&t, &w1.l);
+	ck_assert_uint_eq(w1.l.offset, l[3].offset + BS);
+	lwrite(&t, &w1.l, BS);
+	l[3] = w1.l;
+
+	/* other class: the released zone gets finished, a new one opened */
+	w2.za = t.za;
+	w2.cls = LIFETIME_LONG;
+	ck_assert_int_eq(pthread_create(&th2, NULL, waiter_main, &w2), 0);
+	wait_for_waiters(t.za, 1);
+	ck_assert(!__atomic_load_n(&w2.done, __ATOMIC_SEQ_CST));
+	zalloc_release(t.za, &l[0], BS, 0);
+	pthread_join(th2, NULL);
+	ck_assert_int_eq(w2.rc, 0);
+	check_lease(&t, &w2.l);
+	ck_assert_int_eq(dzone(&t, l[0].zone).cond, ZDEV_COND_FULL);
+	lwrite(&t, &w2.l, BS);
+	zalloc_release(t.za, &w2.l, BS, 0);
+	for (int i = 1; i < ACT_BUDGET; i++)
+		zalloc_release(t.za, &l[i], BS, 0);
+	uint32_t op, ac;
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(ac, ACT_BUDGET);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Fill every data zone with valid data (returns the number of zones). */
+static int fill_all_valid(struct tdev *t, enum lifetime_class cls)
+{
+	struct zalloc_lease l;
+	int n = 0, rc;
+
+	while ((rc = zalloc_acquire(t->za, cls, ZCAP, &l)) == 0) {
+		check_lease(t, &l);
+		lwrite(t, &l, l.len);
+		zalloc_valid_add(t->za, l.offset, l.len);
+		zalloc_release(t->za, &l, l.len, 0);
+		n++;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	return n;
+}
+
+static int commits_by_cb;
+static void commit_cb(void *arg)
+{
+	struct zalloc *za = arg;
+	uint64_t tk = zalloc_commit_begin(za);
+
+	ck_assert_int_ge(zalloc_commit_end(za, tk), 0);
+	commits_by_cb++;
+}
+
+START_TEST(enospc_when_full)
+{
+	struct tdev t;
+	struct zalloc_stats st;
+	struct zalloc_lease l;
+
+	tdev_std(&t, 4);
+	ck_assert_int_eq(fill_all_valid(&t, LIFETIME_MEDIUM), NDATA);
+	for (uint32_t z = FIRST; z < NZ; z++)
+		ck_assert_int_eq(dzone(&t, z).cond, ZDEV_COND_FULL);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.free_bytes, 0);
+	ck_assert_uint_eq(st.free_zones, 0);
+	ck_assert_uint_eq(st.valid_bytes, (uint64_t)NDATA * ZCAP);
+	ck_assert_uint_eq(st.reclaimable_bytes, 0);
+	check_stats(&t, FIRST, NDATA);
+	for (int c = 0; c < LIFETIME_NR; c++)
+		ck_assert_int_eq(zalloc_acquire(t.za, (enum lifetime_class)c, BS, &l), -ENOSPC);
+
+	/* invalidate one zone: now a commit can help, so acquire waits and
+	 * the need-space callback commits, which resets the zone */
+	zalloc_valid_sub(t.za, (uint64_t)(FIRST + 7) * ZSZ, ZCAP);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);
+	zalloc_set_need_space_cb(t.za, commit_cb, t.za);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &l), 0);
+	ck_assert_int_eq(commits_by_cb, 1);
+	ck_assert_uint_eq(l.zone, FIRST + 7);
+	check_lease(&t, &l);
+	lwrite(&t, &l, BS);
+	zalloc_release(t.za, &l, BS, 0);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Reset only after commit_end for a ticket taken after the invalidation. */
+START_TEST(reset_after_commit)
+{
+	struct tdev t;
+	struct zalloc_lease l, o;
+	struct zalloc_zone_info zi;
+	struct zalloc_stats st;
+	uint32_t zf, zo;
+
+	tdev_std(&t, 4);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &l), 0);
+	zf = l.zone;
+	lwrite(&t, &l, l.len);
+	zalloc_valid_add(t.za, l.offset, 100 * KiB);
+	zalloc_valid_add(t.za, l.offset + 200 * KiB, 400 * KiB);
+	zalloc_release(t.za, &l, l.len, 0);
+	ck_assert_int_eq(dzone(&t, zf).cond, ZDEV_COND_FULL);
+	/* an open zone whose data is all invalidated is NOT reset */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 64 * KiB, &o), 0);
+	zo = o.zone;
+	lwrite(&t, &o, o.len);
+	zalloc_valid_add(t.za, o.offset, o.len);
+	zalloc_release(t.za, &o, o.len, 0);
+	zalloc_valid_sub(t.za, o.offset, o.len);
+
+	uint64_t before = zalloc_commit_begin(t.za);	/* commit in flight */
+	zalloc_valid_sub(t.za, (uint64_t)zf * ZSZ, 100 * KiB);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 0);	/* still 400 KiB valid */
+	zalloc_valid_sub(t.za, (uint64_t)zf * ZSZ + 200 * KiB, 400 * KiB);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);
+	/* the commit that began before the invalidation ends: no reset */
+	ck_assert_int_eq(zalloc_commit_end(t.za, before), 0);
+	ck_assert_int_eq(dzone(&t, zf).cond, ZDEV_COND_FULL);
+	ck_assert_int_eq(zalloc_zone_info(t.za, zf, &zi), 0);
+	ck_assert_uint_eq(zi.resets, 0);
+	ck_assert_int_eq(zi.cond, ZDEV_COND_FULL);
+	/* ticket not issued yet */
+	ck_assert_int_eq(zalloc_commit_end(t.za, before + 1), -EINVAL);
+
+	uint64_t after = zalloc_commit_begin(t.za);
+	ck_assert_uint_gt(after, before);
+	ck_assert_int_eq(zalloc_commit_end(t.za, after), 1);
+	ck_assert_int_eq(dzone(&t, zf).cond, ZDEV_COND_EMPTY);
+	ck_assert_int_eq(zalloc_zone_info(t.za, zf, &zi), 0);
+	ck_assert_uint_eq(zi.resets, 1);
+	ck_assert_int_eq(zi.cond, ZDEV_COND_EMPTY);
+	ck_assert_uint_eq(zi.valid_bytes, 0);
+	/* the open zone was left alone and is still written at its wp */
+	ck_assert(dzone(&t, zo).cond != ZDEV_COND_EMPTY);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &o), 0);
+	ck_assert_uint_eq(o.zone, zo);
+	check_lease(&t, &o);
+	zalloc_release(t.za, &o, 0, 0);
+
+	/* a re-reference before the commit cancels the queued reset */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, ZCAP, &l), 0);
+	lwrite(&t, &l, l.len);
+	zalloc_valid_add(t.za, l.offset, l.len);
+	zalloc_release(t.za, &l, l.len, 0);
+	zalloc_valid_sub(t.za, l.offset, l.len);
+	zalloc_valid_add(t.za, l.offset, BS);
+	after = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, after), 0);
+	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_FULL);
+
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_resets, 1);
+	ck_assert_uint_eq(st.pending_resets, 0);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Reset failure: the zone stays queued and is reset by a later commit. */
+START_TEST(reset_failure_retried)
+{
+	struct tdev t;
+	struct zalloc_lease l;
+	struct zalloc_stats st;
+
+	tdev_std(&t, 4);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &l), 0);
+	lwrite(&t, &l, l.len);
+	zalloc_release(t.za, &l, l.len, 0);	/* never referenced: queued */
+	ck_assert_int_eq(zdev_emu_inject_fault(t.dev, ZDEV_FAULT_RESET, 0, 1, -EIO), 0);
+	uint64_t tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), -EIO);
+	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_FULL);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);
+	tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);
+	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_EMPTY);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Mount: unreferenced zones are reset, partially written zones with valid
+ * data are adopted with their class and written on at their wp. */
+START_TEST(mount_resets_and_adopts)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
+	struct zalloc_lease a, b, c, d;
+	struct zalloc_zone_info zi;
+	int rc;
+
+	tdev_make(&t, NZ, ZCAP, 14, 8);
+	tdev_alloc(&t, &p);
+	/* a: FULL, referenced; b: partial, referenced; c: partial, not;
+	 * d: FULL, not referenced */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, ZCAP, &a), 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &b), 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &c), 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &d), 0);
+	lwrite(&t, &a, ZCAP);
+	lwrite(&t, &b, 96 * KiB);
+	lwrite(&t, &c, 32 * KiB);
+	lwrite(&t, &d, ZCAP);
+	zalloc_release(t.za, &a, ZCAP, 0);
+	zalloc_release(t.za, &b, 96 * KiB, 0);
+	zalloc_release(t.za, &c, 32 * KiB, 0);
+	zalloc_release(t.za, &d, ZCAP, 0);
+	zalloc_destroy(t.za);
+	t.za = NULL;
+	zdev_close(t.dev);
+	ck_assert_int_eq(zdev_open(t.path, NULL, &t.dev), 0);
+
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &t.za), 0);
+	/* replay */
+	zalloc_valid_add(t.za, a.offset, 500 * KiB);
+	zalloc_zone_adopt(t.za, a.zone, LIFETIME_EXTREME);
+	zalloc_valid_add(t.za, b.offset, 64 * KiB);
+	zalloc_zone_adopt(t.za, b.zone, LIFETIME_LONG);
+	zalloc_zone_adopt(t.za, b.zone, LIFETIME_SHORT);	/* first wins */
+	rc = zalloc_mount_done(t.za);
+	ck_assert_int_eq(rc, 2);
+	ck_assert_int_eq(zalloc_mount_done(t.za), -EALREADY);
+	ck_assert_int_eq(dzone(&t, c.zone).cond, ZDEV_COND_EMPTY);
+	ck_assert_int_eq(dzone(&t, d.zone).cond, ZDEV_COND_EMPTY);
+	ck_assert_int_eq(dzone(&t, a.zone).cond, ZDEV_COND_FULL);
+	ck_assert(zdev_zone_active(&(struct zdev_zone){ .cond = dzone(&t, b.zone).cond }));
+	ck_assert_int_eq(zalloc_zone_info(t.za, b.zone, &zi), 0);
+	ck_assert_int_eq(zi.cls, LIFETIME_LONG);
+	ck_assert_uint_eq(zi.valid_bytes, 64 * KiB);
+	ck_assert_uint_eq(zi.wp, b.offset + 96 * KiB);
+	ck_assert_int_eq(zalloc_zone_info(t.za, c.zone, &zi), 0);
+	ck_assert_uint_eq(zi.resets, 1);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+
+	/* LONG continues in the adopted zone, at the device wp */
+	struct zalloc_lease n;
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 8 * KiB, &n), 0);
+	ck_assert_uint_eq(n.zone, b.zone);
+	check_lease(&t, &n);
+	lwrite(&t, &n, n.len);
+	zalloc_release(t.za, &n, n.len, 0);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Mount with more partially written zones than the (new) budget: the ones
+ * with least remaining capacity are finished. */
+START_TEST(mount_finishes_beyond_budget)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
+	struct zalloc_lease l[ACT_BUDGET];
+	const uint64_t wr[ACT_BUDGET] = { 64 * KiB, 600 * KiB, 128 * KiB,
+					  256 * KiB, 700 * KiB, 32 * KiB };
+	uint32_t op, ac;
+
+	tdev_make(&t, NZ, ZCAP, 14, 8);
+	tdev_alloc(&t, &p);
+	for (int i = 0; i < ACT_BUDGET; i++)
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_MEDIUM, ZCAP, &l[i]), 0);
+	for (int i = 0; i < ACT_BUDGET; i++) {
+		lwrite(&t, &l[i], wr[i]);
+		zalloc_release(t.za, &l[i], wr[i], 0);
+	}
+	zalloc_destroy(t.za);
+	t.za = NULL;
+
+	p.reserved_active = 4;	/* budget 4 now */
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &t.za), 0);
+	for (int i = 0; i < ACT_BUDGET; i++)
+		zalloc_valid_add(t.za, l[i].offset, BS);
+	ck_assert_int_eq(zalloc_mount_done(t.za), 0);
+	ck_assert_int_eq(dzone(&t, l[4].zone).cond, ZDEV_COND_FULL);
+	ck_assert_int_eq(dzone(&t, l[1].zone).cond, ZDEV_COND_FULL);
+	for (int i = 0; i < ACT_BUDGET; i++) {
+		struct zalloc_zone_info zi;
+
+		zalloc_zone_info(t.za, l[i].zone, &zi);
+		ck_assert_int_eq(zi.cls, LIFETIME_MEDIUM);	/* default */
+		if (i != 1 && i != 4)
+			ck_assert(zdev_zone_active(&(struct zdev_zone){
+				.cond = dzone(&t, l[i].zone).cond }));
+	}
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_eq(ac, 4);
+	struct zalloc_stats st;
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.active_zones, 4);
+	ck_assert_uint_eq(st.max_active_data, 4);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Release with an error re-reads the zone: bytes written behind zalloc's
+ * back are accepted (as garbage) and the next lease starts at the real wp. */
+START_TEST(release_error_resyncs)
+{
+	struct tdev t;
+	struct zalloc_lease l, n;
+	struct zalloc_stats st0, st;
+
+	tdev_std(&t, 4);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	lwrite(&t, &l, 16 * KiB);
+	zalloc_valid_add(t.za, l.offset, 16 * KiB);
+	zalloc_release(t.za, &l, 16 * KiB, 0);
+	zalloc_get_stats(t.za, &st0);
+
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	check_lease(&t, &l);
+	/* a write that "failed" but left 3 blocks on the device */
+	ck_assert_int_eq(zdev_write(t.dev, l.offset, t.buf, 3 * BS), 3 * BS);
+	zalloc_release(t.za, &l, 0, -EIO);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &n), 0);
+	ck_assert_uint_eq(n.zone, l.zone);
+	ck_assert_uint_eq(n.offset, l.offset + 3 * BS);
+	check_lease(&t, &n);
+	lwrite(&t, &n, BS);
+	zalloc_valid_add(t.za, n.offset, BS);
+	zalloc_release(t.za, &n, BS, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.reclaimable_bytes, st0.reclaimable_bytes + 3 * BS);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+
+	/* a write that really failed (injected): wp unchanged, zone usable */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	ck_assert_int_eq(zdev_emu_inject_fault(t.dev, ZDEV_FAULT_WRITE, 0, 1, -EIO), 0);
+	ck_assert_int_lt(zdev_write(t.dev, l.offset, t.buf, 2 * BS), 0);
+	zalloc_release(t.za, &l, 0, -EIO);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &n), 0);
+	ck_assert_uint_eq(n.zone, l.zone);
+	ck_assert_uint_eq(n.offset, l.offset);
+	lwrite(&t, &n, n.len);
+	zalloc_release(t.za, &n, n.len, 0);
+
+	/* caller claims more than reached the device: device wins */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	lwrite(&t, &l, BS);
+	zalloc_release(t.za, &l, 4 * BS, -EIO);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &n), 0);
+	ck_assert_uint_eq(n.offset, l.offset + BS);
+	check_lease(&t, &n);
+	zalloc_release(t.za, &n, 0, 0);
+
+	/* a lease of a fresh zone that failed without writing: back to FREE */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, 64 * KiB, &l), 0);
+	zalloc_release(t.za, &l, 0, -EIO);
+	struct zalloc_zone_info zi;
+	zalloc_zone_info(t.za, l.zone, &zi);
+	ck_assert_int_eq(zi.cond, ZDEV_COND_EMPTY);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+START_TEST(stripe_width_budget)
+{
+	struct tdev t;
+	struct zalloc_lease l[8];
+	uint32_t op, ac;
+	unsigned int w;
+	int n;
+
+	tdev_std(&t, 4);
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 4);	/* min(4, 6/1) */
+	n = zalloc_acquire_many(t.za, LIFETIME_SHORT, 64 * KiB, 4, l);
+	ck_assert_int_eq(n, 4);
+	for (int i = 0; i < n; i++) {
+		check_lease(&t, &l[i]);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(l[i].zone, l[j].zone);
+		lwrite(&t, &l[i], BS);
+	}
+	/* two classes busy: 6 / 2 = 3 */
+	w = zalloc_stripe_width(t.za, LIFETIME_LONG);
+	ck_assert_uint_eq(w, 3);
+	/* only 2 slots left: the extras never exceed the budget */
+	n = zalloc_acquire_many(t.za, LIFETIME_LONG, 64 * KiB, w, &l[4]);
+	ck_assert_int_eq(n, 2);
+	for (int i = 4; i < 6; i++) {
+		check_lease(&t, &l[i]);
+		lwrite(&t, &l[i], BS);
+	}
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(ac, ACT_BUDGET);
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_MEDIUM), 2);	/* 6/3 */
+	for (int i = 0; i < 6; i++)
+		zalloc_release(t.za, &l[i], BS, 0);
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_NONE), 2);
+	/* every class writing: 6/5 = 1 */
+	for (int c = 0; c < LIFETIME_NR; c++) {
+		struct zalloc_lease x;
+
+		ck_assert_int_eq(zalloc_acquire(t.za, (enum lifetime_class)c, BS, &x), 0);
+		lwrite(&t, &x, BS);
+		zalloc_release(t.za, &x, BS, 0);
+	}
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 1);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(ac, ACT_BUDGET);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* A device without limits: no finishing, stripe width is the maximum, many
+ * concurrent leases never block. */
+START_TEST(unlimited_device)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(0, 16, 2, 6);
+	struct zalloc_lease l[16];
+	struct zalloc_stats st;
+
+	tdev_make(&t, 16, 0, 0, 0);
+	tdev_alloc(&t, &p);
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 6);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(zalloc_acquire(t.za, (enum lifetime_class)(i % LIFETIME_NR),
+						 128 * KiB, &l[i]), 0);
+		check_lease(&t, &l[i]);
+		lwrite(&t, &l[i], BS);
+	}
+	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 6);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.open_zones, 16);
+	ck_assert_uint_eq(st.zone_finishes, 0);
+	ck_assert_uint_eq(st.free_zones, 0);
+	ck_assert_uint_eq(st.max_active_data, 16);
+	for (int i = 0; i < 16; i++) {
+		zalloc_valid_add(t.za, l[i].offset, BS);
+		zalloc_release(t.za, &l[i], BS, 0);
+	}
+	/* zone capacity == zone size here */
+	ck_assert_uint_eq(dzone(&t, 3).capacity, ZSZ);
+	/* fill up: -ENOSPC once every zone is full of valid data */
+	ck_assert_int_eq(fill_all_valid(&t, LIFETIME_SHORT) >= 3, 1);
+	for (uint32_t z = 0; z < 16; z++) {
+		struct zalloc_zone_info zi;
+
+		zalloc_zone_info(t.za, z, &zi);
+		ck_assert_uint_gt(zi.valid_bytes, 0);
+	}
+	check_sync(&t, 0, 16);
+	check_stats(&t, 0, 16);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Accounting bugs are logged and clamped, never fatal. */
+START_TEST(accounting_bugs_clamped)
+{
+	struct tdev t;
+	struct zalloc_lease l;
+	struct zalloc_zone_info zi;
+	uint64_t errs;
+
+	tdev_std(&t, 4);
+	zf_log_set_level(ZF_LOG_ERROR);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	lwrite(&t, &l, 8 * KiB);
+	/* accounting before release is allowed within the lease */
+	zalloc_valid_add(t.za, l.offset, 8 * KiB);
+	zalloc_release(t.za, &l, 8 * KiB, 0);
+
+	errs = zf_log_error_count();
+	zalloc_valid_sub(t.za, l.offset, 12 * KiB);	/* below zero */
+	ck_assert_uint_eq(zf_log_error_count(), errs + 1);
+	zalloc_zone_info(t.za, l.zone, &zi);
+	ck_assert_uint_eq(zi.valid_bytes, 0);
+
+	zalloc_valid_add(t.za, l.offset, 16 * KiB);	/* beyond written */
+	ck_assert_uint_eq(zf_log_error_count(), errs + 2);
+	zalloc_zone_info(t.za, l.zone, &zi);
+	ck_assert_uint_eq(zi.valid_bytes, 8 * KiB);
+
+	zalloc_valid_add(t.za, (uint64_t)NZ * ZSZ, BS);	/* outside the device */
+	zalloc_valid_add(t.za, 0, BS);			/* metadata zone */
+	ck_assert_uint_eq(zf_log_error_count(), errs + 4);
+
+	/* releasing a lease twice or a forged one */
+	zalloc_release(t.za, &l, 0, 0);
+	ck_assert_uint_eq(zf_log_error_count(), errs + 5);
+	zf_log_set_level(ZF_LOG_INFO);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+START_TEST(create_rejects_bad_params)
+{
+	struct tdev t;
+	struct zalloc_params p;
+	struct zalloc *za;
+	struct zalloc_lease l;
+
+	tdev_make(&t, NZ, ZCAP, 14, 8);
+	p = tparams(FIRST, NZ, RES, 4);		/* past the end */
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &za), -EINVAL);
+	p = tparams(FIRST, NDATA, 8, 4);	/* nothing left for data */
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &za), -EINVAL);
+	p = tparams(FIRST, 0, RES, 4);
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &za), -EINVAL);
+	ck_assert_int_eq(zalloc_create(NULL, &p, &za), -EINVAL);
+	p = tparams(FIRST, NDATA, RES, 4);
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &t.za), 0);
+	/* before mount_done nothing is leased */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &l), -EBUSY);
+	ck_assert_int_eq(zalloc_mount_done(t.za), 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &l), 0);
+	zalloc_release(t.za, &l, 0, 0);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Threads writing through leases concurrently, with invalidations and
+ * commits: no write ever fails (exclusive leases keep each zone's writes
+ * sequential), the device budget holds, and the accounting adds up. */
+struct stress {
+	struct tdev *t;
+	unsigned int seed;
+	int writes;
+	int commits;
+};
+
+static pthread_mutex_t ext_mu = PTHREAD_MUTEX_INITIALIZER;
+#define MAX_EXT 4096
+static struct { uint64_t off, len; } exts[MAX_EXT];
+static int nexts;
+
+static void *stress_main(void *arg)
+{
+	struct stress *s = arg;
+	struct tdev *t = s->t;
+
+	for (int i = 0; i < 300; i++) {
+		enum lifetime_class cls = (enum lifetime_class)(rand_r(&s->seed) % LIFETIME_NR);
+		struct zalloc_lease l[3];
+		unsigned int w = zalloc_stripe_width(t->za, cls);
+		int n;
+
+		if (w > 3)
+			w = 3;
+		n = zalloc_acquire_many(t->za, cls, (1 + rand_r(&s->seed) % 16) * BS,
+					w, l);
+		if (n == -ENOSPC) {
+			uint64_t tk = zalloc_commit_begin(t->za);
+
+			zalloc_commit_end(t->za, tk);
+			continue;
+		}
+		ck_assert_int_gt(n, 0);
+		for (int k = 0; k < n; k++) {
+			uint64_t len = (1 + rand_r(&s->seed) % (l[k].len / BS)) * BS;
+			ssize_t r = zdev_write(t->dev, l[k].offset, t->buf, len);
+
+			ck_assert_int_eq(r, (ssize_t)len);
+			zalloc_valid_add(t->za, l[k].offset, len);
+			zalloc_release(t->za, &l[k], len, 0);
+			s->writes++;
+			pthread_mutex_lock(&ext_mu);
+			if (nexts < MAX_EXT) {
+				exts[nexts].off = l[k].offset;
+				exts[nexts].len = len;
+				nexts++;
+			}
+			/* drop a random older extent (record first, then sub) */
+			if (nexts > 12) {
+				int v = rand_r(&s->seed) % nexts;
+
+				zalloc_valid_sub(t->za, exts[v].off, exts[v].len);
+				exts[v] = exts[--nexts];
+			}
+			pthread_mutex_unlock(&ext_mu);
+		}
+		if (rand_r(&s->seed) % 8 == 0) {
+			uint64_t tk = zalloc_commit_begin(t->za);
+
+			ck_assert_int_ge(zalloc_commit_end(t->za, tk), 0);
+			s->commits++;
+		}
+	}
+	return NULL;
+}
+
+static void commit_cb_stress(void *arg)
+{
+	struct zalloc *za = arg;
+	uint64_t tk = zalloc_commit_begin(za);
+
+	zalloc_commit_end(za, tk);
+}
+
+START_TEST(threads_stress)
+{
+	struct tdev t;
+	struct stress s[6];
+	pthread_t th[6];
+	volatile int stop = 0;
+	uint32_t op, ac;
+
+	(void)stop;
+	tdev_std(&t, 3);
+	nexts = 0;
+	zalloc_set_need_space_cb(t.za, commit_cb_stress, t.za);
+	for (int i = 0; i < 6; i++) {
+		s[i] = (struct stress){ .t = &t, .seed = 1000u + (unsigned)i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, stress_main, &s[i]), 0);
+	}
+	for (int k = 0; k < 50; k++) {
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_le(ac, ACT_BUDGET);
+		ck_assert_uint_le(op, OPEN_BUDGET);
+		usleep(2000);
+	}
+	int writes = 0;
+	for (int i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		writes += s[i].writes;
+	}
+	ck_assert_int_gt(writes, 1000);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(ac, ACT_BUDGET);
+	/* the live extents are exactly the valid bytes */
+	uint64_t live = 0;
+	for (int i = 0; i < nexts; i++)
+		live += exts[i].len;
+	struct zalloc_stats st;
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.valid_bytes, live);
+	ck_assert_uint_gt(st.zone_resets, 0);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+static Suite *zalloc_suite(void)
+{
+	Suite *s = suite_create("zalloc");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, lease_at_device_wp);
+	tcase_add_test(tc, classes_and_budget);
+	tcase_add_test(tc, finish_least_remaining);
+	tcase_add_test(tc, acquire_blocks_until_release);
+	tcase_add_test(tc, enospc_when_full);
+	tcase_add_test(tc, reset_after_commit);
+	tcase_add_test(tc, reset_failure_retried);
+	tcase_add_test(tc, mount_resets_and_adopts);
+	tcase_add_test(tc, mount_finishes_beyond_budget);
+	tcase_add_test(tc, release_error_resyncs);
+	tcase_add_test(tc, stripe_width_budget);
+	tcase_add_test(tc, unlimited_device);
+	tcase_add_test(tc, accounting_bugs_clamped);
+	tcase_add_test(tc, create_rejects_bad_params);
+	tcase_add_test(tc, threads_stress);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(zalloc_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
