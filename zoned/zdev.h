@@ -204,6 +204,11 @@ struct zdev_emu_params {
 	uint32_t latency_us;	/* 0 = off */
 };
 
+/* Parameters of an open emulated device: geometry and limits as stored in
+ * the file, performance model as in effect for this handle (after the
+ * zdev_open_opts overrides).  Returns -ENOTSUP on other backends. */
+int zdev_emu_get_params(struct zdev *dev, struct zdev_emu_params *p);
+
 /* Create an emulated device file (fails with -EEXIST unless overwrite). */
 int zdev_emu_create(const char *path, const struct zdev_emu_params *p,
 		    bool overwrite);

@@ -1284,6 +1284,31 @@ out:
 	return ret;
 }
 
+int zdev_emu_get_params(struct zdev *dev, struct zdev_emu_params *p)
+{
+	struct emu *e;
+
+	if (!dev || !p)
+		return -EINVAL;
+	if (dev->ops != &emu_ops)
+		return -ENOTSUP;
+	e = E(dev);
+	*p = (struct zdev_emu_params){
+		.zone_size = e->hdr.zone_size,
+		.zone_capacity = e->hdr.zone_capacity,
+		.nr_zones = e->hdr.nr_zones,
+		.nr_conv_zones = e->hdr.nr_conv_zones,
+		.block_size = e->hdr.block_size,
+		.max_open = e->hdr.max_open,
+		.max_active = e->hdr.max_active,
+		.zone_write_mbps = e->w_mbps,
+		.zone_read_mbps = e->r_mbps,
+		.device_mbps = e->d_mbps,
+		.latency_us = e->lat_us,
+	};
+	return 0;
+}
+
 int zdev_emu_power_loss(struct zdev *dev, uint64_t tear_seed)
 {
 	struct emu *e;
