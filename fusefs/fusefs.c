@@ -1,1 +1,590 @@
-/* stub: being written */
+/* fusefs — FUSE low-level handlers (see fusefs.h).  Every handler calls one
+ * fs_* function and replies once with its result. */
+#include "fusefs/fusefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+
+static struct fusefs *ff_of(fuse_req_t req) { return fuse_req_userdata(req); }
+static struct fs *fs_of(fuse_req_t req) { return ff_of(req)->fs; }
+
+/* Per-thread flags lifted from the raw request by the custom reader; libfuse
+ * receives and processes a request on the same worker thread. */
+static _Thread_local bool tls_kill_suidgid;
+
+static void reply_err(fuse_req_t req, int ret)
+{
+	fuse_reply_err(req, ret < 0 ? -ret : ret);
+}
+
+static void reply_entry(fuse_req_t req, int ret, const struct stat *st)
+{
+	struct fusefs *ff = ff_of(req);
+	struct fuse_entry_param e;
+
+	if (ret == -ENOENT) {	/* negative entry, cached by the kernel */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = ff->conf.entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (ret) {
+		reply_err(req, ret);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = st->st_ino;
+	e.generation = 1;
+	e.attr = *st;
+	e.attr_timeout = ff->conf.attr_timeout;
+	e.entry_timeout = ff->conf.entry_timeout;
+	fuse_reply_entry(req, &e);
+}
+
+static struct fs_ctx ctx_of(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid };
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct fusefs *ff = userdata;
+
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->max_write = 1u << 20;
+	if (ff->conf.max_readahead)
+		conn->max_readahead = ff->conf.max_readahead;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
+	conn->time_gran = 1;
+}
+
+static void op_destroy(void *userdata)
+{
+	(void)userdata;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	int ret = fs_lookup(fs_of(req), parent, name, &st);
+	reply_entry(req, ret, &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	fs_forget(fs_of(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		fs_forget(fs_of(req), f[i].ino, f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = fs_getattr(fs_of(req), ino, &st);
+	(void)fi;
+	if (ret)
+		reply_err(req, ret);
+	else
+		fuse_reply_attr(req, &st, ff_of(req)->conf.attr_timeout);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	unsigned flags = 0;
+	struct stat st;
+
+	(void)fi;
+	if (to_set & FUSE_SET_ATTR_MODE) flags |= FS_SET_MODE;
+	if (to_set & FUSE_SET_ATTR_UID) flags |= FS_SET_UID;
+	if (to_set & FUSE_SET_ATTR_GID) flags |= FS_SET_GID;
+	if (to_set & FUSE_SET_ATTR_SIZE) flags |= FS_SET_SIZE;
+	if (to_set & FUSE_SET_ATTR_ATIME) flags |= FS_SET_ATIME;
+	if (to_set & FUSE_SET_ATTR_MTIME) flags |= FS_SET_MTIME;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) flags |= FS_SET_ATIME_NOW;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) flags |= FS_SET_MTIME_NOW;
+	if (to_set & FUSE_SET_ATTR_CTIME) flags |= FS_SET_CTIME;
+	if (tls_kill_suidgid)
+		flags |= FS_SET_KILL_SUIDGID;
+	tls_kill_suidgid = false;
+	int ret = fs_setattr(fs_of(req), ino, attr, flags, &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		fuse_reply_attr(req, &st, ff_of(req)->conf.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char buf[4097];
+	int ret = fs_readlink(fs_of(req), ino, buf, sizeof(buf) - 1);
+	if (ret < 0) {
+		reply_err(req, ret);
+		return;
+	}
+	buf[ZF_MIN((size_t)ret, sizeof(buf) - 1)] = 0;
+	fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct stat st;
+	struct fs_ctx c = ctx_of(req);
+	int ret = fs_mknod(fs_of(req), parent, name, mode, rdev, &c, &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		reply_entry(req, 0, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct stat st;
+	struct fs_ctx c = ctx_of(req);
+	int ret = fs_mkdir(fs_of(req), parent, name, mode, &c, &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		reply_entry(req, 0, &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct stat st;
+	struct fs_ctx c = ctx_of(req);
+	int ret = fs_symlink(fs_of(req), parent, name, link, &c, &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		reply_entry(req, 0, &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct stat st;
+	int ret = fs_link(fs_of(req), ino, newparent, newname, &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		reply_entry(req, 0, &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_err(req, fs_unlink(fs_of(req), parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_err(req, fs_rmdir(fs_of(req), parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	reply_err(req, fs_rename(fs_of(req), parent, name, newparent, newname, flags));
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int ret = fs_open(fs_of(req), ino, fi->flags);
+	tls_kill_suidgid = false;
+	if (ret) {
+		reply_err(req, ret);
+		return;
+	}
+	fi->keep_cache = 1;	/* only the kernel changes our files */
+	fi->fh = ino;
+	if (fuse_reply_open(req, fi) == -ENOENT)	/* the opener went away */
+		fs_release(fs_of(req), ino);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fusefs *ff = ff_of(req);
+	struct fs_ctx c = ctx_of(req);
+	struct fuse_entry_param e;
+	struct stat st;
+	int ret = fs_mknod(ff->fs, parent, name, S_IFREG | (mode & 07777), 0, &c, &st);
+
+	if (ret) {
+		reply_err(req, ret);
+		return;
+	}
+	ret = fs_open(ff->fs, st.st_ino, fi->flags);
+	if (ret) {
+		fs_forget(ff->fs, st.st_ino, 1);
+		reply_err(req, ret);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = st.st_ino;
+	e.generation = 1;
+	e.attr = st;
+	e.attr_timeout = ff->conf.attr_timeout;
+	e.entry_timeout = ff->conf.entry_timeout;
+	fi->keep_cache = 1;
+	fi->fh = st.st_ino;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		fs_release(ff->fs, st.st_ino);
+		fs_forget(ff->fs, st.st_ino, 1);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)fi;
+	void *buf = malloc(size ? size : 1);
+	if (!buf) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	ssize_t n = fs_read(fs_of(req), ino, (uint64_t)off, size, buf);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	bool kill = tls_kill_suidgid;
+	tls_kill_suidgid = false;
+	(void)fi;
+	if (off < 0) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	ssize_t n = fs_write(fs_of(req), ino, (uint64_t)off, buf, size, kill);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	reply_err(req, fs_flush(fs_of(req), ino));
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	reply_err(req, fs_release(fs_of(req), ino));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)fi;
+	reply_err(req, fs_fsync(fs_of(req), ino, datasync != 0));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int ret = fs_getattr(fs_of(req), ino, &st);
+	if (!ret && !S_ISDIR(st.st_mode))
+		ret = -ENOTDIR;
+	if (ret) {
+		reply_err(req, ret);
+		return;
+	}
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+	bool plus;
+	double attr_timeout, entry_timeout;
+};
+
+static int dir_add(void *arg, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct dirbuf *d = arg;
+	size_t room = d->size - d->used, need;
+
+	if (d->plus) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		bool dot = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+		e.attr = *st;
+		if (!dot) {	/* "." and ".." carry no lookup reference */
+			e.ino = st->st_ino;
+			e.generation = 1;
+			e.attr_timeout = d->attr_timeout;
+			e.entry_timeout = d->entry_timeout;
+		}
+		need = fuse_add_direntry_plus(d->req, d->buf + d->used, room, name, &e,
+					      (off_t)next_off);
+	} else {
+		need = fuse_add_direntry(d->req, d->buf + d->used, room, name, st,
+					 (off_t)next_off);
+	}
+	if (need > room)
+		return 1;
+	d->used += need;
+	return 0;
+}
+
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct fusefs *ff = ff_of(req);
+	struct dirbuf d = { .req = req, .size = size, .plus = plus,
+			    .attr_timeout = ff->conf.attr_timeout,
+			    .entry_timeout = ff->conf.entry_timeout };
+	d.buf = malloc(size ? size : 1);
+	if (!d.buf) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	int ret = fs_readdir(ff->fs, ino, off < 0 ? 0 : (uint64_t)off, plus, dir_add, &d);
+	if (ret)
+		reply_err(req, ret);
+	else
+		fuse_reply_buf(req, d.buf, d.used);
+	free(d.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	readdir_common(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	readdir_common(req, ino, size, off, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	reply_err(req, fs_commit_log(fs_of(req)));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs st;
+	(void)ino;
+	int ret = fs_statfs(fs_of(req), &st);
+	if (ret)
+		reply_err(req, ret);
+	else
+		fuse_reply_statfs(req, &st);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	reply_err(req, fs_setxattr(fs_of(req), ino, name, value, size, flags));
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = NULL;
+	if (size && !(buf = malloc(size))) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	int ret = fs_getxattr(fs_of(req), ino, name, buf, size);
+	if (ret < 0)
+		reply_err(req, ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char *buf = NULL;
+	if (size && !(buf = malloc(size))) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	int ret = fs_listxattr(fs_of(req), ino, buf, size);
+	if (ret < 0)
+		reply_err(req, ret);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)ret);
+	else
+		fuse_reply_buf(req, buf, (size_t)ret);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	reply_err(req, fs_removexattr(fs_of(req), ino, name));
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+			 off_t len, struct fuse_file_info *fi)
+{
+	(void)fi;
+	if (off < 0 || len <= 0) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	reply_err(req, fs_fallocate(fs_of(req), ino, mode, (uint64_t)off, (uint64_t)len));
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	(void)fi;
+	int64_t ret = fs_lseek(fs_of(req), ino, off, whence);
+	if (ret < 0)
+		reply_err(req, (int)ret);
+	else
+		fuse_reply_lseek(req, (off_t)ret);
+}
+
+const struct fuse_lowlevel_ops fusefs_ops = {
+	.init = op_init,
+	.destroy = op_destroy,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};
+
+/* ---- custom /dev/fuse I/O: HANDLE_KILLPRIV_V2 ---- */
+
+static struct fusefs *io_ff;
+static _Atomic uint64_t init_unique;	/* unique of the INIT request, 0 = done */
+static _Atomic bool init_offered;
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	ssize_t n = read(fd, buf, len);
+	if (n < (ssize_t)sizeof(struct fuse_in_header))
+		return n;
+	const struct fuse_in_header *h = buf;
+	const char *arg = (const char *)buf + sizeof(*h);
+	size_t alen = (size_t)n - sizeof(*h);
+
+	tls_kill_suidgid = false;
+	switch (h->opcode) {
+	case FUSE_INIT:
+		if (alen >= offsetof(struct fuse_init_in, flags2)) {
+			const struct fuse_init_in *in = (const void *)arg;
+			init_offered = (in->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+			init_unique = h->unique;
+		}
+		break;
+	case FUSE_WRITE:
+		if (alen >= sizeof(struct fuse_write_in)) {
+			const struct fuse_write_in *w = (const void *)arg;
+			tls_kill_suidgid = (w->write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+		}
+		break;
+	case FUSE_SETATTR:
+		if (alen >= sizeof(struct fuse_setattr_in)) {
+			const struct fuse_setattr_in *s = (const void *)arg;
+			tls_kill_suidgid = (s->valid & FATTR_KILL_SUIDGID) != 0;
+		}
+		break;
+	default:
+		break;
+	}
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	uint64_t u = init_unique;
+	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		struct fuse_out_header *oh = iov[0].iov_base;
+		if (oh->unique == u) {
+			init_unique = 0;
+			if (oh->error == 0 && init_offered && io_ff->conf.killpriv &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background)) {
+				struct fuse_init_out *out = iov[1].iov_base;
+				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+				io_ff->killpriv_active = true;
+			}
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+int fusefs_install_io(struct fuse_session *se, struct fusefs *ff)
+{
+	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+	io_ff = ff;
+	int fd = fuse_session_fd(se);
+	if (fd < 0)
+		return -EBADF;
+	return fuse_session_custom_io(se, &io, fd) ? -EINVAL : 0;
+}

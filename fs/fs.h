@@ -1,0 +1,177 @@
+/* fs — the zonefuse file system core, usable without FUSE.
+ *
+ * Purpose: inodes, directories, extent maps, write buffers and the metadata
+ * records that make them durable, on top of zdev (device), zalloc (data
+ * zones) and mlog (metadata log).  fusefs/ only decodes requests and calls
+ * these functions; unit tests call them directly.
+ *
+ * Model:
+ *   - All metadata lives in memory; every change appends one logical record
+ *     (create, link, unlink, rename, setattr, extent, truncate, xattr...) to
+ *     the log.  Each record is one atomic step at replay.  fs_fsync() and
+ *     fs_sync() commit the log (which first flushes the device: data before
+ *     the metadata that points at it).  A commit thread commits every
+ *     commit_interval_ms and writes a snapshot when the log is long.
+ *   - File data is written out of place.  Writes land in a per-file buffer
+ *     of 1 MiB chunks (stripe_unit) made of blocks; a chunk is written to a
+ *     zone of the file's lifetime class when it is complete and in file
+ *     order (a bounded reorder window absorbs the kernel's out-of-order
+ *     writeback), on fsync, on release and under memory pressure.  Partial
+ *     blocks are padded with zeros: on-device bytes beyond a file's size are
+ *     always zero, so growing a file never exposes old bytes.
+ *   - Inode numbers are the FUSE node ids (root = 1).
+ *
+ * Crash guarantees: after a crash, the state is that of the last commit: a
+ * prefix of the record stream.  Everything fsync'ed (file data, size, names)
+ * is in it.  A zone is reset only after the records that stopped
+ * referencing its data are durable, so no file ever shows another file's
+ * old bytes.
+ *
+ * Errors: every function returns 0 / a count, or -errno.
+ *
+ * Thread safety and lock order (outer to inner):
+ *     inode->rw (rwlock)  ->  fs->lock (mutex)  ->  mlog / zalloc internal locks
+ *   inode->rw: readers of the file's data take it shared; writers (buffer
+ *   changes, extent changes, truncate) take it exclusive.  fs->lock guards
+ *   the inode table, names, attributes, extent maps (changes need both),
+ *   xattrs and the order of log records.  Device data I/O is never done
+ *   under fs->lock.  Every fs_* function may be called from any thread.
+ */
+#ifndef ZONEFUSE_FS_H
+#define ZONEFUSE_FS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "zoned/zdev.h"
+
+#define FS_ROOT_INO 1
+#define FS_NAME_MAX 255
+
+struct fs;
+
+struct fs_mkfs_opts {
+	uint32_t meta_zones;	/* 0 = default (4, or more for large devices) */
+	const char *label;	/* may be NULL */
+	bool force;		/* overwrite an existing zonefuse file system */
+};
+/* Format dev.  -EEXIST if it already holds zonefuse and !force. */
+int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o);
+
+struct fs_opts {
+	uint64_t buffer_bytes;		/* write-buffer memory bound (default 256 MiB) */
+	uint32_t stripe_unit;		/* bytes per chunk (default 1 MiB) */
+	uint32_t stripe_width;		/* max zones per striped flush (default 4) */
+	uint32_t commit_interval_ms;	/* periodic commit (default 5000; 0 = off) */
+	uint32_t reorder_chunks;	/* complete chunks held for in-order writing (default 8) */
+	bool read_only;
+};
+void fs_opts_default(struct fs_opts *o);
+
+/* Mount: replay, reconcile zones, write the mount snapshot.  Background
+ * work (periodic commit) starts only with fs_start(), so a daemon can
+ * fork after mounting. */
+int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out);
+int fs_start(struct fs *fs);
+/* Flush every buffer, commit, snapshot, stop threads, free.  The device is
+ * not closed.  Returns the first error met (the fs is freed anyway). */
+int fs_unmount(struct fs *fs);
+
+/* Names and attributes.  Functions that return an entry (lookup, create,
+ * mkdir, mknod, symlink, link) take one lookup reference on it, released
+ * by fs_forget(). */
+int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
+void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
+int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
+
+enum fs_setattr_flags {
+	FS_SET_MODE = 1 << 0, FS_SET_UID = 1 << 1, FS_SET_GID = 1 << 2,
+	FS_SET_SIZE = 1 << 3, FS_SET_ATIME = 1 << 4, FS_SET_MTIME = 1 << 5,
+	FS_SET_ATIME_NOW = 1 << 6, FS_SET_MTIME_NOW = 1 << 7, FS_SET_CTIME = 1 << 8,
+	FS_SET_KILL_SUIDGID = 1 << 9,
+};
+int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
+	       unsigned int flags, struct stat *out);
+
+struct fs_ctx { uint32_t uid, gid; };
+int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
+	     dev_t rdev, const struct fs_ctx *ctx, struct stat *out);
+int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
+	     const struct fs_ctx *ctx, struct stat *out);
+int fs_symlink(struct fs *fs, uint64_t parent, const char *name,
+	       const char *target, const struct fs_ctx *ctx, struct stat *out);
+int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
+	    const char *newname, struct stat *out);
+int fs_unlink(struct fs *fs, uint64_t parent, const char *name);
+int fs_rmdir(struct fs *fs, uint64_t parent, const char *name);
+/* flags: RENAME_NOREPLACE, RENAME_EXCHANGE (-EINVAL for unknown flags). */
+int fs_rename(struct fs *fs, uint64_t parent, const char *name,
+	      uint64_t newparent, const char *newname, unsigned int flags);
+/* Returns the target length (bytes copied, not NUL-terminated if too long). */
+int fs_readlink(struct fs *fs, uint64_t ino, char *buf, size_t size);
+
+/* Open-file references (an unlinked file's data lives until the last one). */
+int fs_open(struct fs *fs, uint64_t ino, int flags);
+int fs_release(struct fs *fs, uint64_t ino);
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf);
+/* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would. */
+ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
+		 size_t size, bool kill_suidgid);
+/* Write out this file's buffers (no commit). */
+int fs_flush(struct fs *fs, uint64_t ino);
+/* Write out the file's buffers and commit the log. */
+int fs_fsync(struct fs *fs, uint64_t ino, bool datasync);
+/* Commit the metadata log (names, attributes, extents written so far). */
+int fs_commit_log(struct fs *fs);
+/* Commit everything (all buffers, the log). */
+int fs_sync(struct fs *fs);
+
+/* fallocate: mode 0 (extends size), FALLOC_FL_KEEP_SIZE (no-op),
+ * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP. */
+int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* SEEK_DATA / SEEK_HOLE; returns the offset or -ENXIO. */
+int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence);
+
+/* readdir: calls fn for each entry with cookie > off (including "." and
+ * ".." at cookies 1 and 2) until fn returns non-zero.  With plus, the entry
+ * gets a lookup reference when fn returns 0 (readdirplus semantics;
+ * "." and ".." never get one). */
+typedef int (*fs_dir_fn)(void *arg, const char *name, const struct stat *st,
+			 uint64_t next_off);
+int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, bool plus,
+	       fs_dir_fn fn, void *arg);
+
+int fs_statfs(struct fs *fs, struct statvfs *st);
+
+/* Extended attributes.  user.* are stored; user.zonefuse.* are virtual,
+ * read-only (-EPERM on set/remove); other namespaces: -EOPNOTSUPP on set,
+ * -ENODATA on get.  get/list with size 0 return the needed size. */
+int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
+		const void *value, size_t size, int flags);
+int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size);
+int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size);
+int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+
+/* Counters for stats and tests. */
+struct fs_stats {
+	uint64_t user_bytes_written;	/* bytes accepted by fs_write */
+	uint64_t data_bytes_written;	/* file data bytes written to zones */
+	uint64_t meta_bytes_written;	/* metadata log bytes written */
+	uint64_t buffer_bytes;		/* bytes held in write buffers now */
+	uint64_t buffer_limit;
+	uint64_t inodes;
+	uint64_t commits;
+	uint64_t snapshots;
+};
+void fs_get_stats(struct fs *fs, struct fs_stats *st);
+
+/* fsck helpers: replay read-only and check invariants, printing problems
+ * through report(); returns the number of problems found or -errno. */
+typedef void (*fs_report_fn)(void *arg, const char *fmt, ...);
+int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg);
+
+#endif

@@ -1,0 +1,742 @@
+/* fs_data — file data: write buffers, writing chunks to zones (striped over
+ * several zones of the file's class), reads, truncate, fallocate, fsync.
+ *
+ * Write buffer: per inode, a sorted list of chunks (stripe_unit bytes of
+ * file each) holding block-sized pages.  Every page in the buffer is dirty;
+ * a page created by a partial write is first filled from the device (and
+ * every byte at or beyond the file size is zeroed, so growing a file never
+ * shows old bytes).  A chunk is written when all its pages are dirty and no
+ * unwritten gap precedes it (the kernel's writeback arrives out of order; a
+ * chunk waits for its predecessors up to opts.reorder_chunks chunks), or
+ * when the file is fsync'ed, closed, aged out, or memory runs short.
+ *
+ * Invariant: extents are block-aligned in the file and on the device.
+ * Locking: functions marked [RW excl] need inode->rw held exclusively; they
+ * take fs->lock themselves for attribute/extent/log changes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+void fs_kick_committer(struct fs *fs);
+
+#define MAX_BATCH 64
+
+/* ---- buffer pages [RW] ---- */
+
+static struct fs_chunk *chunk_find(struct fs_inode *in, uint64_t idx)
+{
+	for (struct fs_chunk *c = in->chunks; c && c->idx <= idx; c = c->next)
+		if (c->idx == idx)
+			return c;
+	return NULL;
+}
+
+static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t idx)
+{
+	struct fs_chunk **pp = &in->chunks;
+	while (*pp && (*pp)->idx < idx)
+		pp = &(*pp)->next;
+	if (*pp && (*pp)->idx == idx)
+		return *pp;
+	struct fs_chunk *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->pages = calloc(fs->pages_per_chunk, sizeof(*c->pages));
+	c->dirty = calloc((fs->pages_per_chunk + 63) / 64, sizeof(uint64_t));
+	if (!c->pages || !c->dirty) {
+		free(c->pages);
+		free(c->dirty);
+		free(c);
+		return NULL;
+	}
+	c->idx = idx;
+	c->next = *pp;
+	*pp = c;
+	in->nchunks++;
+	return c;
+}
+
+static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
+{
+	struct fs_chunk **pp = &in->chunks;
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+	for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
+		if (c->pages[i]) {
+			zdev_buf_free(c->pages[i]);
+			in->buffered -= fs->bs;
+			fs->buffered -= fs->bs;
+		}
+	}
+	free(c->pages);
+	free(c->dirty);
+	free(c);
+	in->nchunks--;
+}
+
+/* Drop buffered pages of blocks starting at or after `from` (bytes). */
+void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
+{
+	struct fs_chunk *c = in->chunks;
+	while (c) {
+		struct fs_chunk *next = c->next;
+		uint64_t cstart = c->idx * fs->opts.stripe_unit;
+		if (cstart >= from) {
+			chunk_free(fs, in, c);
+		} else if (cstart + fs->opts.stripe_unit > from) {
+			for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
+				if (cstart + (uint64_t)i * fs->bs >= from && c->pages[i]) {
+					zdev_buf_free(c->pages[i]);
+					c->pages[i] = NULL;
+					c->dirty[i / 64] &= ~(1ull << (i % 64));
+					c->ndirty--;
+					in->buffered -= fs->bs;
+					fs->buffered -= fs->bs;
+				}
+			}
+			if (c->ndirty == 0)
+				chunk_free(fs, in, c);
+		}
+		c = next;
+	}
+}
+
+/* ---- device reads ---- */
+
+/* Fill buf (aligned) with file bytes [off, off+len) (block-aligned) from the
+ * extents; holes read as zeros.  Buffered pages are NOT applied.  Runs with
+ * inode->rw held (shared or exclusive). */
+static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
+			uint64_t len, uint8_t *buf)
+{
+	struct zdev_req reqs[MAX_BATCH];
+	unsigned n = 0;
+	uint64_t pos = off, end = off + len;
+	size_t i = extmap_find(&in->map, off);
+	int ret = 0;
+
+	while (pos < end) {
+		const struct extmap_ext *e = i < in->map.n ? &in->map.v[i] : NULL;
+		if (!e || e->off >= end) {
+			memset(buf + (pos - off), 0, end - pos);
+			break;
+		}
+		if (e->off > pos) {
+			memset(buf + (pos - off), 0, e->off - pos);
+			pos = e->off;
+		}
+		uint64_t seg_end = ZF_MIN(end, e->off + e->len);
+		reqs[n++] = (struct zdev_req){
+			.op = ZDEV_OP_READ, .offset = e->dev + (pos - e->off),
+			.buf = buf + (pos - off), .len = seg_end - pos };
+		pos = seg_end;
+		i++;
+		if (n == MAX_BATCH || pos >= end) {
+			int r = zdev_io_batch(fs->dev, reqs, n);
+			if (r < 0)
+				return r;
+			for (unsigned k = 0; k < n; k++)
+				if (reqs[k].result < 0)
+					ret = (int)reqs[k].result;
+			if (ret)
+				return ret;
+			n = 0;
+		}
+	}
+	if (n) {
+		int r = zdev_io_batch(fs->dev, reqs, n);
+		if (r < 0)
+			return r;
+		for (unsigned k = 0; k < n; k++)
+			if (reqs[k].result < 0)
+				ret = (int)reqs[k].result;
+	}
+	if (ret)
+		zf_err("inode %llu: device read failed: %s",
+		       (unsigned long long)in->ino, strerror(-ret));
+	return ret;
+}
+
+/* Get the page of block `blk`, creating it (filled from the device, bytes
+ * beyond the file size zeroed) if needed.  [RW excl] */
+static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill)
+{
+	uint64_t idx = blk / fs->pages_per_chunk;
+	uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
+	struct fs_chunk *c = chunk_get(fs, in, idx);
+	if (!c)
+		return NULL;
+	if (c->pages[pi])
+		return c->pages[pi];
+	uint8_t *p = zdev_buf_alloc(fs->bs);
+	if (!p) {
+		if (c->ndirty == 0)
+			chunk_free(fs, in, c);
+		return NULL;
+	}
+	uint64_t start = blk * fs->bs;
+	if (fill && start < in->size) {
+		if (read_extents(fs, in, start, fs->bs, p)) {
+			zdev_buf_free(p);
+			if (c->ndirty == 0)
+				chunk_free(fs, in, c);
+			return NULL;
+		}
+		if (in->size - start < fs->bs)
+			memset(p + (in->size - start), 0, fs->bs - (in->size - start));
+	} else {
+		memset(p, 0, fs->bs);
+	}
+	c->pages[pi] = p;
+	c->dirty[pi / 64] |= 1ull << (pi % 64);
+	c->ndirty++;
+	in->buffered += fs->bs;
+	fs->buffered += fs->bs;
+	return p;
+}
+
+/* Make the bytes of the last block beyond the current size zero in the
+ * buffer, before the size grows past them. [RW excl] */
+static int zero_tail(struct fs *fs, struct fs_inode *in)
+{
+	if (in->size % fs->bs == 0)
+		return 0;
+	return page_get(fs, in, in->size / fs->bs, true) ? 0 : -ENOMEM;
+}
+
+/* ---- writing chunks to zones ---- */
+
+struct run { uint64_t file_off, stage_off, len; };
+struct part { uint32_t chunk; uint64_t stage_off, len; };
+
+struct stage {
+	uint8_t *buf;
+	uint64_t len;
+	struct run *runs;
+	uint32_t nruns;
+};
+
+static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
+{
+	s->len = (uint64_t)c->ndirty * fs->bs;
+	s->buf = zdev_buf_alloc(s->len);
+	s->runs = calloc(c->ndirty, sizeof(*s->runs));
+	s->nruns = 0;
+	if (!s->buf || !s->runs)
+		return -ENOMEM;
+	uint64_t so = 0;
+	for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
+		if (!c->pages[i])
+			continue;
+		uint64_t fo = c->idx * fs->opts.stripe_unit + (uint64_t)i * fs->bs;
+		memcpy(s->buf + so, c->pages[i], fs->bs);
+		struct run *r = s->nruns ? &s->runs[s->nruns - 1] : NULL;
+		if (r && r->file_off + r->len == fo)
+			r->len += fs->bs;
+		else
+			s->runs[s->nruns++] = (struct run){ fo, so, fs->bs };
+		so += fs->bs;
+	}
+	return 0;
+}
+
+/* Record the extents for stage bytes [so, so+len) written at device `dev`. */
+static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage *s,
+			  uint64_t so, uint64_t len, uint64_t dev)
+{
+	int ret = 0;
+	pthread_mutex_lock(&fs->lock);
+	for (uint32_t k = 0; k < s->nruns && !ret; k++) {
+		const struct run *r = &s->runs[k];
+		uint64_t a = ZF_MAX(so, r->stage_off);
+		uint64_t b = ZF_MIN(so + len, r->stage_off + r->len);
+		if (a >= b)
+			continue;
+		uint64_t fo = r->file_off + (a - r->stage_off);
+		uint64_t d = dev + (a - so);
+		uint64_t size_min = ZF_MIN(in->size, fo + (b - a));
+		ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
+		if (ret)
+			break;
+		zalloc_valid_add(fs->za, d, b - a);
+		ret = extmap_set(&in->map, fo, b - a, d, fs_drop_valid, fs);
+		if (ret)
+			zalloc_valid_sub(fs->za, d, b - a);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+/* Write the given chunks (all their pages) to zones of the file's class,
+ * striping over up to stripe_width zones at once.  Chunks written in full
+ * are freed from the buffer.  [RW excl] */
+static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n)
+{
+	struct stage *st = calloc(n, sizeof(*st));
+	struct part *parts = calloc(n, sizeof(*parts));
+	uint32_t head = 0, nparts = n;
+	int ret = 0;
+
+	if (!st || !parts) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		ret = stage_chunk(fs, cs[i], &st[i]);
+		parts[i] = (struct part){ i, 0, st[i].len };
+	}
+	enum lifetime_class cls = (enum lifetime_class)in->cls;
+	while (!ret && head < nparts) {
+		struct zalloc_lease leases[MAX_BATCH];
+		struct zdev_req reqs[MAX_BATCH];
+		uint32_t take[MAX_BATCH];
+		unsigned width = zalloc_stripe_width(fs->za, cls);
+		width = ZF_MIN(width, fs->opts.stripe_width ? fs->opts.stripe_width : 1);
+		width = ZF_MIN(width, ZF_MIN(nparts - head, (uint32_t)MAX_BATCH));
+		if (width == 0)
+			width = 1;
+		int nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
+		if (nl == -ENOSPC) {
+			/* Zones freed by earlier deletes reset only after a commit. */
+			struct zalloc_stats zs;
+			zalloc_get_stats(fs->za, &zs);
+			if (zs.pending_resets && fs_commit(fs) == 0)
+				nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
+		}
+		if (nl < 0) {
+			ret = nl;
+			if (ret != -ENOSPC)
+				zf_err("zone allocation failed: %s", strerror(-ret));
+			break;
+		}
+		for (int j = 0; j < nl; j++) {
+			struct part *p = &parts[head + (uint32_t)j];
+			uint64_t len = ZF_MIN(p->len, leases[j].len);
+			take[j] = (uint32_t)j;
+			reqs[j] = (struct zdev_req){
+				.op = ZDEV_OP_WRITE, .offset = leases[j].offset,
+				.buf = st[p->chunk].buf + p->stage_off, .len = len };
+		}
+		int r = zdev_io_batch(fs->dev, reqs, (unsigned)nl);
+		for (int j = 0; j < nl; j++) {
+			struct part *p = &parts[head + take[j]];
+			ssize_t res = r < 0 ? r : reqs[j].result;
+			if (res < 0) {
+				zalloc_release(fs->za, &leases[j], 0, (int)res);
+				zf_err("inode %llu: data write at %llu failed: %s",
+				       (unsigned long long)in->ino,
+				       (unsigned long long)leases[j].offset, strerror((int)-res));
+				if (!ret)
+					ret = (int)res;
+				continue;
+			}
+			zalloc_release(fs->za, &leases[j], reqs[j].len, 0);
+			fs->data_bytes += reqs[j].len;
+			int e = record_extents(fs, in, &st[p->chunk], p->stage_off,
+					       reqs[j].len, reqs[j].offset);
+			if (e && !ret)
+				ret = e;
+			p->stage_off += reqs[j].len;
+			p->len -= reqs[j].len;
+		}
+		/* Parts fully written leave the queue; partial ones go again. */
+		uint32_t w = head;
+		for (uint32_t k = head; k < nparts; k++)
+			if (parts[k].len)
+				parts[w++] = parts[k];
+		nparts = w;
+	}
+	if (!ret) {
+		for (uint32_t i = 0; i < n; i++)
+			chunk_free(fs, in, cs[i]);
+	}
+out:
+	if (st) {
+		for (uint32_t i = 0; i < n; i++) {
+			zdev_buf_free(st[i].buf);
+			free(st[i].runs);
+		}
+	}
+	free(st);
+	free(parts);
+	return ret;
+}
+
+int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
+{
+	struct fs_chunk *list[MAX_BATCH];
+	uint32_t n = 0, held = 0;
+	int ret = 0;
+
+	if (!all) {
+		/* Complete chunks with no unwritten gap before them, in order;
+		 * everything complete once too many wait. */
+		uint64_t expect = extmap_end(&in->map);
+		for (struct fs_chunk *c = in->chunks; c; c = c->next) {
+			if (c->ndirty != fs->pages_per_chunk)
+				continue;
+			uint64_t start = c->idx * fs->opts.stripe_unit;
+			if (start <= expect) {
+				expect = ZF_MAX(expect, start + fs->opts.stripe_unit);
+				if (n < MAX_BATCH)
+					list[n++] = c;
+			} else {
+				held++;
+			}
+		}
+		if (held > fs->opts.reorder_chunks) {
+			n = 0;
+			for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
+				if (c->ndirty == fs->pages_per_chunk)
+					list[n++] = c;
+		}
+		return n ? write_chunks(fs, in, list, n) : 0;
+	}
+	while (in->chunks && !ret) {
+		n = 0;
+		for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
+			list[n++] = c;
+		ret = write_chunks(fs, in, list, n);
+	}
+	return ret;
+}
+
+/* ---- the public data operations ---- */
+
+static struct fs_inode *pin_reg(struct fs *fs, uint64_t ino, int *err)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!in)
+		*err = -ENOENT;
+	else if (S_ISDIR(in->mode))
+		*err = -EISDIR;
+	else if (!S_ISREG(in->mode))
+		*err = -EINVAL;
+	else {
+		*err = 0;
+		in->pins++;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return *err ? NULL : in;
+}
+
+static void unpin(struct fs *fs, struct fs_inode *in)
+{
+	pthread_mutex_lock(&fs->lock);
+	in->pins--;
+	fs_inode_maybe_free(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
+{
+	int err;
+	struct fs_inode *in = pin_reg(fs, ino, &err);
+	ssize_t ret;
+
+	if (!in)
+		return err;
+	pthread_rwlock_rdlock(&in->rw);
+	uint64_t fsize = in->size;
+	if (off >= fsize || size == 0) {
+		ret = 0;
+		goto out;
+	}
+	size = (size_t)ZF_MIN((uint64_t)size, fsize - off);
+	uint64_t a0 = ZF_ALIGN_DOWN(off, fs->bs);
+	uint64_t a1 = ZF_ALIGN_UP(off + size, fs->bs);
+	uint8_t *bounce = zdev_buf_alloc(a1 - a0);
+	if (!bounce) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = read_extents(fs, in, a0, a1 - a0, bounce);
+	if (!ret) {
+		/* Buffered pages are newer than the device. */
+		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {
+			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+			uint8_t *p = c ? c->pages[blk % fs->pages_per_chunk] : NULL;
+			if (p)
+				memcpy(bounce + (blk * fs->bs - a0), p, fs->bs);
+		}
+		memcpy(buf, bounce + (off - a0), size);
+		ret = (ssize_t)size;
+	}
+	zdev_buf_free(bounce);
+out:
+	pthread_rwlock_unlock(&in->rw);
+	unpin(fs, in);
+	return ret;
+}
+
+/* Room for `bytes` more of buffered data once written (free zones, room in
+ * open zones, zones waiting for a commit to reset). */
+static int check_space(struct fs *fs, uint64_t bytes)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct zalloc_stats zs;
+		zalloc_get_stats(fs->za, &zs);
+		uint64_t avail = zs.free_bytes;
+		uint64_t need = fs->buffered + bytes;
+		if (avail >= need)
+			return 0;
+		if (!zs.pending_resets || fs_commit(fs))
+			break;
+	}
+	return -ENOSPC;
+}
+
+ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
+		 size_t size, bool kill)
+{
+	int err;
+	struct fs_inode *in;
+	ssize_t ret = 0;
+
+	if (fs->read_only)
+		return -EROFS;
+	if (off + size < off || off + size > (1ull << 50))
+		return -EFBIG;
+	in = pin_reg(fs, ino, &err);
+	if (!in)
+		return err;
+	if (size == 0)
+		goto unpin_out;
+	ret = check_space(fs, size);
+	if (ret)
+		goto unpin_out;
+	pthread_rwlock_wrlock(&in->rw);
+	if (off > in->size && (ret = zero_tail(fs, in)))
+		goto unlock;
+	const uint8_t *src = buf;
+	uint64_t pos = off, end = off + size;
+	while (pos < end) {
+		uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
+		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
+		bool partial = bo != 0 || n != fs->bs;
+		uint8_t *p = page_get(fs, in, blk, partial);
+		if (!p) {
+			ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
+			break;
+		}
+		memcpy(p + bo, src + (pos - off), n);
+		pos += n;
+	}
+	if (pos > off) {
+		pthread_mutex_lock(&fs->lock);
+		if (pos > in->size)
+			in->size = pos;
+		in->mtime = in->ctime = fs_now();
+		if (kill && (in->mode & (S_ISUID | S_ISGID))) {
+			in->mode &= ~(uint32_t)S_ISUID;
+			if (in->mode & S_IXGRP)
+				in->mode &= ~(uint32_t)S_ISGID;
+			fs_log_attr(fs, in);
+		}
+		in->attr_dirty = true;
+		fs_mark_dirty(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+		fs->user_bytes += pos - off;
+		if (ret == 0)
+			ret = (ssize_t)(pos - off);
+	}
+	int fr = fs_data_flush(fs, in, false);
+	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
+		fr = fs_data_flush(fs, in, true);	/* one file may not hog the buffer */
+	if (fr && fr != -ENOSPC)
+		zf_warn("inode %llu: background write-out failed: %s",
+			(unsigned long long)ino, strerror(-fr));
+unlock:
+	pthread_rwlock_unlock(&in->rw);
+	if (fs->buffered > fs->opts.buffer_bytes)
+		fs_kick_committer(fs);
+unpin_out:
+	unpin(fs, in);
+	return ret;
+}
+
+int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
+{
+	int ret = 0;
+
+	if (size > (1ull << 50))
+		return -EFBIG;
+	if (size == in->size)
+		return 0;
+	if (size > in->size) {
+		ret = zero_tail(fs, in);
+	} else {
+		fs_data_drop_buffers(fs, in, ZF_ALIGN_UP(size, fs->bs));
+		/* The new last block must read as zeros beyond the new size. */
+		if (size % fs->bs) {
+			uint8_t *p = page_get(fs, in, size / fs->bs, true);
+			if (!p)
+				ret = -ENOMEM;
+			else
+				memset(p + size % fs->bs, 0, fs->bs - size % fs->bs);
+		}
+	}
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->lock);
+	ret = fs_log_truncate(fs, in->ino, size);
+	if (!ret) {
+		if (size < in->size)
+			extmap_punch(&in->map, ZF_ALIGN_UP(size, fs->bs), UINT64_MAX,
+				     fs_drop_valid, fs);
+		in->size = size;
+		in->mtime = in->ctime = fs_now();
+		if (in->buffered)
+			fs_mark_dirty(fs, in);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+int fs_flush(struct fs *fs, uint64_t ino)
+{
+	int err;
+	struct fs_inode *in = pin_reg(fs, ino, &err);
+	if (!in)
+		return err == -EISDIR || err == -EINVAL ? 0 : err;
+	pthread_rwlock_wrlock(&in->rw);
+	err = fs_data_flush(fs, in, true);
+	pthread_rwlock_unlock(&in->rw);
+	unpin(fs, in);
+	return err;
+}
+
+int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
+{
+	int ret = 0;
+
+	(void)datasync;	/* sizes are metadata we need either way */
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!in) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ENOENT;
+	}
+	in->pins++;
+	pthread_mutex_unlock(&fs->lock);
+	if (S_ISREG(in->mode)) {
+		pthread_rwlock_wrlock(&in->rw);
+		ret = fs_data_flush(fs, in, true);
+		pthread_rwlock_unlock(&in->rw);
+	}
+	pthread_mutex_lock(&fs->lock);
+	if (!ret && in->attr_dirty)
+		ret = fs_log_attr(fs, in);
+	in->pins--;
+	fs_inode_maybe_free(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	if (!ret)
+		ret = fs_commit(fs);
+	return ret;
+}
+
+int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	int err;
+	struct fs_inode *in;
+
+	if (len == 0 || off + len < off)
+		return -EINVAL;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
+	in = pin_reg(fs, ino, &err);
+	if (!in)
+		return err == -EISDIR ? -ENODEV : err;
+	pthread_rwlock_wrlock(&in->rw);
+	if (mode == 0) {
+		/* Zones cannot be preallocated; only the size grows. */
+		if (off + len > in->size)
+			err = fs_data_truncate(fs, in, off + len);
+	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
+		uint64_t end = ZF_MIN(off + len, in->size);
+		uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
+		/* Partial blocks at the edges become zeros in the buffer. */
+		for (uint64_t pos = off; pos < end && !err;) {
+			uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
+			uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
+			if (pos >= a && pos + n <= b && n == fs->bs) {
+				pos = b;	/* whole blocks: punched below */
+				continue;
+			}
+			uint8_t *p = page_get(fs, in, blk, true);
+			if (!p)
+				err = -ENOMEM;
+			else
+				memset(p + bo, 0, n);
+			pos += n;
+		}
+		if (!err && b > a) {
+			/* Drop buffered whole blocks in [a, b). */
+			for (uint64_t blk = a / fs->bs; blk < b / fs->bs; blk++) {
+				struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+				uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
+				if (!c || !c->pages[pi])
+					continue;
+				zdev_buf_free(c->pages[pi]);
+				c->pages[pi] = NULL;
+				c->dirty[pi / 64] &= ~(1ull << (pi % 64));
+				c->ndirty--;
+				in->buffered -= fs->bs;
+				fs->buffered -= fs->bs;
+				if (c->ndirty == 0)
+					chunk_free(fs, in, c);
+			}
+			pthread_mutex_lock(&fs->lock);
+			err = fs_log_punch(fs, in->ino, a, b - a);
+			if (!err)
+				extmap_punch(&in->map, a, b - a, fs_drop_valid, fs);
+			pthread_mutex_unlock(&fs->lock);
+		}
+		if (!err) {
+			pthread_mutex_lock(&fs->lock);
+			in->mtime = in->ctime = fs_now();
+			if (in->buffered)
+				fs_mark_dirty(fs, in);
+			pthread_mutex_unlock(&fs->lock);
+		}
+	}
+	pthread_rwlock_unlock(&in->rw);
+	unpin(fs, in);
+	return err;
+}
+
+int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence)
+{
+	int err;
+	struct fs_inode *in = pin_reg(fs, ino, &err);
+	int64_t ret;
+
+	if (!in)
+		return err;
+	pthread_rwlock_rdlock(&in->rw);
+	/* Every byte below the size counts as data (holes are optional). */
+	if (off < 0 || (uint64_t)off >= in->size)
+		ret = -ENXIO;
+	else if (whence == SEEK_DATA)
+		ret = off;
+	else if (whence == SEEK_HOLE)
+		ret = (int64_t)in->size;
+	else
+		ret = -EINVAL;
+	pthread_rwlock_unlock(&in->rw);
+	unpin(fs, in);
+	return ret;
+}

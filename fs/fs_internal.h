@@ -1,0 +1,186 @@
+/* fs_internal — structures shared by the files of the fs core (fs.c,
+ * fs_records.c, fs_data.c, fs_xattr.c).  Not an interface for other modules.
+ *
+ * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc.
+ * Fields marked [L] need fs->lock; [RW] need inode->rw (shared to read,
+ * exclusive to change); [L+RW] need both to change, either to read.
+ */
+#ifndef ZONEFUSE_FS_INTERNAL_H
+#define ZONEFUSE_FS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs/extmap.h"
+#include "fs/fs.h"
+#include "fs/mlog.h"
+#include "lifetime_hints/lifetime.h"
+#include "zonealloc/zalloc.h"
+#include "zoned/zdev.h"
+
+/* ---- log record types (payloads: see fs_records.c) ---- */
+enum fs_rec_type {
+	FS_REC_STATE = MLOG_REC_USER,	/* next_ino, cumulative counters */
+	FS_REC_INODE,		/* full attributes of an existing/new inode */
+	FS_REC_CREATE,		/* attributes + (parent, name): new inode linked */
+	FS_REC_DIRENT,		/* (parent, name) -> ino, no nlink change (snapshot) */
+	FS_REC_LINK,		/* (parent, name) -> ino, nlink + 1 */
+	FS_REC_UNLINK,		/* remove (parent, name), nlink - 1 */
+	FS_REC_RENAME,		/* atomic rename with flags */
+	FS_REC_EXTENT,		/* ino: [off, off+len) -> dev; size >= size_min */
+	FS_REC_EXTENTS,		/* ino: many extents (snapshot) */
+	FS_REC_TRUNCATE,	/* ino: size, extents beyond dropped */
+	FS_REC_XATTR_SET,
+	FS_REC_XATTR_DEL,
+	FS_REC_SYMLINK,		/* ino: target */
+	FS_REC_PUNCH,		/* ino: [off, off+len) unmapped */
+};
+
+struct fs_xattr {
+	struct fs_xattr *next;
+	char *name;
+	void *value;
+	size_t size;
+};
+
+struct fs_dirent {
+	struct fs_dirent *hnext;	/* hash chain */
+	uint64_t parent;
+	uint64_t ino;
+	uint64_t cookie;		/* readdir offset, unique in the directory */
+	uint32_t hash;
+	char name[];
+};
+
+struct fs_dir {
+	struct fs_dirent **ents;	/* sorted by cookie; NULL = removed */
+	size_t n, cap, live;
+	uint64_t next_cookie;		/* starts at 3 ('.'=1, '..'=2) */
+	uint64_t parent;		/* for '..' */
+};
+
+/* A write-buffer chunk: stripe_unit bytes of file, block pages on demand. */
+struct fs_chunk {
+	struct fs_chunk *next;		/* sorted by idx */
+	uint64_t idx;			/* file offset / stripe_unit */
+	uint32_t ndirty;		/* dirty pages */
+	uint8_t **pages;		/* [pages_per_chunk], NULL = not buffered */
+	uint64_t *dirty;		/* bitmap */
+};
+
+struct fs_inode {
+	struct fs_inode *hnext;		/* [L] inode hash chain */
+	uint64_t ino;
+	/* attributes [L] (size: [L+RW]) */
+	uint32_t mode, uid, gid, nlink;
+	uint64_t rdev;
+	uint64_t size;			/* bytes */
+	int64_t atime, mtime, ctime;	/* ns since the epoch */
+	uint8_t cls, cls_src;		/* enum lifetime_class / lifetime_source */
+	bool attr_dirty;		/* [L] attributes changed since last logged */
+	/* references [L] */
+	uint64_t nlookup;		/* kernel lookups not yet forgotten */
+	uint32_t nopen;			/* open file handles */
+	uint32_t pins;			/* internal temporary references */
+	pthread_rwlock_t rw;
+	struct extmap map;		/* [L+RW] */
+	struct fs_chunk *chunks;	/* [RW] write buffer */
+	uint64_t buffered;		/* [RW] bytes in buffer pages */
+	uint32_t nchunks;		/* [RW] */
+	/* dirty list [L] */
+	struct fs_inode *dnext, *dprev;
+	bool on_dirty;
+	uint64_t dirty_since_ns;
+	struct fs_dir *dir;		/* [L] directories */
+	char *symlink;			/* [L] symlinks */
+	struct fs_xattr *xattrs;	/* [L] */
+};
+
+struct fs {
+	struct zdev *dev;
+	struct mlog *mlog;
+	struct zalloc *za;
+	struct mlog_sb sb;
+	struct fs_opts opts;
+	uint32_t bs;			/* bytes: file system block */
+	uint32_t pages_per_chunk;
+	bool replaying;			/* records applied from the log */
+	bool read_only;
+
+	pthread_mutex_t lock;
+	/* inode table [L] */
+	struct fs_inode **itab;
+	size_t itab_size, ninodes;
+	uint64_t next_ino;
+	/* name hash [L] */
+	struct fs_dirent **dtab;
+	size_t dtab_size, ndirents;
+	/* dirty inodes, oldest first [L] */
+	struct fs_inode *dirty_head, *dirty_tail;
+
+	/* write-buffer memory (bytes), atomically updated */
+	_Atomic uint64_t buffered;
+
+	/* commit thread */
+	pthread_t committer;
+	bool committer_running;
+	pthread_mutex_t cmt_lock;
+	pthread_cond_t cmt_cond;
+	bool cmt_stop, cmt_kick;
+
+	/* counters */
+	_Atomic uint64_t user_bytes, data_bytes;
+	_Atomic uint64_t commits;
+};
+
+/* fs.c */
+struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);	/* [L] */
+struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino);	/* [L] */
+void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in);	/* [L] */
+struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
+int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
+void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+void fs_mark_dirty(struct fs *fs, struct fs_inode *in);	/* [L] */
+void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
+int64_t fs_now(void);
+int fs_commit(struct fs *fs);	/* no locks held */
+
+/* fs_records.c: logging (live) and applying (live + replay) */
+int fs_log_attr(struct fs *fs, struct fs_inode *in);		/* [L] */
+int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name);
+int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino);
+int fs_log_unlink(struct fs *fs, uint64_t parent, const char *name);
+int fs_log_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		  const char *nn, unsigned int flags);
+int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+		  uint64_t dev, uint64_t size_min);
+int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size);
+int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
+int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
+		     const void *value, size_t size);
+int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name);
+int fs_log_symlink(struct fs *fs, uint64_t ino, const char *target);
+int fs_replay_record(void *arg, uint16_t type, const void *payload,
+		     uint32_t len, uint64_t lsn);
+int fs_emit_snapshot(void *arg, struct mlog *m);
+/* Shared state changes (used live and at replay). [L] */
+int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name);
+int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		    const char *nn, unsigned int flags);
+void fs_drop_valid(void *arg, uint64_t dev, uint64_t len);	/* extmap drop cb */
+
+/* fs_data.c */
+int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl] */
+void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
+int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl] */
+
+/* fs_xattr.c */
+int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size);
+int fs_xattr_del_raw(struct fs_inode *in, const char *name);
+struct fs_xattr *fs_xattr_find(struct fs_inode *in, const char *name);
+void fs_xattr_free_all(struct fs_inode *in);
+
+#define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
+
+#endif

@@ -1,0 +1,676 @@
+/* fs_records — the file system's log records: encoding (live), decoding and
+ * applying (replay), and the snapshot that describes the whole state.
+ *
+ * Each record is one atomic logical step.  Payloads are packed
+ * little-endian fields (see the put/get helpers); names carry a u16 length.
+ *   STATE     u64 next_ino
+ *   INODE     attr                      (attr = ino u64, mode u32, uid u32,
+ *   CREATE    attr, parent u64, name     gid u32, nlink u32, rdev u64, size u64,
+ *   DIRENT    parent u64, ino u64, name  atime/mtime/ctime i64, cls u8, src u8)
+ *   LINK      parent u64, ino u64, name
+ *   UNLINK    parent u64, name
+ *   RENAME    parent u64, newparent u64, flags u32, name, newname
+ *   EXTENT    ino, off, len, dev, size_min (u64 each)
+ *   EXTENTS   ino u64, n u32, n * (off, len, dev)
+ *   TRUNCATE  ino u64, size u64
+ *   PUNCH     ino u64, off u64, len u64
+ *   XATTR_SET ino u64, name, vlen u32, value
+ *   XATTR_DEL ino u64, name
+ *   SYMLINK   ino u64, target (u16 length)
+ * Decoding is bounds-checked everywhere: a malformed record aborts replay
+ * with -EUCLEAN instead of reading out of bounds.
+ * Locking: every function here runs with fs->lock held (or single-threaded
+ * at mount).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+/* ---- encoding ---- */
+
+struct rbuf {
+	uint8_t b[MLOG_MAX_PAYLOAD];
+	size_t n;
+	bool overflow;
+};
+
+static void put(struct rbuf *r, const void *p, size_t len)
+{
+	if (r->n + len > sizeof(r->b)) {
+		r->overflow = true;
+		return;
+	}
+	memcpy(r->b + r->n, p, len);
+	r->n += len;
+}
+static void put_u8(struct rbuf *r, uint8_t v) { put(r, &v, 1); }
+static void put_u16(struct rbuf *r, uint16_t v) { put(r, &v, 2); }
+static void put_u32(struct rbuf *r, uint32_t v) { put(r, &v, 4); }
+static void put_u64(struct rbuf *r, uint64_t v) { put(r, &v, 8); }
+static void put_name(struct rbuf *r, const char *s)
+{
+	size_t len = strlen(s);
+	put_u16(r, (uint16_t)len);
+	put(r, s, len);
+}
+
+static void put_attr(struct rbuf *r, const struct fs_inode *in)
+{
+	put_u64(r, in->ino);
+	put_u32(r, in->mode);
+	put_u32(r, in->uid);
+	put_u32(r, in->gid);
+	put_u32(r, in->nlink);
+	put_u64(r, in->rdev);
+	put_u64(r, in->size);
+	put_u64(r, (uint64_t)in->atime);
+	put_u64(r, (uint64_t)in->mtime);
+	put_u64(r, (uint64_t)in->ctime);
+	put_u8(r, in->cls);
+	put_u8(r, in->cls_src);
+}
+
+/* Append one record; when the log is full, snapshot (we hold fs->lock, as
+ * mlog_snapshot requires) and retry once. */
+static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
+{
+	int ret;
+
+	if (r->overflow)
+		return -ENAMETOOLONG;
+	if (fs->replaying || fs->read_only)
+		return 0;
+	ret = mlog_append(fs->mlog, type, r->b, (uint32_t)r->n);
+	if (ret == -ENOSPC) {
+		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+		if (ret == 0)
+			ret = mlog_append(fs->mlog, type, r->b, (uint32_t)r->n);
+	}
+	if (ret < 0)
+		zf_err("metadata log append (type %u): %s", type, strerror(-ret));
+	return ret;
+}
+
+int fs_log_attr(struct fs *fs, struct fs_inode *in)
+{
+	struct rbuf r = { .n = 0 };
+	put_attr(&r, in);
+	in->attr_dirty = false;
+	return emit(fs, FS_REC_INODE, &r);
+}
+
+int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name)
+{
+	struct rbuf r = { .n = 0 };
+	put_attr(&r, in);
+	put_u64(&r, parent);
+	put_name(&r, name);
+	in->attr_dirty = false;
+	return emit(fs, FS_REC_CREATE, &r);
+}
+
+int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, parent);
+	put_u64(&r, ino);
+	put_name(&r, name);
+	return emit(fs, FS_REC_LINK, &r);
+}
+
+int fs_log_unlink(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, parent);
+	put_name(&r, name);
+	return emit(fs, FS_REC_UNLINK, &r);
+}
+
+int fs_log_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		  const char *nn, unsigned int flags)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, p);
+	put_u64(&r, np);
+	put_u32(&r, flags);
+	put_name(&r, n);
+	put_name(&r, nn);
+	return emit(fs, FS_REC_RENAME, &r);
+}
+
+int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
+		  uint64_t dev, uint64_t size_min)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_u64(&r, off);
+	put_u64(&r, len);
+	put_u64(&r, dev);
+	put_u64(&r, size_min);
+	return emit(fs, FS_REC_EXTENT, &r);
+}
+
+int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_u64(&r, size);
+	return emit(fs, FS_REC_TRUNCATE, &r);
+}
+
+int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_u64(&r, off);
+	put_u64(&r, len);
+	return emit(fs, FS_REC_PUNCH, &r);
+}
+
+int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
+		     const void *value, size_t size)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_name(&r, name);
+	put_u32(&r, (uint32_t)size);
+	put(&r, value, size);
+	if (r.overflow)
+		return -E2BIG;
+	return emit(fs, FS_REC_XATTR_SET, &r);
+}
+
+int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_name(&r, name);
+	return emit(fs, FS_REC_XATTR_DEL, &r);
+}
+
+int fs_log_symlink(struct fs *fs, uint64_t ino, const char *target)
+{
+	struct rbuf r = { .n = 0 };
+	put_u64(&r, ino);
+	put_name(&r, target);
+	return emit(fs, FS_REC_SYMLINK, &r);
+}
+
+/* ---- shared state changes ---- */
+
+void fs_drop_valid(void *arg, uint64_t dev, uint64_t len)
+{
+	struct fs *fs = arg;
+	if (!fs->replaying && fs->za)
+		zalloc_valid_sub(fs->za, dev, len);
+}
+
+int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name)
+{
+	struct fs_inode *dir = fs_inode_get(fs, parent);
+	struct fs_dirent *d;
+	struct fs_inode *in;
+
+	if (!dir || !dir->dir)
+		return -ENOTDIR;
+	d = fs_dirent_find(fs, parent, name);
+	if (!d)
+		return -ENOENT;
+	in = fs_inode_get(fs, d->ino);
+	fs_dirent_remove(fs, dir, d);
+	if (!in)
+		return 0;
+	if (in->dir) {
+		in->nlink = 0;
+		if (dir->nlink > 2)
+			dir->nlink--;
+	} else if (in->nlink > 0) {
+		in->nlink--;
+	}
+	in->ctime = fs_now();
+	dir->mtime = dir->ctime = in->ctime;
+	fs_inode_maybe_free(fs, in);
+	return 0;
+}
+
+int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		    const char *nn, unsigned int flags)
+{
+	struct fs_inode *pd = fs_inode_get(fs, p), *npd = fs_inode_get(fs, np);
+	struct fs_dirent *src, *dst;
+	int ret;
+
+	if (!pd || !npd || !pd->dir || !npd->dir)
+		return -ENOTDIR;
+	src = fs_dirent_find(fs, p, n);
+	if (!src)
+		return -ENOENT;
+	dst = fs_dirent_find(fs, np, nn);
+	if (src == dst)
+		return 0;
+	int64_t now = fs_now();
+	if (flags & RENAME_EXCHANGE) {
+		if (!dst)
+			return -ENOENT;
+		uint64_t a = src->ino, b = dst->ino;
+		struct fs_inode *ia = fs_inode_get(fs, a), *ib = fs_inode_get(fs, b);
+		src->ino = b;
+		dst->ino = a;
+		if (p != np) {	/* moved directories change their parents' link counts */
+			if (ia && ia->dir) { ia->dir->parent = np; npd->nlink++; pd->nlink--; }
+			if (ib && ib->dir) { ib->dir->parent = p; pd->nlink++; npd->nlink--; }
+		}
+		pd->mtime = pd->ctime = npd->mtime = npd->ctime = now;
+		return 0;
+	}
+	uint64_t ino = src->ino;
+	if (dst) {
+		ret = fs_apply_unlink(fs, np, nn);
+		if (ret)
+			return ret;
+	}
+	src = fs_dirent_find(fs, p, n);	/* still valid: unlink touched only dst */
+	fs_dirent_remove(fs, pd, src);
+	ret = fs_dirent_add(fs, npd, nn, ino);
+	if (ret)
+		return ret;
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (in) {
+		in->ctime = now;
+		if (in->dir && p != np) {
+			in->dir->parent = np;
+			pd->nlink--;
+			npd->nlink++;
+		}
+	}
+	pd->mtime = pd->ctime = npd->mtime = npd->ctime = now;
+	return 0;
+}
+
+/* ---- decoding and replay ---- */
+
+struct rd {
+	const uint8_t *p;
+	size_t left;
+	bool bad;
+};
+
+static void get(struct rd *r, void *out, size_t len)
+{
+	if (r->bad || r->left < len) {
+		r->bad = true;
+		memset(out, 0, len);
+		return;
+	}
+	memcpy(out, r->p, len);
+	r->p += len;
+	r->left -= len;
+}
+static uint8_t get_u8(struct rd *r) { uint8_t v; get(r, &v, 1); return v; }
+static uint16_t get_u16(struct rd *r) { uint16_t v; get(r, &v, 2); return v; }
+static uint32_t get_u32(struct rd *r) { uint32_t v; get(r, &v, 4); return v; }
+static uint64_t get_u64(struct rd *r) { uint64_t v; get(r, &v, 8); return v; }
+/* Names are copied into buf (NUL-terminated); empty or '/'-containing names
+ * and names longer than FS_NAME_MAX are rejected. */
+static void get_name(struct rd *r, char *buf, size_t cap, bool path)
+{
+	uint16_t len = get_u16(r);
+	if (r->bad || len >= cap || len > r->left || (!path && (len == 0 || len > FS_NAME_MAX))) {
+		r->bad = true;
+		buf[0] = 0;
+		return;
+	}
+	get(r, buf, len);
+	buf[len] = 0;
+	if (!path && (memchr(buf, '/', len) || strlen(buf) != len))
+		r->bad = true;
+}
+
+struct attr_rec {
+	uint64_t ino;
+	uint32_t mode, uid, gid, nlink;
+	uint64_t rdev, size;
+	int64_t atime, mtime, ctime;
+	uint8_t cls, src;
+};
+
+static void get_attr(struct rd *r, struct attr_rec *a)
+{
+	a->ino = get_u64(r);
+	a->mode = get_u32(r);
+	a->uid = get_u32(r);
+	a->gid = get_u32(r);
+	a->nlink = get_u32(r);
+	a->rdev = get_u64(r);
+	a->size = get_u64(r);
+	a->atime = (int64_t)get_u64(r);
+	a->mtime = (int64_t)get_u64(r);
+	a->ctime = (int64_t)get_u64(r);
+	a->cls = get_u8(r);
+	a->src = get_u8(r);
+	if (a->ino == 0 || a->cls >= LIFETIME_NR)
+		r->bad = true;
+	switch (a->mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO: case S_IFSOCK:
+	case S_IFCHR: case S_IFBLK:
+		break;
+	default:
+		r->bad = true;
+	}
+}
+
+static int set_attr(struct fs *fs, const struct attr_rec *a)
+{
+	struct fs_inode *in = fs_inode_get(fs, a->ino);
+	if (!in) {
+		in = fs_inode_new(fs, a->ino);
+		if (!in)
+			return -ENOMEM;
+	}
+	if (S_ISDIR(a->mode) && !in->dir) {
+		in->dir = calloc(1, sizeof(*in->dir));
+		if (!in->dir)
+			return -ENOMEM;
+		in->dir->next_cookie = 3;
+		in->dir->parent = a->ino;
+	}
+	if ((in->mode & S_IFMT) && (in->mode & S_IFMT) != (a->mode & S_IFMT))
+		return -EUCLEAN;
+	in->mode = a->mode;
+	in->uid = a->uid;
+	in->gid = a->gid;
+	in->nlink = a->nlink;
+	in->rdev = a->rdev;
+	if (a->size < in->size && S_ISREG(a->mode))
+		extmap_punch(&in->map, ZF_ALIGN_UP(a->size, fs->bs), UINT64_MAX, NULL, NULL);
+	in->size = a->size;
+	in->atime = a->atime;
+	in->mtime = a->mtime;
+	in->ctime = a->ctime;
+	in->cls = a->cls;
+	in->cls_src = a->src;
+	if (a->ino >= fs->next_ino)
+		fs->next_ino = a->ino + 1;
+	return 0;
+}
+
+static struct fs_inode *reg_inode(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	return in && S_ISREG(in->mode) ? in : NULL;
+}
+
+int fs_replay_record(void *arg, uint16_t type, const void *payload,
+		     uint32_t len, uint64_t lsn)
+{
+	struct fs *fs = arg;
+	struct rd r = { .p = payload, .left = len };
+	static _Thread_local char name[FS_NAME_MAX + 2], name2[FS_NAME_MAX + 2];
+	static _Thread_local char target[4097];
+	struct attr_rec a;
+	struct fs_inode *in;
+	int ret = 0;
+
+	(void)lsn;
+	switch (type) {
+	case FS_REC_STATE: {
+		uint64_t next = get_u64(&r);
+		if (!r.bad && next > fs->next_ino)
+			fs->next_ino = next;
+		break;
+	}
+	case FS_REC_INODE:
+		get_attr(&r, &a);
+		if (!r.bad)
+			ret = set_attr(fs, &a);
+		break;
+	case FS_REC_CREATE: {
+		get_attr(&r, &a);
+		uint64_t parent = get_u64(&r);
+		get_name(&r, name, sizeof(name), false);
+		if (r.bad)
+			break;
+		struct fs_inode *dir = fs_inode_get(fs, parent);
+		if (!dir || !dir->dir || fs_dirent_find(fs, parent, name) ||
+		    fs_inode_get(fs, a.ino)) {
+			r.bad = true;
+			break;
+		}
+		ret = set_attr(fs, &a);
+		if (!ret)
+			ret = fs_dirent_add(fs, dir, name, a.ino);
+		if (!ret && S_ISDIR(a.mode)) {
+			fs_inode_get(fs, a.ino)->dir->parent = parent;
+			dir->nlink++;
+		}
+		break;
+	}
+	case FS_REC_DIRENT:
+	case FS_REC_LINK: {
+		uint64_t parent = get_u64(&r), ino = get_u64(&r);
+		get_name(&r, name, sizeof(name), false);
+		if (r.bad)
+			break;
+		struct fs_inode *dir = fs_inode_get(fs, parent);
+		in = fs_inode_get(fs, ino);
+		if (!dir || !dir->dir || !in || fs_dirent_find(fs, parent, name)) {
+			r.bad = true;
+			break;
+		}
+		ret = fs_dirent_add(fs, dir, name, ino);
+		if (!ret && in->dir)
+			in->dir->parent = parent;
+		if (!ret && type == FS_REC_LINK)
+			in->nlink++;
+		break;
+	}
+	case FS_REC_UNLINK: {
+		uint64_t parent = get_u64(&r);
+		get_name(&r, name, sizeof(name), false);
+		if (!r.bad)
+			ret = fs_apply_unlink(fs, parent, name);
+		break;
+	}
+	case FS_REC_RENAME: {
+		uint64_t p = get_u64(&r), np = get_u64(&r);
+		uint32_t flags = get_u32(&r);
+		get_name(&r, name, sizeof(name), false);
+		get_name(&r, name2, sizeof(name2), false);
+		if (!r.bad)
+			ret = fs_apply_rename(fs, p, name, np, name2, flags);
+		break;
+	}
+	case FS_REC_EXTENT: {
+		uint64_t ino = get_u64(&r), off = get_u64(&r), elen = get_u64(&r);
+		uint64_t dev = get_u64(&r), size_min = get_u64(&r);
+		if (r.bad)
+			break;
+		if (elen == 0 || off + elen < off || dev + elen < dev) {
+			r.bad = true;
+			break;
+		}
+		in = reg_inode(fs, ino);
+		if (!in)	/* freed later in the log (unlinked while open) */
+			break;
+		ret = extmap_set(&in->map, off, elen, dev, NULL, NULL);
+		if (size_min > in->size)
+			in->size = size_min;
+		break;
+	}
+	case FS_REC_EXTENTS: {
+		uint64_t ino = get_u64(&r);
+		uint32_t n = get_u32(&r);
+		in = reg_inode(fs, ino);
+		if (r.bad || (uint64_t)n * 24 != r.left) {
+			r.bad = true;
+			break;
+		}
+		for (uint32_t i = 0; i < n && !ret; i++) {
+			uint64_t off = get_u64(&r), elen = get_u64(&r), dev = get_u64(&r);
+			if (elen == 0 || off + elen < off || dev + elen < dev) {
+				r.bad = true;
+				break;
+			}
+			if (in)
+				ret = extmap_set(&in->map, off, elen, dev, NULL, NULL);
+		}
+		break;
+	}
+	case FS_REC_TRUNCATE: {
+		uint64_t ino = get_u64(&r), size = get_u64(&r);
+		in = reg_inode(fs, ino);
+		if (r.bad || !in)
+			break;
+		extmap_punch(&in->map, ZF_ALIGN_UP(size, fs->bs), UINT64_MAX, NULL, NULL);
+		in->size = size;
+		break;
+	}
+	case FS_REC_PUNCH: {
+		uint64_t ino = get_u64(&r), off = get_u64(&r), plen = get_u64(&r);
+		in = reg_inode(fs, ino);
+		if (r.bad || !in)
+			break;
+		extmap_punch(&in->map, off, plen, NULL, NULL);
+		break;
+	}
+	case FS_REC_XATTR_SET: {
+		uint64_t ino = get_u64(&r);
+		get_name(&r, name, sizeof(name), true);
+		uint32_t vlen = get_u32(&r);
+		if (r.bad || vlen != r.left) {
+			r.bad = true;
+			break;
+		}
+		in = fs_inode_get(fs, ino);
+		if (in)
+			ret = fs_xattr_set_raw(in, name, r.p, vlen);
+		r.left = 0;
+		break;
+	}
+	case FS_REC_XATTR_DEL: {
+		uint64_t ino = get_u64(&r);
+		get_name(&r, name, sizeof(name), true);
+		in = fs_inode_get(fs, ino);
+		if (!r.bad && in)
+			fs_xattr_del_raw(in, name);
+		break;
+	}
+	case FS_REC_SYMLINK: {
+		uint64_t ino = get_u64(&r);
+		get_name(&r, target, sizeof(target), true);
+		in = fs_inode_get(fs, ino);
+		if (r.bad || !in)
+			break;
+		free(in->symlink);
+		in->symlink = strdup(target);
+		if (!in->symlink)
+			ret = -ENOMEM;
+		break;
+	}
+	default:
+		zf_warn("replay: unknown record type %u skipped", type);
+		return 0;
+	}
+	if (r.bad) {
+		zf_err("replay: malformed record type %u (lsn %llu)", type,
+		       (unsigned long long)lsn);
+		return -EUCLEAN;
+	}
+	return ret;
+}
+
+/* ---- snapshot ---- */
+
+static int snap_append(struct mlog *m, uint16_t type, struct rbuf *r)
+{
+	if (r->overflow)
+		return -E2BIG;
+	return mlog_append(m, type, r->b, (uint32_t)r->n);
+}
+
+static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
+{
+	struct rbuf *r = malloc(sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->n = 0;
+	r->overflow = false;
+	put_attr(r, in);
+	ret = snap_append(m, FS_REC_INODE, r);
+	if (!ret && in->symlink) {
+		r->n = 0;
+		put_u64(r, in->ino);
+		put_name(r, in->symlink);
+		ret = snap_append(m, FS_REC_SYMLINK, r);
+	}
+	for (struct fs_xattr *x = in->xattrs; x && !ret; x = x->next) {
+		r->n = 0;
+		put_u64(r, in->ino);
+		put_name(r, x->name);
+		put_u32(r, (uint32_t)x->size);
+		put(r, x->value, x->size);
+		ret = snap_append(m, FS_REC_XATTR_SET, r);
+	}
+	const size_t per = (MLOG_MAX_PAYLOAD - 16) / 24;
+	for (size_t i = 0; i < in->map.n && !ret; i += per) {
+		uint32_t n = (uint32_t)ZF_MIN(per, in->map.n - i);
+		r->n = 0;
+		put_u64(r, in->ino);
+		put_u32(r, n);
+		for (uint32_t k = 0; k < n; k++) {
+			put_u64(r, in->map.v[i + k].off);
+			put_u64(r, in->map.v[i + k].len);
+			put_u64(r, in->map.v[i + k].dev);
+		}
+		ret = snap_append(m, FS_REC_EXTENTS, r);
+	}
+	(void)fs;
+	free(r);
+	return ret;
+}
+
+/* Snapshot: STATE, every inode (attrs, symlink, xattrs, extents), then every
+ * name (so both ends exist when a DIRENT is replayed).  Runs with fs->lock. */
+int fs_emit_snapshot(void *arg, struct mlog *m)
+{
+	struct fs *fs = arg;
+	struct rbuf *r = malloc(sizeof(*r));
+	int ret;
+
+	if (!r)
+		return -ENOMEM;
+	r->n = 0;
+	r->overflow = false;
+	put_u64(r, fs->next_ino);
+	ret = snap_append(m, FS_REC_STATE, r);
+	for (size_t b = 0; b < fs->itab_size && !ret; b++)
+		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext)
+			ret = snap_inode(fs, m, in);
+	for (size_t b = 0; b < fs->itab_size && !ret; b++) {
+		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext) {
+			if (!in->dir)
+				continue;
+			for (size_t i = 0; i < in->dir->n && !ret; i++) {
+				struct fs_dirent *d = in->dir->ents[i];
+				if (!d)
+					continue;
+				r->n = 0;
+				put_u64(r, d->parent);
+				put_u64(r, d->ino);
+				put_name(r, d->name);
+				ret = snap_append(m, FS_REC_DIRENT, r);
+			}
+		}
+	}
+	for (size_t b = 0; b < fs->itab_size; b++)
+		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext)
+			in->attr_dirty = false;
+	free(r);
+	return ret;
+}

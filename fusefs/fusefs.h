@@ -1,0 +1,39 @@
+/* fusefs — the FUSE low-level front end of zonefuse.
+ *
+ * Purpose: decode kernel requests, call the fs core (fs/fs.h), reply
+ * exactly once.  Node ids are fs inode numbers.  Also owns the custom
+ * /dev/fuse I/O that negotiates FUSE_HANDLE_KILLPRIV_V2 (libfuse 3.14 has no
+ * capability bit for it): with it the kernel marks the mount SB_NOSEC and
+ * stops asking for security.capability before every write(), and zonefuse
+ * clears set-id bits itself on write, truncate and chown.
+ *
+ * Thread safety: handlers run on libfuse's worker threads concurrently;
+ * all state is in struct fs (thread-safe) and in per-thread request flags.
+ */
+#ifndef ZONEFUSE_FUSEFS_H
+#define ZONEFUSE_FUSEFS_H
+
+#define FUSE_USE_VERSION 35
+#include <fuse_lowlevel.h>
+
+#include "fs/fs.h"
+
+struct fusefs_conf {
+	double attr_timeout;	/* seconds */
+	double entry_timeout;	/* seconds */
+	unsigned int max_readahead;	/* bytes */
+	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
+};
+
+struct fusefs {
+	struct fs *fs;
+	struct fusefs_conf conf;
+	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
+};
+
+extern const struct fuse_lowlevel_ops fusefs_ops;
+
+/* Install the custom I/O on a mounted session (after fuse_session_mount). */
+int fusefs_install_io(struct fuse_session *se, struct fusefs *ff);
+
+#endif
