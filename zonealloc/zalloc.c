@@ -25,10 +25,15 @@
  *      be finished, small;
  *   2. else a FREE zone (head of the free list) if the data open/active
  *      budget allows;
- *   3. else, if a FREE zone exists, finish the unleased active zone (any
- *      class) with the least remaining capacity, then lease as in 1./2.;
+ *   3. else, if a FREE zone (or an unleased CLOSED zone of the class)
+ *      exists, make room and lease as in 1./2.: when only the open budget
+ *      binds (active has room, or the class has a CLOSED zone to reopen),
+ *      CLOSE the unleased open zone written least recently (nothing is
+ *      wasted; only devices with max_open < max_active get here); else
+ *      FINISH the unleased active zone (any class) with the least remaining
+ *      capacity (wastes least);
  *   4. else wait on the condvar (a release, a finish or a reset wakes it);
- *      -ENOSPC when nothing that waiting can bring exists (see za_can_wait).
+ *      -ENOSPC when nothing that waiting can bring exists (see can_wait()).
  *
  * Reset stamps: commit_seq starts at 1.  A zone queued for reset records
  * stamp = commit_seq at queueing time; zalloc_commit_begin() returns
@@ -37,10 +42,36 @@
  * stamp <= t.  (This assumes, as mlog does, that a commit which completes
  * makes durable every record appended before its begin.)
  *
+ * Caller contract beyond zalloc.h (reset safety): account the bytes written
+ * through a lease (zalloc_valid_add) BEFORE zalloc_release() of that lease;
+ * valid_add accepts the leased range while the lease is held.  A FULL zone
+ * with no valid byte is queued for reset when it gets there: by valid_sub,
+ * by a release that fills it, or by a finish; if the bytes of a released
+ * lease were referenced only later, a commit in between could reset them.
+ * A late valid_add (after the release) is detected and logged as an error.
+ * valid_add on a zone queued for reset takes it off the queue.
+ *
+ * Waiting: zalloc_acquire() waits (condvar) rather than fail while a
+ * release, a finish in flight or a reset can still help the class: a lease
+ * of the same class is out (it may come back with room), a FREE zone exists
+ * and any lease is out, or zones are queued for reset (only a commit frees
+ * those: zalloc_set_need_space_cb() lets the caller kick one; without it
+ * the waiter sleeps until someone commits).  Do not call zalloc_acquire()
+ * while holding a lease: if every usable zone is leased by such threads (or
+ * the device is full and your own lease is the one that could help), they
+ * wait for each other.  Release first, or use zalloc_acquire_many(), whose
+ * extra leases never wait.
+ *
+ * GC (later): the state a collector needs is here: per zone valid bytes,
+ * written bytes and wseq (a global write sequence of the zone's last write:
+ * age); the hook is in can_wait(): instead of -ENOSPC, ask the collector to
+ * relocate the FULL zone with the least valid bytes (then the oldest) and
+ * wait on the same condvar.  Relocation writes go through ordinary leases.
+ *
  * Locking: one mutex (za->mu), a leaf lock.  Zone management I/O at run time
- * (finish in acquire, report/finish in release after an error, reset in
+ * (finish/close in acquire, report/finish in release after an error, reset in
  * commit_end) runs with the mutex dropped; the zone concerned is marked
- * leased/finishing/resetting meanwhile so nobody else touches it.
+ * leased/busy/resetting meanwhile so nobody else touches it.
  * zalloc_mount_done() runs its I/O with the mutex held (nothing else runs
  * during mount).
  */
@@ -75,13 +106,14 @@ struct za_zone {
 	uint64_t reset_stamp;	/* commit stamp when queued for reset */
 	uint64_t wseq;		/* write sequence of the last write (age, for GC) */
 	uint64_t lease_len;	/* bytes of the outstanding lease */
+	uint64_t add_hwm;	/* absolute end of the highest valid_add */
 	uint32_t prev, next;	/* list links (zone indices relative to first) */
 	uint8_t list;		/* ZA_L_* */
 	uint8_t cond;		/* enum zdev_zone_cond, as we believe it */
 	uint8_t cls;		/* enum lifetime_class */
 	bool leased;
 	bool adopted;		/* class set by zalloc_zone_adopt() */
-	bool finishing;		/* finish I/O in flight */
+	bool busy;		/* finish/close I/O in flight */
 	bool resetting;		/* reset I/O in flight */
 	bool retired;		/* damaged: never written or reset again */
 	bool was_closed;	/* leased from CLOSED */
@@ -110,12 +142,13 @@ struct zalloc {
 
 	uint32_t nr_open, nr_active;
 	uint32_t leased_total, leased_cls[ZALLOC_NR_CLASSES];
-	uint32_t nr_finishing, nr_resetting;
+	uint32_t nr_busy, nr_resetting;
 	uint32_t waiters;
 
 	uint64_t commit_seq;
 	uint64_t write_seq;
 
+	uint64_t late_adds;	/* valid_add after the lease was released */
 	uint64_t dev_bytes, class_bytes[ZALLOC_NR_CLASSES];
 	uint64_t zone_resets, zone_finishes;
 
@@ -217,7 +250,7 @@ static bool budget_allows_new(const struct zalloc *za)
 static void queue_reset(struct zalloc *za, struct za_zone *z)
 {
 	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
-	    z->finishing || z->resetting || z->retired ||
+	    z->busy || z->resetting || z->retired ||
 	    z->list == ZA_L_PENDING || !za->mounted)
 		return;
 	z->reset_stamp = za->commit_seq;
@@ -244,6 +277,7 @@ static void make_free(struct zalloc *za, struct za_zone *z)
 		z->valid = 0;
 	}
 	z->adopted = false;
+	z->add_hwm = z->start;
 	list_add(za, z, ZA_L_FREE, false);
 }
 
@@ -298,7 +332,7 @@ static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls)
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (z->leased || z->finishing || zremain(z) == 0)
+		if (z->leased || z->busy || zremain(z) == 0)
 			continue;
 		if (!cond_open(z->cond) && !budget_allows_open(za))
 			continue;
@@ -316,23 +350,29 @@ static struct za_zone *pick_free(struct zalloc *za)
 	return &za->z[za->lists[ZA_L_FREE].head];
 }
 
-/* Step 3 victim: unleased active zone (any class) with the least remaining
- * capacity whose finish frees the slot we lack. */
-static struct za_zone *pick_victim(struct zalloc *za)
+/* Step 3 victim: an unleased zone whose finish (or close) frees the slot
+ * we lack.  When only the open budget binds (the active budget has room, or
+ * `reopen`: the class will reopen one of its CLOSED zones), the zone is CLOSED (nothing wasted, it stays active): the open
+ * zone written least recently.  Otherwise it is FINISHED: the active zone,
+ * any class, with the least remaining capacity (wastes least). */
+static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
+				   bool *close)
 {
 	bool need_open = !budget_allows_open(za);
 	struct za_zone *best = NULL;
 
+	*close = need_open && (reopen || za->nr_active < za->act_budget);
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++) {
 		for (uint32_t i = za->lists[ZA_L_CLASS + c].head; i != ZA_NIL;
 		     i = za->z[i].next) {
 			struct za_zone *z = &za->z[i];
 
-			if (z->leased || z->finishing || !cond_active(z->cond))
+			if (z->leased || z->busy || !cond_active(z->cond))
 				continue;
 			if (need_open && !cond_open(z->cond))
 				continue;
-			if (!best || zremain(z) < zremain(best))
+			if (!best || (*close ? z->wseq < best->wseq
+					     : zremain(z) < zremain(best)))
 				best = z;
 		}
 	}
@@ -345,7 +385,7 @@ static bool class_has_closed(struct zalloc *za, enum lifetime_class cls)
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (!z->leased && !z->finishing && z->cond == ZDEV_COND_CLOSED &&
+		if (!z->leased && !z->busy && z->cond == ZDEV_COND_CLOSED &&
 		    zremain(z) > 0)
 			return true;
 	}
@@ -357,7 +397,7 @@ static bool can_wait(struct zalloc *za, enum lifetime_class cls)
 {
 	/* A reset in flight or queued (needs a commit) makes a FREE zone;
 	 * a finish in flight may queue a reset. */
-	if (za->lists[ZA_L_PENDING].count || za->nr_resetting || za->nr_finishing)
+	if (za->lists[ZA_L_PENDING].count || za->nr_resetting || za->nr_busy)
 		return true;
 	/* A lease of our class may come back with room left. */
 	if (za->leased_cls[cls])
@@ -380,40 +420,45 @@ static struct za_zone *zone_of(struct zalloc *za, uint32_t zone)
 	return &za->z[zone - za->first];
 }
 
-/* Finish I/O on a zone already accounted as FULL and marked finishing;
- * called and returns with za->mu held, drops it meanwhile. */
-static void finish_io(struct zalloc *za, struct za_zone *z)
+/* Finish (or close) I/O on a zone already accounted as FULL (CLOSED) and
+ * marked busy; called and returns with za->mu held, drops it meanwhile. */
+static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 {
 	uint32_t zone = za->first + zidx(za, z);
+	struct zdev_zone dz;
 	int rc;
 
 	pthread_mutex_unlock(&za->mu);
-	rc = zdev_zone_finish(za->dev, zone);
-	pthread_mutex_lock(&za->mu);
-	z->finishing = false;
-	za->nr_finishing--;
+	rc = close ? zdev_zone_close(za->dev, zone)
+		   : zdev_zone_finish(za->dev, zone);
 	if (rc < 0) {
-		struct zdev_zone dz;
-
-		zf_err("zalloc: finish of zone %u failed: %s", zone, strerror(-rc));
-		pthread_mutex_unlock(&za->mu);
+		zf_err("zalloc: %s of zone %u failed: %s",
+		       close ? "close" : "finish", zone, strerror(-rc));
 		rc = zdev_report_zones(za->dev, zone, 1, &dz);
-		pthread_mutex_lock(&za->mu);
-		if (rc == 1 && (dz.cond == ZDEV_COND_READONLY ||
-				dz.cond == ZDEV_COND_OFFLINE)) {
-			retire(za, z, dz.cond);
-		} else if (rc == 1 && cond_active(dz.cond)) {
-			/* still active: keep it writable */
+		if (rc != 1)
+			rc = -EIO;
+	}
+	pthread_mutex_lock(&za->mu);
+	z->busy = false;
+	za->nr_busy--;
+	if (rc == 1) {		/* failed: mirror what the device says */
+		if (!close)
 			za->zone_finishes--;
+		if (dz.cond == ZDEV_COND_READONLY || dz.cond == ZDEV_COND_OFFLINE) {
+			retire(za, z, dz.cond);
+		} else if (cond_active(dz.cond)) {
 			z->wp = dz.wp;
 			set_cond(za, z, dz.cond);
 			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
-		} else if (rc == 1 && dz.cond == ZDEV_COND_FULL) {
-			queue_reset(za, z);
-		} else {
-			retire(za, z, ZDEV_COND_FULL);
+		} else if (dz.cond == ZDEV_COND_FULL) {
+			mark_full(za, z);
+		} else if (dz.cond == ZDEV_COND_EMPTY) {
+			list_del(za, z);
+			make_free(za, z);
 		}
-	} else {
+	} else if (rc < 0) {
+		retire(za, z, ZDEV_COND_FULL);
+	} else if (!close) {
 		queue_reset(za, z);
 	}
 	pthread_cond_broadcast(&za->cv);
@@ -489,6 +534,7 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		z->capacity = d->capacity;
 		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
 		z->prev = z->next = ZA_NIL;
+		z->add_hwm = z->start;
 		z->cls = LIFETIME_MEDIUM;
 		if (d->cond == ZDEV_COND_FULL) {
 			z->wp = z->start + z->capacity;
@@ -578,6 +624,8 @@ int zalloc_mount_done(struct zalloc *za)
 		struct za_zone *z = &za->z[i];
 		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
 
+		/* every byte on the device now is settled (not in flight) */
+		z->add_hwm = ZF_MAX(z->add_hwm, z->start + z->written);
 		if (z->retired)
 			continue;
 		if (z->cond == ZDEV_COND_EMPTY) {
@@ -609,36 +657,45 @@ int zalloc_mount_done(struct zalloc *za)
 		}
 	}
 
-	/* Keep partially written zones within the data budget: finish those
-	 * with the least remaining capacity (they waste least). */
+	/* Keep partially written zones within the data budget.  Over the
+	 * active budget: finish those with the least remaining capacity (they
+	 * waste least).  Over the open budget only: close them instead (they
+	 * stay active and writable). */
 	while (za->nr_active > za->act_budget || za->nr_open > za->open_budget) {
 		struct za_zone *v = NULL;
-		bool need_open = za->nr_active <= za->act_budget;
+		bool close = za->nr_active <= za->act_budget;
+		uint32_t zone;
+		int rc;
 
 		for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
 			for (uint32_t i = za->lists[ZA_L_CLASS + c].head;
 			     i != ZA_NIL; i = za->z[i].next) {
 				struct za_zone *z = &za->z[i];
 
-				if (need_open && !cond_open(z->cond))
+				if (close && !cond_open(z->cond))
 					continue;
 				if (!v || zremain(z) < zremain(v))
 					v = z;
 			}
 		if (!v)
 			break;
-		int rc = zdev_zone_finish(za->dev, za->first + zidx(za, v));
-
+		zone = za->first + zidx(za, v);
+		rc = close ? zdev_zone_close(za->dev, zone)
+			   : zdev_zone_finish(za->dev, zone);
 		if (rc < 0) {
-			zf_err("zalloc: mount: finish of zone %u failed: %s",
-			       za->first + zidx(za, v), strerror(-rc));
+			zf_err("zalloc: mount: %s of zone %u failed: %s",
+			       close ? "close" : "finish", zone, strerror(-rc));
 			if (!first_err)
 				first_err = rc;
 			retire(za, v, ZDEV_COND_FULL);
 			continue;
 		}
-		za->zone_finishes++;
-		mark_full(za, v);
+		if (close) {
+			set_cond(za, v, ZDEV_COND_CLOSED);
+		} else {
+			za->zone_finishes++;
+			mark_full(za, v);
+		}
 	}
 	pthread_cond_broadcast(&za->cv);
 	pthread_mutex_unlock(&za->mu);
@@ -647,8 +704,7 @@ int zalloc_mount_done(struct zalloc *za)
 
 /* ---- valid-byte accounting ----------------------------------------------- */
 
-/* Apply fn to each zone piece of [off, off+len); returns false on a range
- * outside the data zones. */
+/* Add or subtract valid bytes for [off, off+len), zone piece by zone piece. */
 static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add)
 {
 	while (len) {
@@ -683,6 +739,15 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 				       (unsigned long long)z->valid);
 				a = z->valid < limit ? ZF_MIN(chunk, limit - z->valid) : 0;
 			}
+			/* Contract check: bytes written through a lease must be
+			 * added before the lease is released (see the top). */
+			if (za->mounted && off + chunk > z->add_hwm &&
+			    !(z->leased && off >= z->wp) && za->late_adds++ == 0)
+				zf_err("zalloc: valid_add [%llu, +%llu) after its lease was released: account a lease's bytes BEFORE zalloc_release(), or a concurrent commit may reset the zone",
+				       (unsigned long long)off,
+				       (unsigned long long)chunk);
+			if (off + chunk > z->add_hwm)
+				z->add_hwm = off + chunk;
 			z->valid += a;
 			if (z->valid && z->list == ZA_L_PENDING)
 				list_del(za, z);	/* referenced again */
@@ -738,27 +803,32 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		lease_zone(za, z, cls, want, out);
 		return 0;
 	}
-	if (!may_finish ||
-	    (!za->lists[ZA_L_FREE].count && !class_has_closed(za, cls)))
+	bool reopen = class_has_closed(za, cls), close;
+
+	if (!may_finish || (!za->lists[ZA_L_FREE].count && !reopen))
 		return -EAGAIN;
-	struct za_zone *v = pick_victim(za);
+	struct za_zone *v = pick_victim(za, reopen, &close);
 
 	if (!v)
 		return -EAGAIN;
-	/* Account the victim as FULL now so the slot is ours, lease, then
-	 * do the finish I/O with the mutex dropped. */
-	list_del(za, v);
-	set_cond(za, v, ZDEV_COND_FULL);
-	v->wp = v->start + v->capacity;
-	v->finishing = true;
-	za->nr_finishing++;
-	za->zone_finishes++;
+	/* Account the victim as CLOSED/FULL now so the slot is ours, lease,
+	 * then do the zone management I/O with the mutex dropped. */
+	if (close) {
+		set_cond(za, v, ZDEV_COND_CLOSED);	/* stays on its list */
+	} else {
+		list_del(za, v);
+		set_cond(za, v, ZDEV_COND_FULL);
+		v->wp = v->start + v->capacity;
+		za->zone_finishes++;
+	}
+	v->busy = true;
+	za->nr_busy++;
 	z = pick_open(za, cls);
 	if (!z)
 		z = pick_free(za);
 	if (z)
 		lease_zone(za, z, cls, want, out);
-	finish_io(za, v);
+	mgmt_io(za, v, close);
 	return z ? 0 : -EAGAIN;
 }
 

@@ -23,16 +23,21 @@
 #define MiB (1024ull * 1024ull)
 #define BS 4096u
 
-/* Device "limited": 32 zones of 1 MiB, capacity 768 KiB, 14 open / 8 active.
- * Data zones 2..31; zones 0 and 1 stand for the metadata log. */
+/* Device "A": 32 zones of 1 MiB, capacity 768 KiB, 8 open / 8 active
+ * (the emulator, like a real device, wants max_open <= max_active).
+ * Data zones 2..31; zones 0 and 1 stand for the metadata log, which keeps
+ * RES open/active slots.  Device "B" is the same with 8 open / 14 active:
+ * there only the open budget binds until 12 zones are active. */
 #define NZ 32
 #define ZSZ (1 * MiB)
 #define ZCAP (768 * KiB)
 #define FIRST 2
 #define NDATA (NZ - FIRST)
 #define RES 2
-#define ACT_BUDGET (8 - RES)	/* 6 */
-#define OPEN_BUDGET (14 - RES)	/* 12 */
+#define MAXO 8
+#define MAXA 8
+#define MAXA_B 14
+#define BUDGET (MAXO - RES)	/* 6: data open (and, on A, active) budget */
 
 struct tdev {
 	char path[64];
@@ -83,7 +88,7 @@ static void tdev_std(struct tdev *t, uint32_t stripe)
 {
 	struct zalloc_params p = tparams(FIRST, NDATA, RES, stripe);
 
-	tdev_make(t, NZ, ZCAP, 14, 8);
+	tdev_make(t, NZ, ZCAP, MAXO, MAXA);
 	tdev_alloc(t, &p);
 }
 
@@ -260,16 +265,34 @@ END_TEST
  * never share a zone, every lease is at the device wp and writable, and the
  * device never holds more data zones open/active than the budget, while the
  * two "metadata" zones outside the data range stay open all along. */
+static const struct { uint32_t maxo, maxa; } cfgs[] = {
+	{ MAXO, MAXA }, { MAXO, MAXA_B }, { 0, 0 },
+};
+
+static void commit_now(void *arg)
+{
+	struct zalloc *za = arg;
+	uint64_t tk = zalloc_commit_begin(za);
+
+	ck_assert_int_ge(zalloc_commit_end(za, tk), 0);
+}
+
 START_TEST(classes_and_budget)
 {
 	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
 	uint8_t owner[NZ];
 	uint64_t resets_seen[NZ];
 	struct zalloc_lease held[3];
 	unsigned int nheld = 0;
-	unsigned int seed = 12345;
+	unsigned int seed = 12345 + (unsigned int)_i;
+	const uint32_t maxo = cfgs[_i].maxo, maxa = cfgs[_i].maxa;
+	const uint32_t obudget = maxo ? maxo - RES : NDATA;
+	const uint32_t abudget = maxa ? maxa - RES : NDATA;
 
-	tdev_std(&t, 4);
+	tdev_make(&t, NZ, ZCAP, maxo, maxa);
+	tdev_alloc(&t, &p);
+	zalloc_set_need_space_cb(t.za, commit_now, t.za);
 	memset(owner, 0xff, sizeof(owner));
 	memset(resets_seen, 0, sizeof(resets_seen));
 	/* the metadata log's two zones are open the whole time */
@@ -329,8 +352,8 @@ START_TEST(classes_and_budget)
 		lwrite(&t, &l, n);
 		zalloc_valid_add(t.za, l.offset, n);
 		dcount(&t, FIRST, NDATA, &op, &ac);
-		ck_assert_uint_le(ac, ACT_BUDGET);
-		ck_assert_uint_le(op, OPEN_BUDGET);
+		ck_assert_uint_le(ac, abudget);
+		ck_assert_uint_le(op, obudget);
 		if (nheld < 3 && rand_r(&seed) % 4 == 0) {
 			held[nheld++] = l;
 			held[nheld - 1].len = n;	/* remember what we wrote */
@@ -342,7 +365,7 @@ START_TEST(classes_and_budget)
 			zalloc_release(t.za, &held[nheld], held[nheld].len, 0);
 		}
 		dcount(&t, FIRST, NDATA, &op, &ac);
-		ck_assert_uint_le(ac, ACT_BUDGET);
+		ck_assert_uint_le(ac, abudget);
 		/* the metadata zones are still open and writable */
 		ck_assert(zdev_zone_open_cond(&(struct zdev_zone){ .cond = dzone(&t, 0).cond }));
 	}
@@ -354,8 +377,16 @@ START_TEST(classes_and_budget)
 	ck_assert_int_eq(zdev_write(t.dev, dzone(&t, 1).wp, t.buf, BS), BS);
 	struct zalloc_stats st;
 	zalloc_get_stats(t.za, &st);
-	ck_assert_uint_gt(st.zone_finishes, 0);	/* the budget was hit */
-	ck_assert_uint_le(st.active_zones, ACT_BUDGET);
+	struct zdev_stats ds;
+	zdev_get_stats(t.dev, &ds);
+	if (_i == 0)
+		ck_assert_uint_gt(st.zone_finishes, 0);	/* active budget hit */
+	if (_i == 1)
+		ck_assert_uint_gt(ds.closes, 0);	/* open budget hit */
+	if (_i == 2)
+		ck_assert_uint_eq(st.zone_finishes + ds.closes, 0);
+	ck_assert_uint_le(st.active_zones, abudget);
+	ck_assert_uint_le(st.open_zones, obudget);
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
 	tdev_free(&t);
@@ -367,25 +398,25 @@ END_TEST
 START_TEST(finish_least_remaining)
 {
 	struct tdev t;
-	struct zalloc_lease l[ACT_BUDGET], nl;
-	const uint64_t wr[ACT_BUDGET] = { 64 * KiB, 128 * KiB, 704 * KiB,
+	struct zalloc_lease l[BUDGET], nl;
+	const uint64_t wr[BUDGET] = { 64 * KiB, 128 * KiB, 704 * KiB,
 					  256 * KiB, 512 * KiB, 32 * KiB };
 	uint32_t op, ac;
 
 	tdev_std(&t, 4);
-	for (int i = 0; i < ACT_BUDGET; i++) {
+	for (int i = 0; i < BUDGET; i++) {
 		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &l[i]), 0);
 		check_lease(&t, &l[i]);
 		for (int j = 0; j < i; j++)
 			ck_assert_uint_ne(l[i].zone, l[j].zone);
 	}
-	for (int i = 0; i < ACT_BUDGET; i++) {
+	for (int i = 0; i < BUDGET; i++) {
 		lwrite(&t, &l[i], wr[i]);
 		zalloc_valid_add(t.za, l[i].offset, wr[i]);
 		zalloc_release(t.za, &l[i], wr[i], 0);
 	}
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_eq(ac, ACT_BUDGET);
+	ck_assert_uint_eq(ac, BUDGET);
 
 	/* SHORT continues in its fullest zone (least room first) */
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &nl), 0);
@@ -395,17 +426,17 @@ START_TEST(finish_least_remaining)
 	/* LONG needs a new zone: zone l[2] (64 KiB left) is finished */
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 4 * BS, &nl), 0);
 	check_lease(&t, &nl);
-	for (int i = 0; i < ACT_BUDGET; i++)
+	for (int i = 0; i < BUDGET; i++)
 		ck_assert_uint_ne(nl.zone, l[i].zone);
 	ck_assert_int_eq(dzone(&t, l[2].zone).cond, ZDEV_COND_FULL);
-	for (int i = 0; i < ACT_BUDGET; i++)
+	for (int i = 0; i < BUDGET; i++)
 		if (i != 2)
 			ck_assert(zdev_zone_active(&(struct zdev_zone){
 				.cond = dzone(&t, l[i].zone).cond }));
 	lwrite(&t, &nl, nl.len);
 	zalloc_release(t.za, &nl, nl.len, 0);
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_eq(ac, ACT_BUDGET);
+	ck_assert_uint_eq(ac, BUDGET);
 
 	/* next victim: l[4] (256 KiB left) */
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &nl), 0);
@@ -415,6 +446,178 @@ START_TEST(finish_least_remaining)
 	struct zalloc_stats st;
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.zone_finishes, 2);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Device B (8 open / 14 active): when only the open budget binds, the
+ * least recently written idle zone is CLOSED, not finished; a class reopens
+ * its CLOSED zone; once the active budget binds, the open zone with the
+ * least remaining capacity is finished. */
+START_TEST(close_when_only_open_binds)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
+	struct zalloc_lease s[BUDGET], lg[BUDGET], x;
+	const uint64_t wr[BUDGET] = { 64 * KiB, 128 * KiB, 704 * KiB,
+				      256 * KiB, 512 * KiB, 32 * KiB };
+	const uint64_t wl[BUDGET] = { 96 * KiB, 160 * KiB, 32 * KiB,
+				      640 * KiB, 8 * KiB, 300 * KiB };
+	struct zdev_stats ds;
+	struct zalloc_stats st;
+	uint32_t op, ac;
+
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA_B);
+	tdev_alloc(&t, &p);
+	for (int i = 0; i < BUDGET; i++)
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &s[i]), 0);
+	for (int i = 0; i < BUDGET; i++) {	/* written in order 0..5 */
+		lwrite(&t, &s[i], wr[i]);
+		zalloc_valid_add(t.za, s[i].offset, wr[i]);
+		zalloc_release(t.za, &s[i], wr[i], 0);
+	}
+	/* six LONG leases held at once: each closes one SHORT zone, least
+	 * recently written first */
+	for (int i = 0; i < BUDGET; i++) {
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &lg[i]), 0);
+		check_lease(&t, &lg[i]);
+		ck_assert_int_eq(dzone(&t, s[i].zone).cond, ZDEV_COND_CLOSED);
+		if (i + 1 < BUDGET)
+			ck_assert_int_eq(dzone(&t, s[i + 1].zone).cond,
+					 ZDEV_COND_IMP_OPEN);
+	}
+	for (int i = 0; i < BUDGET; i++) {
+		lwrite(&t, &lg[i], wl[i]);
+		zalloc_valid_add(t.za, lg[i].offset, wl[i]);
+		zalloc_release(t.za, &lg[i], wl[i], 0);
+	}
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 0);
+	ck_assert_uint_eq(st.active_zones, 2 * BUDGET);
+	ck_assert_uint_eq(st.open_zones, BUDGET);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_eq(op, BUDGET);
+	ck_assert_uint_eq(ac, 2 * BUDGET);
+
+	/* SHORT: reopens its CLOSED zone with the least room (s[2]) after
+	 * closing the least recently written LONG zone (lg[0]) */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, BS, &x), 0);
+	ck_assert_uint_eq(x.zone, s[2].zone);
+	check_lease(&t, &x);
+	ck_assert_int_eq(dzone(&t, lg[0].zone).cond, ZDEV_COND_CLOSED);
+	lwrite(&t, &x, BS);
+	zalloc_valid_add(t.za, x.offset, BS);
+	zalloc_release(t.za, &x, BS, 0);
+	ck_assert_int_eq(dzone(&t, s[2].zone).cond, ZDEV_COND_IMP_OPEN);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 0);
+
+	/* EXTREME needs a new zone with 12 active: the open zone with the least
+	 * remaining capacity is finished: s[2] (60 KiB left), then lg[3]
+	 * (128 KiB left); the CLOSED SHORT zones (less room) would not free
+	 * an open slot */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &x), 0);
+	check_lease(&t, &x);
+	ck_assert_int_eq(dzone(&t, s[2].zone).cond, ZDEV_COND_FULL);
+	lwrite(&t, &x, BS);
+	zalloc_release(t.za, &x, BS, 0);
+	/* and next lg[3] */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_NONE, BS, &x), 0);
+	ck_assert_int_eq(dzone(&t, lg[3].zone).cond, ZDEV_COND_FULL);
+	lwrite(&t, &x, BS);
+	zalloc_release(t.za, &x, BS, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 2);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(op, BUDGET);
+	ck_assert_uint_le(ac, MAXA_B - RES);
+	zdev_get_stats(t.dev, &ds);
+	ck_assert_uint_eq(ds.finishes, 2);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Mount with CLOSED partially written zones (device B): all are kept while
+ * within the active budget and reopened by writers of their class without
+ * ever exceeding the open budget; beyond the active budget the ones with
+ * least remaining capacity are finished. */
+START_TEST(mount_closed_zones)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
+	const int nc = 10;
+	uint64_t wr[10];
+	uint32_t op, ac;
+
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA_B);
+	for (int i = 0; i < nc; i++) {
+		uint32_t z = FIRST + 3 + (uint32_t)i;
+
+		wr[i] = (uint64_t)(i + 1) * 64 * KiB;	/* zone i+1 fuller */
+		ck_assert_int_eq(zdev_write(t.dev, (uint64_t)z * ZSZ, t.buf, wr[i]),
+				 (ssize_t)wr[i]);
+		ck_assert_int_eq(zdev_zone_close(t.dev, z), 0);
+	}
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_eq(op, 0);
+	ck_assert_uint_eq(ac, (uint32_t)nc);
+
+	/* active budget 8: the two fullest zones get finished */
+	p.reserved_active = MAXA_B - 8;
+	ck_assert_int_eq(zalloc_create(t.dev, &p, &t.za), 0);
+	for (int i = 0; i < nc; i++) {
+		uint32_t z = FIRST + 3 + (uint32_t)i;
+
+		zalloc_valid_add(t.za, (uint64_t)z * ZSZ, BS);
+		zalloc_zone_adopt(t.za, z, (enum lifetime_class)(i % 2 ? LIFETIME_LONG
+								    : LIFETIME_SHORT));
+	}
+	ck_assert_int_eq(zalloc_mount_done(t.za), 0);
+	ck_assert_int_eq(dzone(&t, FIRST + 3 + 9).cond, ZDEV_COND_FULL);
+	ck_assert_int_eq(dzone(&t, FIRST + 3 + 8).cond, ZDEV_COND_FULL);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(dzone(&t, FIRST + 3 + (uint32_t)i).cond,
+				 ZDEV_COND_CLOSED);
+	check_sync(&t, FIRST, NDATA);
+
+	/* a third class with 8 active, 0 open: the active budget binds, so the
+	 * zone with the least remaining (i = 7) is finished, not a 9th opened */
+	{
+		struct zalloc_lease l;
+
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &l), 0);
+		check_lease(&t, &l);
+		ck_assert_int_eq(dzone(&t, FIRST + 3 + 7).cond, ZDEV_COND_FULL);
+		lwrite(&t, &l, BS);
+		zalloc_valid_add(t.za, l.offset, BS);
+		zalloc_release(t.za, &l, BS, 0);
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_eq(op, 1);
+		ck_assert_uint_eq(ac, 8);
+	}
+
+	/* writers of both classes: leases reopen the CLOSED zones (fullest
+	 * first); the device never has more than 6 data zones open */
+	for (int k = 0; k < 60; k++) {
+		struct zalloc_lease l;
+		enum lifetime_class c = k % 2 ? LIFETIME_LONG : LIFETIME_SHORT;
+		struct zalloc_zone_info zi;
+
+		ck_assert_int_eq(zalloc_acquire(t.za, c, 128 * KiB, &l), 0);
+		check_lease(&t, &l);
+		zalloc_zone_info(t.za, l.zone, &zi);
+		ck_assert_int_eq(zi.cls, c);
+		lwrite(&t, &l, l.len);
+		zalloc_valid_add(t.za, l.offset, l.len);
+		zalloc_release(t.za, &l, l.len, 0);
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_le(op, BUDGET);
+		ck_assert_uint_le(ac, 8);
+	}
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
 	tdev_free(&t);
@@ -449,12 +652,12 @@ static void wait_for_waiters(struct zalloc *za, unsigned int n)
 START_TEST(acquire_blocks_until_release)
 {
 	struct tdev t;
-	struct zalloc_lease l[ACT_BUDGET];
+	struct zalloc_lease l[BUDGET];
 	struct waiter w1 = { 0 }, w2 = { 0 };
 	pthread_t th1, th2;
 
 	tdev_std(&t, 4);
-	for (int i = 0; i < ACT_BUDGET; i++) {
+	for (int i = 0; i < BUDGET; i++) {
 		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l[i]), 0);
 		lwrite(&t, &l[i], BS);
 	}
@@ -487,11 +690,11 @@ START_TEST(acquire_blocks_until_release)
 	ck_assert_int_eq(dzone(&t, l[0].zone).cond, ZDEV_COND_FULL);
 	lwrite(&t, &w2.l, BS);
 	zalloc_release(t.za, &w2.l, BS, 0);
-	for (int i = 1; i < ACT_BUDGET; i++)
+	for (int i = 1; i < BUDGET; i++)
 		zalloc_release(t.za, &l[i], BS, 0);
 	uint32_t op, ac;
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_le(ac, ACT_BUDGET);
+	ck_assert_uint_le(ac, BUDGET);
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
 	tdev_free(&t);
@@ -558,6 +761,47 @@ START_TEST(enospc_when_full)
 	zalloc_release(t.za, &l, BS, 0);
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* No FREE zone, nothing pending: a class whose zone is leased waits for it
+ * (the lease may come back with room), any other class gets -ENOSPC. */
+START_TEST(full_device_waits_for_own_class)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(0, 4, 0, 1);
+	struct zalloc_lease l, h;
+	struct waiter w = { 0 };
+	pthread_t th;
+
+	tdev_make(&t, 4, ZCAP, 0, 0);
+	tdev_alloc(&t, &p);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &l), 0);
+		lwrite(&t, &l, l.len);
+		zalloc_valid_add(t.za, l.offset, l.len);
+		zalloc_release(t.za, &l, l.len, 0);
+	}
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &h), 0);
+	lwrite(&t, &h, h.len);
+	zalloc_valid_add(t.za, h.offset, h.len);
+	w.za = t.za;
+	w.cls = LIFETIME_SHORT;
+	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
+	wait_for_waiters(t.za, 1);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &l), -ENOSPC);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &l), -ENOSPC);
+	ck_assert(!__atomic_load_n(&w.done, __ATOMIC_SEQ_CST));
+	zalloc_release(t.za, &h, h.len, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_uint_eq(w.l.zone, h.zone);
+	ck_assert_uint_eq(w.l.offset, h.offset + h.len);
+	check_lease(&t, &w.l);
+	zalloc_release(t.za, &w.l, 0, 0);
+	check_sync(&t, 0, 4);
+	check_stats(&t, 0, 4);
 	tdev_free(&t);
 }
 END_TEST
@@ -674,7 +918,7 @@ START_TEST(mount_resets_and_adopts)
 	struct zalloc_zone_info zi;
 	int rc;
 
-	tdev_make(&t, NZ, ZCAP, 14, 8);
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA);
 	tdev_alloc(&t, &p);
 	/* a: FULL, referenced; b: partial, referenced; c: partial, not;
 	 * d: FULL, not referenced */
@@ -735,16 +979,16 @@ START_TEST(mount_finishes_beyond_budget)
 {
 	struct tdev t;
 	struct zalloc_params p = tparams(FIRST, NDATA, RES, 4);
-	struct zalloc_lease l[ACT_BUDGET];
-	const uint64_t wr[ACT_BUDGET] = { 64 * KiB, 600 * KiB, 128 * KiB,
+	struct zalloc_lease l[BUDGET];
+	const uint64_t wr[BUDGET] = { 64 * KiB, 600 * KiB, 128 * KiB,
 					  256 * KiB, 700 * KiB, 32 * KiB };
 	uint32_t op, ac;
 
-	tdev_make(&t, NZ, ZCAP, 14, 8);
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA);
 	tdev_alloc(&t, &p);
-	for (int i = 0; i < ACT_BUDGET; i++)
+	for (int i = 0; i < BUDGET; i++)
 		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_MEDIUM, ZCAP, &l[i]), 0);
-	for (int i = 0; i < ACT_BUDGET; i++) {
+	for (int i = 0; i < BUDGET; i++) {
 		lwrite(&t, &l[i], wr[i]);
 		zalloc_release(t.za, &l[i], wr[i], 0);
 	}
@@ -753,12 +997,12 @@ START_TEST(mount_finishes_beyond_budget)
 
 	p.reserved_active = 4;	/* budget 4 now */
 	ck_assert_int_eq(zalloc_create(t.dev, &p, &t.za), 0);
-	for (int i = 0; i < ACT_BUDGET; i++)
+	for (int i = 0; i < BUDGET; i++)
 		zalloc_valid_add(t.za, l[i].offset, BS);
 	ck_assert_int_eq(zalloc_mount_done(t.za), 0);
 	ck_assert_int_eq(dzone(&t, l[4].zone).cond, ZDEV_COND_FULL);
 	ck_assert_int_eq(dzone(&t, l[1].zone).cond, ZDEV_COND_FULL);
-	for (int i = 0; i < ACT_BUDGET; i++) {
+	for (int i = 0; i < BUDGET; i++) {
 		struct zalloc_zone_info zi;
 
 		zalloc_zone_info(t.za, l[i].zone, &zi);
@@ -872,7 +1116,7 @@ START_TEST(stripe_width_budget)
 		lwrite(&t, &l[i], BS);
 	}
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_le(ac, ACT_BUDGET);
+	ck_assert_uint_le(ac, BUDGET);
 	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_MEDIUM), 2);	/* 6/3 */
 	for (int i = 0; i < 6; i++)
 		zalloc_release(t.za, &l[i], BS, 0);
@@ -887,7 +1131,7 @@ START_TEST(stripe_width_budget)
 	}
 	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 1);
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_le(ac, ACT_BUDGET);
+	ck_assert_uint_le(ac, BUDGET);
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
 	tdev_free(&t);
@@ -942,36 +1186,60 @@ END_TEST
 START_TEST(accounting_bugs_clamped)
 {
 	struct tdev t;
-	struct zalloc_lease l;
+	struct zalloc_lease l, l2;
 	struct zalloc_zone_info zi;
 	uint64_t errs;
 
 	tdev_std(&t, 4);
 	zf_log_set_level(ZF_LOG_ERROR);
+	errs = zf_log_error_count();
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
 	lwrite(&t, &l, 8 * KiB);
 	/* accounting before release is allowed within the lease */
 	zalloc_valid_add(t.za, l.offset, 8 * KiB);
 	zalloc_release(t.za, &l, 8 * KiB, 0);
+	ck_assert_uint_eq(zf_log_error_count(), errs);
+	/* re-referencing old bytes is fine too */
+	zalloc_valid_sub(t.za, l.offset, 4 * KiB);
+	zalloc_valid_add(t.za, l.offset, 4 * KiB);
+	ck_assert_uint_eq(zf_log_error_count(), errs);
 
-	errs = zf_log_error_count();
-	zalloc_valid_sub(t.za, l.offset, 12 * KiB);	/* below zero */
+	/* accounting a lease after its release breaks the reset contract */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l2), 0);
+	ck_assert_uint_eq(l2.offset, l.offset + 8 * KiB);
+	lwrite(&t, &l2, 8 * KiB);
+	zalloc_release(t.za, &l2, 8 * KiB, 0);
+	zalloc_valid_add(t.za, l2.offset, 8 * KiB);
 	ck_assert_uint_eq(zf_log_error_count(), errs + 1);
+	zalloc_zone_info(t.za, l.zone, &zi);
+	ck_assert_uint_eq(zi.valid_bytes, 16 * KiB);
+
+	zalloc_valid_sub(t.za, l.offset, 20 * KiB);	/* below zero */
+	ck_assert_uint_eq(zf_log_error_count(), errs + 2);
 	zalloc_zone_info(t.za, l.zone, &zi);
 	ck_assert_uint_eq(zi.valid_bytes, 0);
 
-	zalloc_valid_add(t.za, l.offset, 16 * KiB);	/* beyond written */
-	ck_assert_uint_eq(zf_log_error_count(), errs + 2);
+	zalloc_valid_add(t.za, l.offset, 32 * KiB);	/* beyond written */
+	ck_assert_uint_eq(zf_log_error_count(), errs + 3);
 	zalloc_zone_info(t.za, l.zone, &zi);
-	ck_assert_uint_eq(zi.valid_bytes, 8 * KiB);
+	ck_assert_uint_eq(zi.valid_bytes, 16 * KiB);
 
 	zalloc_valid_add(t.za, (uint64_t)NZ * ZSZ, BS);	/* outside the device */
 	zalloc_valid_add(t.za, 0, BS);			/* metadata zone */
-	ck_assert_uint_eq(zf_log_error_count(), errs + 4);
-
-	/* releasing a lease twice or a forged one */
-	zalloc_release(t.za, &l, 0, 0);
 	ck_assert_uint_eq(zf_log_error_count(), errs + 5);
+
+	/* releasing a lease twice */
+	zalloc_release(t.za, &l, 0, 0);
+	ck_assert_uint_eq(zf_log_error_count(), errs + 6);
+	/* a lease length that is no multiple of the block size: resync */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l), 0);
+	lwrite(&t, &l, BS);
+	zalloc_valid_add(t.za, l.offset, BS);
+	zalloc_release(t.za, &l, 100, 0);
+	ck_assert_uint_eq(zf_log_error_count(), errs + 7);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &l2), 0);
+	ck_assert_uint_eq(l2.offset, l.offset + BS);	/* the device's wp */
+	zalloc_release(t.za, &l2, 0, 0);
 	zf_log_set_level(ZF_LOG_INFO);
 	check_sync(&t, FIRST, NDATA);
 	check_stats(&t, FIRST, NDATA);
@@ -986,7 +1254,7 @@ START_TEST(create_rejects_bad_params)
 	struct zalloc *za;
 	struct zalloc_lease l;
 
-	tdev_make(&t, NZ, ZCAP, 14, 8);
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA);
 	p = tparams(FIRST, NZ, RES, 4);		/* past the end */
 	ck_assert_int_eq(zalloc_create(t.dev, &p, &za), -EINVAL);
 	p = tparams(FIRST, NDATA, 8, 4);	/* nothing left for data */
@@ -1101,8 +1369,8 @@ START_TEST(threads_stress)
 	}
 	for (int k = 0; k < 50; k++) {
 		dcount(&t, FIRST, NDATA, &op, &ac);
-		ck_assert_uint_le(ac, ACT_BUDGET);
-		ck_assert_uint_le(op, OPEN_BUDGET);
+		ck_assert_uint_le(ac, BUDGET);
+		ck_assert_uint_le(op, BUDGET);
 		usleep(2000);
 	}
 	int writes = 0;
@@ -1112,7 +1380,7 @@ START_TEST(threads_stress)
 	}
 	ck_assert_int_gt(writes, 1000);
 	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_le(ac, ACT_BUDGET);
+	ck_assert_uint_le(ac, BUDGET);
 	/* the live extents are exactly the valid bytes */
 	uint64_t live = 0;
 	for (int i = 0; i < nexts; i++)
@@ -1134,10 +1402,13 @@ static Suite *zalloc_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, lease_at_device_wp);
-	tcase_add_test(tc, classes_and_budget);
+	tcase_add_loop_test(tc, classes_and_budget, 0, 3);
 	tcase_add_test(tc, finish_least_remaining);
+	tcase_add_test(tc, close_when_only_open_binds);
+	tcase_add_test(tc, mount_closed_zones);
 	tcase_add_test(tc, acquire_blocks_until_release);
 	tcase_add_test(tc, enospc_when_full);
+	tcase_add_test(tc, full_device_waits_for_own_class);
 	tcase_add_test(tc, reset_after_commit);
 	tcase_add_test(tc, reset_failure_retried);
 	tcase_add_test(tc, mount_resets_and_adopts);
