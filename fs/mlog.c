@@ -1,1 +1,1654 @@
-/* stub: being written */
+/* mlog — the metadata log: typed, CRC'd records on a chain of meta zones.
+ * The contract (API, invariants, thread safety) is in mlog.h; this comment
+ * fixes the ON-DISK FORMAT (version 1) that fsck and fuzzers rely on.
+ *
+ * Units: bytes.  Integers little-endian.  B = sb.block_size (the fs block,
+ * a power of two in [max(512, device block), 64 KiB]).  Offsets below are
+ * relative to the start of a meta zone.  capB = zone capacity rounded down
+ * to B.  Meta zones must be sequential-write-required zones.
+ *
+ * Zone header: bytes [0, B) of every meta zone in use.  The first 216 bytes:
+ *     0  char  magic[8]      "ZFMETA01"
+ *     8  u32   version       1
+ *    12  u32   hdr_size      216
+ *    16  u64   epoch         >= 1
+ *    24  u64   zone_seq      position in the epoch's chain, 0, 1, ...
+ *    32  u64   first_lsn     LSN of the first LSN-consuming record that
+ *                            follows (equals the next expected LSN)
+ *    40  struct mlog_sb      168 bytes (see mlog.h)
+ *   208  u32   crc           CRC32C (seed 0) of bytes [0, 216) with crc = 0
+ *   212  u32   reserved      0
+ *   The rest of the header block is zero (not checked).
+ *
+ * Records: from offset B on, packed, each starting at an 8-byte aligned
+ * offset:
+ *     0  u16   magic         0x4C4D ("ML")
+ *     2  u16   type
+ *     4  u32   len           payload bytes
+ *     8  u64   lsn
+ *    16  u32   crc           CRC32C of the payload (seed 0), continued over
+ *                            the 24 header bytes with crc = 0:
+ *                            crc32c(crc32c(0, payload, len), hdr0, 24)
+ *    20  u32   reserved      0
+ *    24  payload, then zero bytes up to the next multiple of 8.
+ *   A record header never straddles a B boundary: when fewer than 24 bytes
+ *   remain in the block (8 or 16, by alignment), those bytes are zero and
+ *   the next record starts at the next block boundary.  Payloads may cross
+ *   block boundaries.  Records never cross a zone; the last block of the
+ *   zone ([capB - B, capB)) is only ever used by NEXT_ZONE.
+ *
+ * Types (< MLOG_REC_USER are internal and never replayed):
+ *   1 PAD         fills the rest of a block at the end of a commit: it ends
+ *                 exactly on a B boundary; len <= B - 24; payload zero.
+ *   2 SNAP_BEGIN  payload {u64 epoch}; first record of an epoch.
+ *   3 SNAP_END    payload {u64 epoch, u64 user records since SNAP_BEGIN}.
+ *   4 NEXT_ZONE   payload {u32 next zone (device index), u32 0}; the rest of
+ *                 the zone is unused (zero to the block end, then the zone
+ *                 is finished); the chain continues in the zone carrying
+ *                 zone_seq + 1 of the same epoch.
+ *   >= 16         user records.
+ * LSNs: SNAP_BEGIN, SNAP_END and user records each consume one LSN
+ * (consecutive within an epoch and across epochs).  PAD and NEXT_ZONE carry
+ * the LSN the next consuming record will get and consume none.
+ *
+ * Recovery: the meta range comes from the first valid header found scanning
+ * zones in index order (meta zones precede data zones in practice).  Valid
+ * headers in the range with the same uuid/geometry are grouped by epoch;
+ * for each epoch, newest first, the chain is zone_seq 0..k (contiguous, no
+ * duplicates).  The parser walks it, checking magic, type, length bounds,
+ * CRC, LSN == expected (consuming records increment expected), SNAP_BEGIN
+ * first, a NEXT_ZONE's target and the next header's first_lsn; the first
+ * failure ends the log.  The newest epoch in which SNAP_END is reached is
+ * replayed; everything else is garbage, reset by the next mlog_snapshot().
+ *
+ * Write side: records are laid out at append time at their final device
+ * position (pending segments = [zone, offset, bytes]), so a failed or
+ * partial write only drops the prefix that reached the device.  Commits pad
+ * with PAD/zero bytes to B and write each segment with few large writes.
+ */
+#include "fs/mlog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/zf_common.h"
+
+#define ZHDR_MAGIC "ZFMETA01"
+#define ZHDR_VERSION 1u
+#define REC_MAGIC 0x4C4Du
+#define RECHDR 24u
+#define MAXREC ZF_ALIGN_UP(RECHDR + MLOG_MAX_PAYLOAD, 8u)
+#define MAX_BLOCK (64u * 1024u)
+#define BUF_ALIGN 4096u
+#define WRITE_CHUNK (1u << 20)		/* bytes per zdev_write */
+#define READ_WINDOW (1u << 20)		/* bytes per read while parsing */
+#define SNAP_WRITEOUT (4u << 20)	/* write a snapshot out every 4 MiB */
+#define PROBE_BATCH 32u
+
+enum { REC_PAD = 1, REC_SNAP_BEGIN = 2, REC_SNAP_END = 3, REC_NEXT_ZONE = 4 };
+
+struct zhdr {
+	char magic[8];
+	uint32_t version;
+	uint32_t hdr_size;
+	uint64_t epoch;
+	uint64_t zone_seq;
+	uint64_t first_lsn;
+	struct mlog_sb sb;
+	uint32_t crc;
+	uint32_t reserved;
+};
+
+struct rechdr {
+	uint16_t magic;
+	uint16_t type;
+	uint32_t len;
+	uint64_t lsn;
+	uint32_t crc;
+	uint32_t reserved;
+};
+
+_Static_assert(sizeof(struct mlog_sb) == 168, "mlog_sb layout");
+_Static_assert(offsetof(struct zhdr, sb) == 40, "zhdr layout");
+_Static_assert(offsetof(struct zhdr, crc) == 208, "zhdr layout");
+_Static_assert(sizeof(struct zhdr) == 216, "zhdr layout");
+_Static_assert(sizeof(struct rechdr) == RECHDR, "rechdr layout");
+
+/* Role of a meta zone in the in-memory state. */
+enum zrole { Z_FREE, Z_CHAIN, Z_NEW, Z_GARBAGE, Z_BAD };
+
+struct mzone {
+	uint32_t idx;		/* device zone index */
+	uint8_t role;		/* enum zrole; under m->lock */
+	uint8_t cond;		/* cached condition; leader only */
+	bool need_finish;	/* leader only */
+	uint64_t start, cap;	/* bytes */
+	uint64_t capB;		/* capacity rounded down to B */
+	uint64_t wp;		/* cached absolute write pointer; leader only */
+};
+
+struct seg {
+	uint32_t zi;		/* meta-relative zone */
+	bool closes;		/* ends with NEXT_ZONE: finish the zone after */
+	uint64_t zoff;		/* zone-relative offset of the first byte */
+	size_t boff;		/* offset in the batch buffer */
+	size_t len;
+};
+
+struct batch {
+	uint8_t *buf;
+	size_t len, cap;
+	struct seg *segs;
+	uint32_t nsegs, segcap;
+};
+
+struct mlog {
+	struct zdev *dev;
+	const struct zdev_geometry *geo;
+	struct mlog_sb sb;
+	uint32_t B;
+	bool ro;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+
+	struct mzone *z;
+	uint32_t nz;
+	uint32_t *chain, chain_len;	/* current epoch, by zone_seq */
+	uint32_t *nchain, nchain_len;	/* epoch being written by a snapshot */
+	uint64_t epoch, max_epoch, snap_epoch;
+	uint32_t alloc_cursor;
+
+	uint32_t tail_zi;		/* where the next record goes */
+	uint64_t tail_off;
+	uint64_t next_lsn, durable_lsn;
+	uint64_t put_bytes;		/* bytes ever laid out */
+
+	struct batch cur, spare;
+	uint64_t inflight_bytes;
+	bool leader;			/* someone owns the write path */
+	bool need_snapshot;		/* after open: chain is read-only */
+	int broken;			/* layout lost: only a snapshot cures */
+	uint64_t err_gen, fail_lsn;
+	int fail_err;
+	uint64_t flush_started, flush_done;
+
+	bool snap;
+	pthread_t snap_thread;
+	int snap_err;
+	uint64_t snap_user;
+
+	struct mlog_stats st;
+	struct mlog_open_info info;
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint32_t rec_crc(const struct rechdr *h, const void *payload, uint32_t len)
+{
+	struct rechdr t = *h;
+
+	t.crc = 0;
+	return zf_crc32c(zf_crc32c(0, payload, len), &t, sizeof(t));
+}
+
+static uint32_t zhdr_crc(const struct zhdr *h)
+{
+	struct zhdr t = *h;
+
+	t.crc = 0;
+	return zf_crc32c(0, &t, sizeof(t));
+}
+
+static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static uint64_t zone_capB(uint64_t cap, uint32_t B) { return ZF_ALIGN_DOWN(cap, B); }
+
+static bool zone_cap_ok(uint64_t capB, uint32_t B)
+{
+	return capB >= 2ull * B + ZF_ALIGN_UP(MAXREC + 16u, B);
+}
+
+/* Superblock sanity against the device it sits on. */
+static bool sb_valid(const struct mlog_sb *sb, const struct zdev_geometry *geo)
+{
+	uint32_t B = sb->block_size;
+
+	if (sb->version != MLOG_SB_VERSION)
+		return false;
+	if (!is_pow2(B) || B < 512 || B < geo->block_size || B > MAX_BLOCK ||
+	    B % geo->block_size)
+		return false;
+	if (sb->zone_size != geo->zone_size || sb->meta_count < 3)
+		return false;
+	if ((uint64_t)sb->meta_first + sb->meta_count > geo->nr_zones)
+		return false;
+	if (sb->meta_first < geo->nr_conv_zones)
+		return false;
+	if (sb->zone_capacity > sb->zone_size)
+		return false;
+	if (!memchr(sb->label, 0, sizeof(sb->label)))
+		return false;
+	return true;
+}
+
+/* 1 = valid header, 0 = not a header; *magic tells whether the magic matched. */
+static bool zhdr_valid(const struct zhdr *h, const struct zdev_geometry *geo,
+		       bool *magic)
+{
+	if (memcmp(h->magic, ZHDR_MAGIC, 8) != 0)
+		return false;
+	if (magic)
+		*magic = true;
+	if (zhdr_crc(h) != h->crc)
+		return false;
+	if (h->version != ZHDR_VERSION || h->hdr_size != sizeof(*h) ||
+	    h->reserved != 0 || h->epoch == 0 || h->first_lsn == 0 ||
+	    h->epoch == UINT64_MAX || h->first_lsn >= UINT64_MAX / 2)
+		return false;
+	if (!sb_valid(&h->sb, geo))
+		return false;
+	if (h->zone_seq >= h->sb.meta_count)
+		return false;
+	return true;
+}
+
+static bool same_fs(const struct mlog_sb *a, const struct mlog_sb *b)
+{
+	return !memcmp(a->uuid, b->uuid, sizeof(a->uuid)) &&
+	       a->block_size == b->block_size && a->meta_first == b->meta_first &&
+	       a->meta_count == b->meta_count && a->zone_size == b->zone_size;
+}
+
+static void zone_from_report(struct mzone *z, const struct zdev_zone *r, uint32_t B)
+{
+	z->start = r->start;
+	z->cap = r->capacity <= r->len ? r->capacity : r->len;
+	z->capB = zone_capB(z->cap, B);
+	z->cond = r->cond;
+	z->wp = r->wp;
+	if (z->wp < z->start)
+		z->wp = z->start;
+	if (z->wp > z->start + z->cap)
+		z->wp = z->start + z->cap;
+	if (r->cond == ZDEV_COND_EMPTY)
+		z->wp = z->start;
+	if (r->cond == ZDEV_COND_FULL)
+		z->wp = z->start + z->cap;
+}
+
+/* Report `count` zones from `first`, looping over short reports. */
+static int report_all(struct zdev *dev, uint32_t first, uint32_t count,
+		      struct zdev_zone *out)
+{
+	uint32_t done = 0;
+
+	while (done < count) {
+		int rc = zdev_report_zones(dev, first + done, count - done, out + done);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return -EIO;
+		done += (uint32_t)rc;
+	}
+	return 0;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+static int batch_reserve(struct batch *b, size_t extra)
+{
+	size_t need = b->len + extra + BUF_ALIGN;
+
+	if (need <= b->cap)
+		return 0;
+	size_t ncap = b->cap ? b->cap : 64 * 1024;
+	while (ncap < need)
+		ncap *= 2;
+	uint8_t *nb = zdev_buf_alloc(ncap);
+	if (!nb)
+		return -ENOMEM;
+	if (b->len)
+		memcpy(nb, b->buf, b->len);
+	zdev_buf_free(b->buf);
+	b->buf = nb;
+	b->cap = ncap;
+	return 0;
+}
+
+static void batch_clear(struct batch *b)
+{
+	b->len = 0;
+	b->nsegs = 0;
+}
+
+static void batch_free(struct batch *b)
+{
+	zdev_buf_free(b->buf);
+	free(b->segs);
+	memset(b, 0, sizeof(*b));
+}
+
+static bool batch_empty(const struct batch *b)
+{
+	for (uint32_t i = 0; i < b->nsegs; i++)
+		if (b->segs[i].len)
+			return false;
+	return true;
+}
+
+
+/* Room for n more bytes and 3 more segments in m->cur, so that laying out
+ * one record (plus a zone switch) cannot fail half-way.  Lock held. */
+static int ensure_room(struct mlog *m, size_t n)
+{
+	struct batch *b = &m->cur;
+
+	if (b->nsegs + 3 > b->segcap) {
+		uint32_t nc = b->segcap ? b->segcap : 8;
+		while (nc < b->nsegs + 3)
+			nc *= 2;
+		struct seg *s = realloc(b->segs, nc * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		b->segs = s;
+		b->segcap = nc;
+	}
+	return batch_reserve(b, n + 3 * BUF_ALIGN);
+}
+
+/* Lay out n bytes (from p, or zeros if p is NULL) at the tail.  Room was
+ * ensured by ensure_room().  Lock held. */
+static void put_bytes(struct mlog *m, const void *p, size_t n)
+{
+	struct batch *b = &m->cur;
+	struct seg *s = b->nsegs ? &b->segs[b->nsegs - 1] : NULL;
+
+	if (!n)
+		return;
+	if (!s || s->zi != m->tail_zi || s->zoff + s->len != m->tail_off ||
+	    s->closes) {
+		size_t boff = ZF_ALIGN_UP(b->len, BUF_ALIGN);
+		memset(b->buf + b->len, 0, boff - b->len);
+		b->len = boff;
+		b->segs[b->nsegs++] = (struct seg){ .zi = m->tail_zi,
+						    .zoff = m->tail_off,
+						    .boff = boff };
+		s = &b->segs[b->nsegs - 1];
+	}
+	if (p)
+		memcpy(b->buf + b->len, p, n);
+	else
+		memset(b->buf + b->len, 0, n);
+	b->len += n;
+	s->len += n;
+	m->tail_off += n;
+	m->put_bytes += n;
+}
+
+/* Where a record header may start at or after off (headers never straddle
+ * a block boundary). */
+static uint64_t hdr_pos(uint64_t off, uint32_t B)
+{
+	uint64_t r = B - off % B;
+
+	return r < RECHDR ? off + r : off;
+}
+
+static const uint8_t zero_block[MAX_BLOCK];
+
+/* Lay out one record at the tail; payload NULL means zeros.  pcrc is
+ * zf_crc32c(0, payload, len).  Lock held, room ensured, fit checked. */
+static void put_record(struct mlog *m, uint16_t type, const void *payload,
+		       uint32_t len, uint32_t pcrc, bool consume)
+{
+	uint64_t pos = hdr_pos(m->tail_off, m->B);
+	struct rechdr h = { .magic = REC_MAGIC, .type = type, .len = len,
+			    .lsn = m->next_lsn };
+
+	put_bytes(m, NULL, pos - m->tail_off);
+	h.crc = zf_crc32c(pcrc, &h, sizeof(h));
+	put_bytes(m, &h, sizeof(h));
+	put_bytes(m, payload, len);
+	put_bytes(m, NULL, ZF_ALIGN_UP(RECHDR + len, 8u) - (RECHDR + len));
+	if (consume)
+		m->next_lsn++;
+}
+
+static uint32_t count_role(const struct mlog *m, int role)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < m->nz; i++)
+		n += m->z[i].role == role;
+	return n;
+}
+
+/* Next free zone, round robin (spreads wear over the meta zones). */
+static int pick_free(struct mlog *m, uint32_t *out)
+{
+	for (uint32_t k = 0; k < m->nz; k++) {
+		uint32_t i = (m->alloc_cursor + k) % m->nz;
+		if (m->z[i].role == Z_FREE) {
+			m->alloc_cursor = (i + 1) % m->nz;
+			*out = i;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+/* Lay out the header block of zone zi as zone_seq seq of epoch; the tail
+ * moves there. */
+static void put_zone_header(struct mlog *m, uint32_t zi, uint64_t epoch,
+			    uint64_t seq)
+{
+	struct zhdr h;
+
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, ZHDR_MAGIC, 8);
+	h.version = ZHDR_VERSION;
+	h.hdr_size = sizeof(h);
+	h.epoch = epoch;
+	h.zone_seq = seq;
+	h.first_lsn = m->next_lsn;
+	h.sb = m->sb;
+	h.crc = zhdr_crc(&h);
+	m->tail_zi = zi;
+	m->tail_off = 0;
+	put_bytes(m, &h, sizeof(h));
+	put_bytes(m, NULL, m->B - sizeof(h));
+}
+
+/* End the tail zone with NEXT_ZONE and continue in a free zone.  Outside a
+ * snapshot one free zone is kept in reserve.  Lock held, room ensured. */
+static int next_zone(struct mlog *m)
+{
+	uint32_t nzi;
+
+	if (count_role(m, Z_FREE) < (m->snap ? 1u : 2u) || pick_free(m, &nzi))
+		return -ENOSPC;
+	uint32_t pl[2] = { m->z[nzi].idx, 0 };
+	put_record(m, REC_NEXT_ZONE, pl, sizeof(pl), zf_crc32c(0, pl, sizeof(pl)),
+		   false);
+	put_bytes(m, NULL, ZF_ALIGN_UP(m->tail_off, m->B) - m->tail_off);
+	m->cur.segs[m->cur.nsegs - 1].closes = true;
+
+	uint32_t *ch = m->snap ? m->nchain : m->chain;
+	uint32_t *len = m->snap ? &m->nchain_len : &m->chain_len;
+	m->z[nzi].role = m->snap ? Z_NEW : Z_CHAIN;
+	ch[(*len)++] = nzi;
+	put_zone_header(m, nzi, m->snap ? m->snap_epoch : m->epoch, *len - 1);
+	return 0;
+}
+
+/* Append one record (any type) at the tail.  Lock held. */
+static int append_locked(struct mlog *m, uint16_t type, const void *payload,
+			 uint32_t len, uint32_t pcrc)
+{
+	size_t rsz = ZF_ALIGN_UP(RECHDR + len, 8u);
+	int rc = ensure_room(m, rsz + 3 * (size_t)m->B + 64);
+
+	if (rc)
+		return rc;
+	const struct mzone *z = &m->z[m->tail_zi];
+	if (hdr_pos(m->tail_off, m->B) + rsz > z->capB - m->B) {
+		rc = next_zone(m);
+		if (rc)
+			return rc;
+	}
+	put_record(m, type, payload, len, pcrc, true);
+	return 0;
+}
+
+/* Pad the tail to a block boundary (PAD record, or zeros when fewer than a
+ * record header's bytes remain).  Lock held. */
+static int pad_tail(struct mlog *m)
+{
+	uint64_t r = m->tail_off % m->B;
+
+	if (!r || !m->cur.nsegs)
+		return 0;
+	r = m->B - r;
+	int rc = ensure_room(m, r);
+	if (rc)
+		return rc;
+	if (r >= RECHDR) {
+		uint32_t n = (uint32_t)(r - RECHDR);
+		put_record(m, REC_PAD, NULL, n, zf_crc32c(0, zero_block, n), false);
+	} else {
+		put_bytes(m, NULL, r);
+	}
+	return 0;
+}
+
+/* ---- device I/O (leader only) ------------------------------------------ */
+
+static int finish_zone(struct mlog *m, struct mzone *z)
+{
+	int rc = zdev_zone_finish(m->dev, z->idx);
+
+	if (rc) {
+		zf_warn("mlog: finishing meta zone %u: %d", z->idx, rc);
+		return rc;
+	}
+	z->need_finish = false;
+	z->cond = ZDEV_COND_FULL;
+	z->wp = z->start + z->cap;
+	return 0;
+}
+
+/* After a failed write: learn how far the zone got and drop that prefix of
+ * the segment.  Returns false if the zone no longer matches the layout. */
+static bool resync(struct mlog *m, struct mzone *z, struct seg *s)
+{
+	struct zdev_zone r;
+
+	if (report_all(m->dev, z->idx, 1, &r))
+		return false;
+	uint64_t pos = z->start + s->zoff;
+	uint64_t wp = r.wp;
+	if (r.cond == ZDEV_COND_EMPTY)
+		wp = r.start;
+	z->cond = r.cond;
+	if (r.cond == ZDEV_COND_FULL || r.cond == ZDEV_COND_READONLY ||
+	    r.cond == ZDEV_COND_OFFLINE || wp < pos || wp > pos + s->len ||
+	    (wp - pos) % m->geo->block_size)
+		return false;
+	z->wp = wp;
+	s->zoff += wp - pos;
+	s->boff += wp - pos;
+	s->len -= wp - pos;
+	return true;
+}
+
+/* Write what is left of b.  Segments shrink from the front as bytes reach
+ * the device.  *lost is set when the device no longer matches the layout. */
+static int write_batch(struct mlog *m, struct batch *b, uint64_t *written,
+		       bool *lost)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < m->nz; i++)
+		if (m->z[i].need_finish && (rc = finish_zone(m, &m->z[i])))
+			return rc;
+	for (uint32_t i = 0; i < b->nsegs; i++) {
+		struct seg *s = &b->segs[i];
+		struct mzone *z = &m->z[s->zi];
+		while (s->len) {
+			uint64_t pos = z->start + s->zoff;
+			if (z->wp != pos) {
+				zf_err("mlog: meta zone %u write pointer %llu, "
+				       "expected %llu", z->idx,
+				       (unsigned long long)z->wp,
+				       (unsigned long long)pos);
+				*lost = true;
+				return -EIO;
+			}
+			size_t n = ZF_MIN(s->len, (size_t)WRITE_CHUNK);
+			ssize_t w = zdev_write(m->dev, pos, b->buf + s->boff, n);
+			if (w != (ssize_t)n) {
+				rc = w < 0 ? (int)w : -EIO;
+				zf_warn("mlog: writing meta zone %u at +%llu: %d",
+					z->idx, (unsigned long long)s->zoff, rc);
+				if (!resync(m, z, s))
+					*lost = true;
+				return rc;
+			}
+			z->wp += n;
+			if (z->cond == ZDEV_COND_EMPTY)
+				z->cond = ZDEV_COND_IMP_OPEN;
+			s->zoff += n;
+			s->boff += n;
+			s->len -= n;
+			*written += n;
+		}
+		if (s->closes) {
+			s->closes = false;
+			z->need_finish = true;
+			rc = finish_zone(m, z);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Put the unwritten rest of b in front of m->cur (records appended since b
+ * was taken follow it on disk).  Lock held. */
+static int merge_front(struct mlog *m, struct batch *b)
+{
+	struct batch nb = { 0 };
+	size_t total = BUF_ALIGN;
+	uint32_t ns = 0;
+	struct batch *src[2] = { b, &m->cur };
+
+	for (int k = 0; k < 2; k++)
+		for (uint32_t i = 0; i < src[k]->nsegs; i++)
+			if (src[k]->segs[i].len) {
+				total += ZF_ALIGN_UP(src[k]->segs[i].len, BUF_ALIGN);
+				ns++;
+			}
+	nb.cap = ZF_MAX(total * 2, (size_t)64 * 1024);
+	nb.buf = zdev_buf_alloc(nb.cap);
+	nb.segcap = ZF_MAX(ns + 3, 8u);
+	nb.segs = malloc(nb.segcap * sizeof(*nb.segs));
+	if (!nb.buf || !nb.segs) {
+		zdev_buf_free(nb.buf);
+		free(nb.segs);
+		return -ENOMEM;
+	}
+	for (int k = 0; k < 2; k++)
+		for (uint32_t i = 0; i < src[k]->nsegs; i++) {
+			struct seg s = src[k]->segs[i];
+			if (!s.len)
+				continue;
+			memcpy(nb.buf + nb.len, src[k]->buf + s.boff, s.len);
+			s.boff = nb.len;
+			nb.segs[nb.nsegs++] = s;
+			nb.len = ZF_ALIGN_UP(nb.len + s.len, BUF_ALIGN);
+		}
+	/* put_bytes() continues the last segment in place: end the buffer
+	 * exactly there. */
+	if (nb.nsegs)
+		nb.len = nb.segs[nb.nsegs - 1].boff + nb.segs[nb.nsegs - 1].len;
+	batch_free(&m->cur);
+	m->cur = nb;
+	return 0;
+}
+
+static void recycle(struct mlog *m, struct batch *b)
+{
+	batch_clear(b);
+	if (!m->spare.buf && !m->spare.segs)
+		m->spare = *b;
+	else
+		batch_free(b);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Take m->cur for writing; m->cur becomes the (empty) spare.  Lock held. */
+static struct batch take_cur(struct mlog *m)
+{
+	struct batch b = m->cur;
+
+	m->cur = m->spare;
+	batch_clear(&m->cur);
+	memset(&m->spare, 0, sizeof(m->spare));
+	return b;
+}
+
+/* [flush,] write b [, flush].  Called and returns with m->lock held; drops it
+ * for the I/O.  On error the unwritten rest of b goes back in front of
+ * m->cur.  Caller is the leader. */
+static int leader_io(struct mlog *m, struct batch *b, bool flushes)
+{
+	uint64_t g1 = 0, g2 = 0, written = 0;
+	bool lost = false, f1 = false;
+	int rc = 0;
+
+	if (flushes)
+		g1 = ++m->flush_started;
+	m->inflight_bytes = b->len;
+	pthread_mutex_unlock(&m->lock);
+	if (flushes) {
+		rc = zdev_flush(m->dev);
+		f1 = !rc;
+	}
+	if (!rc)
+		rc = write_batch(m, b, &written, &lost);
+	if (!rc && flushes) {
+		pthread_mutex_lock(&m->lock);
+		g2 = ++m->flush_started;
+		pthread_mutex_unlock(&m->lock);
+		rc = zdev_flush(m->dev);
+	}
+	pthread_mutex_lock(&m->lock);
+	m->inflight_bytes = 0;
+	m->st.bytes_written += written;
+	if (f1 && m->flush_done < g1)
+		m->flush_done = g1;
+	if (!rc && flushes && m->flush_done < g2)
+		m->flush_done = g2;
+	if (lost && !m->broken) {
+		zf_err("mlog: meta zone state lost after an I/O error; a "
+		       "snapshot is needed");
+		m->broken = -EIO;
+	}
+	if (rc && !batch_empty(b)) {
+		int mr = merge_front(m, b);
+		if (mr && !m->broken)
+			m->broken = mr;
+	}
+	return rc;
+}
+
+/* One group-commit round as leader.  Lock held on entry and exit. */
+static int lead_commit(struct mlog *m)
+{
+	int rc;
+
+	m->leader = true;
+	rc = pad_tail(m);
+	if (!rc) {
+		struct batch b = take_cur(m);
+		uint64_t end_lsn = m->next_lsn;
+		rc = leader_io(m, &b, true);
+		recycle(m, &b);
+		if (!rc) {
+			if (m->durable_lsn < end_lsn)
+				m->durable_lsn = end_lsn;
+			m->st.commits++;
+		} else {
+			m->err_gen++;
+			m->fail_lsn = end_lsn;
+			m->fail_err = rc;
+		}
+	}
+	m->leader = false;
+	pthread_cond_broadcast(&m->cond);
+	return rc;
+}
+
+/* During a snapshot (snapshot thread, which holds the leader role): write
+ * what is laid out so far, no flush. */
+static int snap_writeout(struct mlog *m)
+{
+	pthread_mutex_lock(&m->lock);
+	int rc = pad_tail(m);
+	if (!rc && !batch_empty(&m->cur)) {
+		struct batch b = take_cur(m);
+		rc = leader_io(m, &b, false);
+		recycle(m, &b);
+	}
+	if (rc && !m->snap_err)
+		m->snap_err = rc;
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+static bool is_snap_thread(const struct mlog *m)
+{
+	return m->snap && pthread_equal(m->snap_thread, pthread_self());
+}
+
+/* ---- public write side --------------------------------------------------- */
+
+int mlog_append(struct mlog *m, uint16_t type, const void *payload, uint32_t len)
+{
+	if (!m || type < MLOG_REC_USER || (len && !payload))
+		return -EINVAL;
+	if (len > MLOG_MAX_PAYLOAD)
+		return -E2BIG;
+	uint32_t pcrc = len ? zf_crc32c(0, payload, len) : 0;
+	int rc;
+	bool wo = false;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->ro)
+		rc = -EROFS;
+	else if (m->snap)
+		rc = m->snap_err ? m->snap_err
+				 : append_locked(m, type, payload, len, pcrc);
+	else if (m->need_snapshot)
+		rc = -EINVAL;
+	else if (m->broken)
+		rc = m->broken;
+	else
+		rc = append_locked(m, type, payload, len, pcrc);
+	if (!rc) {
+		m->st.records++;
+		if (m->snap)
+			m->snap_user++;
+		wo = is_snap_thread(m) && m->cur.len >= SNAP_WRITEOUT;
+	} else if (m->snap && !m->snap_err) {
+		m->snap_err = rc;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (wo)
+		rc = snap_writeout(m);
+	return rc;
+}
+
+int mlog_commit(struct mlog *m)
+{
+	if (!m)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	if (m->ro) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
+	if (is_snap_thread(m)) {
+		pthread_mutex_unlock(&m->lock);
+		return snap_writeout(m);
+	}
+	uint64_t target = m->next_lsn, fgen = m->flush_started, egen = m->err_gen;
+	int rc = 0;
+	for (;;) {
+		if (m->durable_lsn >= target)
+			break;
+		if (m->err_gen != egen && m->fail_lsn >= target) {
+			rc = m->fail_err;
+			break;
+		}
+		if (!m->leader && m->broken) {
+			rc = m->broken;
+			break;
+		}
+		if (!m->leader) {
+			rc = lead_commit(m);
+			if (rc)
+				break;
+			continue;
+		}
+		pthread_cond_wait(&m->cond, &m->lock);
+	}
+	bool fresh = m->flush_done > fgen;
+	pthread_mutex_unlock(&m->lock);
+	/* Data the caller wrote before calling must be durable on return even
+	 * when its records were carried by a round that flushed earlier. */
+	if (!rc && !fresh)
+		rc = zdev_flush(m->dev);
+	return rc;
+}
+
+uint64_t mlog_pending_bytes(struct mlog *m)
+{
+	pthread_mutex_lock(&m->lock);
+	uint64_t n = m->cur.len + m->inflight_bytes;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+bool mlog_should_snapshot(struct mlog *m)
+{
+	pthread_mutex_lock(&m->lock);
+	bool r = !m->ro && !m->snap &&
+		 (m->need_snapshot || m->broken ||
+		  (m->chain_len >= 2 && 2ull * m->chain_len >= m->nz));
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+/* Reset every zone with role `role` (GARBAGE or NEW); leader only.  Zones
+ * never written are freed without a reset. */
+static void reset_role(struct mlog *m, int role)
+{
+	for (uint32_t i = 0; i < m->nz; i++) {
+		struct mzone *z = &m->z[i];
+		pthread_mutex_lock(&m->lock);
+		bool hit = z->role == role;
+		pthread_mutex_unlock(&m->lock);
+		if (!hit)
+			continue;
+		int rc = 0;
+		bool reset = !(z->cond == ZDEV_COND_EMPTY && z->wp == z->start);
+		if (reset)
+			rc = zdev_zone_reset(m->dev, z->idx);
+		pthread_mutex_lock(&m->lock);
+		if (!rc) {
+			z->role = Z_FREE;
+			z->cond = ZDEV_COND_EMPTY;
+			z->wp = z->start;
+			z->need_finish = false;
+			if (reset)
+				m->st.zone_resets++;
+		} else {
+			zf_warn("mlog: resetting meta zone %u: %d", z->idx, rc);
+			z->role = Z_GARBAGE;
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+}
+
+struct snap_save {
+	uint64_t epoch, next_lsn, durable_lsn, tail_off;
+	uint32_t tail_zi;
+	int broken;
+	bool need_snapshot;
+	struct batch stash;
+};
+
+int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
+{
+	struct snap_save sv;
+	int rc;
+
+	if (!m)
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	if (m->ro || m->snap) {
+		rc = m->ro ? -EROFS : -EBUSY;
+		pthread_mutex_unlock(&m->lock);
+		return rc;
+	}
+	bool pre = !m->need_snapshot && !m->broken && m->durable_lsn < m->next_lsn;
+	pthread_mutex_unlock(&m->lock);
+	/* Commit what is pending so that the old epoch is complete if this
+	 * snapshot fails.  If that commit fails, carry on: the new epoch covers
+	 * those records; they are restored as pending if it fails too. */
+	if (pre && (rc = mlog_commit(m)))
+		zf_warn("mlog: commit before snapshot failed (%d), continuing", rc);
+
+	pthread_mutex_lock(&m->lock);
+	while (m->leader)
+		pthread_cond_wait(&m->cond, &m->lock);
+	m->leader = true;
+	m->snap = true;
+	m->snap_thread = pthread_self();
+	m->snap_err = 0;
+	m->snap_user = 0;
+	sv = (struct snap_save){ .epoch = m->epoch, .next_lsn = m->next_lsn,
+				 .durable_lsn = m->durable_lsn,
+				 .tail_off = m->tail_off, .tail_zi = m->tail_zi,
+				 .broken = m->broken,
+				 .need_snapshot = m->need_snapshot,
+				 .stash = take_cur(m) };
+	m->broken = 0;
+	pthread_mutex_unlock(&m->lock);
+
+	reset_role(m, Z_GARBAGE);
+
+	pthread_mutex_lock(&m->lock);
+	uint64_t put0 = m->put_bytes;
+	uint32_t zi;
+	rc = pick_free(m, &zi);
+	if (!rc)
+		rc = ensure_room(m, 3 * (size_t)m->B + 64);
+	if (!rc) {
+		m->snap_epoch = ++m->max_epoch;
+		m->z[zi].role = Z_NEW;
+		m->nchain[0] = zi;
+		m->nchain_len = 1;
+		put_zone_header(m, zi, m->snap_epoch, 0);
+		uint64_t pl = m->snap_epoch;
+		rc = append_locked(m, REC_SNAP_BEGIN, &pl, sizeof(pl),
+				   zf_crc32c(0, &pl, sizeof(pl)));
+	}
+	pthread_mutex_unlock(&m->lock);
+
+	if (!rc && emit)
+		rc = emit(arg, m);
+
+	pthread_mutex_lock(&m->lock);
+	if (!rc)
+		rc = m->snap_err;
+	if (!rc) {
+		uint64_t pl[2] = { m->snap_epoch, m->snap_user };
+		rc = append_locked(m, REC_SNAP_END, pl, sizeof(pl),
+				   zf_crc32c(0, pl, sizeof(pl)));
+	}
+	if (!rc)
+		rc = pad_tail(m);
+	if (!rc) {
+		struct batch b = take_cur(m);
+		rc = leader_io(m, &b, true);
+		recycle(m, &b);
+	}
+	if (!rc) {
+		/* The new epoch is durable: it is the log now. */
+		for (uint32_t i = 0; i < m->chain_len; i++)
+			m->z[m->chain[i]].role = Z_GARBAGE;
+		for (uint32_t i = 0; i < m->nchain_len; i++)
+			m->z[m->nchain[i]].role = Z_CHAIN;
+		uint32_t *t = m->chain;
+		m->chain = m->nchain;
+		m->chain_len = m->nchain_len;
+		m->nchain = t;
+		m->nchain_len = 0;
+		m->epoch = m->snap_epoch;
+		m->need_snapshot = false;
+		m->broken = 0;
+		m->durable_lsn = m->next_lsn;
+		m->st.snapshots++;
+		m->st.commits++;
+		m->st.last_snapshot_bytes = m->put_bytes - put0;
+		batch_free(&sv.stash);
+		pthread_mutex_unlock(&m->lock);
+
+		reset_role(m, Z_GARBAGE);
+
+		pthread_mutex_lock(&m->lock);
+	} else {
+		zf_warn("mlog: snapshot of epoch %llu failed: %d",
+			(unsigned long long)m->snap_epoch, rc);
+		batch_clear(&m->cur);
+		pthread_mutex_unlock(&m->lock);
+
+		reset_role(m, Z_NEW);
+
+		pthread_mutex_lock(&m->lock);
+		m->nchain_len = 0;
+		m->epoch = sv.epoch;
+		m->next_lsn = sv.next_lsn;
+		m->durable_lsn = sv.durable_lsn;
+		m->tail_off = sv.tail_off;
+		m->tail_zi = sv.tail_zi;
+		m->broken = sv.broken;
+		m->need_snapshot = sv.need_snapshot;
+		batch_free(&m->cur);
+		m->cur = sv.stash;
+	}
+	m->snap = false;
+	m->leader = false;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	return rc;
+}
+
+void mlog_get_stats(struct mlog *m, struct mlog_stats *st)
+{
+	pthread_mutex_lock(&m->lock);
+	*st = m->st;
+	st->epoch = m->epoch;
+	st->next_lsn = m->next_lsn;
+	st->zones_in_chain = m->chain_len;
+	st->zones_empty = count_role(m, Z_FREE);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void mlog_get_open_info(struct mlog *m, struct mlog_open_info *info)
+{
+	pthread_mutex_lock(&m->lock);
+	*info = m->info;
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- setup / teardown ------------------------------------------------------ */
+
+void mlog_close(struct mlog *m)
+{
+	if (!m)
+		return;
+	batch_free(&m->cur);
+	batch_free(&m->spare);
+	free(m->z);
+	free(m->chain);
+	free(m->nchain);
+	pthread_mutex_destroy(&m->lock);
+	pthread_cond_destroy(&m->cond);
+	free(m);
+}
+
+/* Allocate an mlog for sb's meta zones and load their zone reports. */
+static int mlog_alloc(struct zdev *dev, const struct mlog_sb *sb, bool ro,
+		      struct mlog **out)
+{
+	struct mlog *m = calloc(1, sizeof(*m));
+	struct zdev_zone *rep = NULL;
+	int rc = -ENOMEM;
+
+	if (!m)
+		return -ENOMEM;
+	m->dev = dev;
+	m->geo = zdev_geometry(dev);
+	m->sb = *sb;
+	m->B = sb->block_size;
+	m->ro = ro;
+	m->nz = sb->meta_count;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->cond, NULL);
+	m->z = calloc(m->nz, sizeof(*m->z));
+	m->chain = calloc(m->nz, sizeof(*m->chain));
+	m->nchain = calloc(m->nz, sizeof(*m->nchain));
+	rep = calloc(m->nz, sizeof(*rep));
+	if (!m->z || !m->chain || !m->nchain || !rep)
+		goto fail;
+	rc = report_all(dev, sb->meta_first, m->nz, rep);
+	if (rc)
+		goto fail;
+	for (uint32_t i = 0; i < m->nz; i++) {
+		struct mzone *z = &m->z[i];
+		z->idx = sb->meta_first + i;
+		zone_from_report(z, &rep[i], m->B);
+		if (!zdev_zone_seq(&rep[i]) || !zone_cap_ok(z->capB, m->B) ||
+		    rep[i].cond == ZDEV_COND_OFFLINE)
+			z->role = Z_BAD;
+		else if (rep[i].cond == ZDEV_COND_EMPTY)
+			z->role = Z_FREE;
+		else
+			z->role = Z_GARBAGE;
+	}
+	free(rep);
+	m->next_lsn = m->durable_lsn = 1;
+	m->need_snapshot = !ro;
+	*out = m;
+	return 0;
+fail:
+	free(rep);
+	mlog_close(m);
+	return rc;
+}
+
+int mlog_format(struct zdev *dev, const struct mlog_sb *sb)
+{
+	struct mlog *m;
+	int rc;
+
+	if (!dev || !sb || !sb_valid(sb, zdev_geometry(dev)))
+		return -EINVAL;
+	rc = mlog_alloc(dev, sb, false, &m);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < m->nz; i++) {
+		struct mzone *z = &m->z[i];
+		if (z->role == Z_BAD) {
+			zf_err("mlog: meta zone %u is not usable (conventional, "
+			       "offline or capacity %llu too small for block "
+			       "size %u)", z->idx, (unsigned long long)z->cap, m->B);
+			mlog_close(m);
+			return -EINVAL;
+		}
+		rc = zdev_zone_reset(dev, z->idx);
+		if (rc) {
+			mlog_close(m);
+			return rc;
+		}
+		z->role = Z_FREE;
+		z->cond = ZDEV_COND_EMPTY;
+		z->wp = z->start;
+	}
+	rc = mlog_snapshot(m, NULL, NULL);
+	mlog_close(m);
+	return rc;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+struct mhdr {
+	bool valid;	/* valid header of this file system */
+	bool magic;	/* the magic matched (valid or not) */
+	bool written;	/* zone not empty */
+	struct zhdr h;
+};
+
+/* Read the first device block of each zone in idx[0..n) into hdr[]. */
+static int read_headers(struct zdev *dev, const struct zdev_zone *rep,
+			uint32_t n, struct mhdr *out)
+{
+	const struct zdev_geometry *geo = zdev_geometry(dev);
+	size_t rb = ZF_ALIGN_UP((size_t)geo->block_size, BUF_ALIGN);
+	uint8_t *buf = zdev_buf_alloc(rb * PROBE_BATCH);
+	struct zdev_req req[PROBE_BATCH];
+	int rc = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n && !rc; i += PROBE_BATCH) {
+		uint32_t k = ZF_MIN(n - i, PROBE_BATCH);
+		for (uint32_t j = 0; j < k; j++)
+			req[j] = (struct zdev_req){ .op = ZDEV_OP_READ,
+						    .offset = rep[j + i].start,
+						    .buf = buf + j * rb,
+						    .len = geo->block_size };
+		int got = zdev_io_batch(dev, req, k);
+		if (got < 0) {
+			rc = got;
+			break;
+		}
+		for (uint32_t j = 0; j < k; j++) {
+			if (req[j].result != (ssize_t)geo->block_size) {
+				rc = req[j].result < 0 ? (int)req[j].result : -EIO;
+				break;
+			}
+			memcpy(&out[i + j].h, buf + j * rb, sizeof(struct zhdr));
+			out[i + j].written = true;
+			out[i + j].valid = zhdr_valid(&out[i + j].h, geo,
+						      &out[i + j].magic);
+		}
+	}
+	zdev_buf_free(buf);
+	return rc;
+}
+
+/* A zone worth reading a header from. */
+static bool zone_has_data(const struct zdev_zone *r)
+{
+	return zdev_zone_seq(r) && r->cond != ZDEV_COND_EMPTY &&
+	       r->cond != ZDEV_COND_OFFLINE &&
+	       (r->wp > r->start || r->cond == ZDEV_COND_FULL ||
+		r->cond == ZDEV_COND_READONLY);
+}
+
+/* Scan zones in index order for the first valid header lying inside the meta
+ * range its own superblock describes. */
+static int scan_for_sb(struct zdev *dev, struct mlog_sb *ref)
+{
+	const struct zdev_geometry *geo = zdev_geometry(dev);
+	const uint32_t chunk = 1024;
+	struct zdev_zone *rep = malloc(chunk * sizeof(*rep));
+	struct zdev_zone *cand = calloc(chunk, sizeof(*cand));
+	struct mhdr *hd = malloc(chunk * sizeof(*hd));
+	uint32_t *cidx = malloc(chunk * sizeof(*cidx));
+	bool magic = false;
+	int rc = -ENOMEM;
+
+	if (!rep || !cand || !hd || !cidx)
+		goto out;
+	for (uint32_t first = 0; first < geo->nr_zones; first += chunk) {
+		uint32_t n = ZF_MIN(chunk, geo->nr_zones - first), nc = 0;
+		rc = report_all(dev, first, n, rep);
+		if (rc)
+			goto out;
+		for (uint32_t i = 0; i < n; i++)
+			if (zone_has_data(&rep[i])) {
+				cidx[nc] = first + i;
+				cand[nc++] = rep[i];
+			}
+		memset(hd, 0, nc * sizeof(*hd));
+		rc = read_headers(dev, cand, nc, hd);
+		if (rc)
+			goto out;
+		for (uint32_t i = 0; i < nc; i++) {
+			magic |= hd[i].magic;
+			const struct mlog_sb *sb = &hd[i].h.sb;
+			if (hd[i].valid && cidx[i] >= sb->meta_first &&
+			    cidx[i] - sb->meta_first < sb->meta_count) {
+				*ref = *sb;
+				rc = 0;
+				goto out;
+			}
+		}
+	}
+	rc = magic ? -EUCLEAN : -ENODATA;
+out:
+	free(rep);
+	free(cand);
+	free(hd);
+	free(cidx);
+	return rc;
+}
+
+/* Headers of every meta zone of ref's range; hd[i].valid only for headers of
+ * the same file system. */
+static int load_meta(struct zdev *dev, const struct mlog_sb *ref,
+		     struct zdev_zone *rep, struct mhdr *hd)
+{
+	uint32_t n = ref->meta_count, nc = 0;
+	struct zdev_zone *cand = calloc(n, sizeof(*cand));
+	uint32_t *map = malloc(n * sizeof(*map));
+	struct mhdr *tmp = calloc(n, sizeof(*tmp));
+	int rc = -ENOMEM;
+
+	if (!cand || !map || !tmp)
+		goto out;
+	rc = report_all(dev, ref->meta_first, n, rep);
+	if (rc)
+		goto out;
+	memset(hd, 0, n * sizeof(*hd));
+	for (uint32_t i = 0; i < n; i++)
+		if (zone_has_data(&rep[i])) {
+			map[nc] = i;
+			cand[nc++] = rep[i];
+		} else if (rep[i].cond != ZDEV_COND_EMPTY) {
+			hd[i].written = true;
+		}
+	rc = read_headers(dev, cand, nc, tmp);
+	if (rc)
+		goto out;
+	for (uint32_t i = 0; i < nc; i++) {
+		hd[map[i]] = tmp[i];
+		if (hd[map[i]].valid && !same_fs(&tmp[i].h.sb, ref))
+			hd[map[i]].valid = false;
+	}
+out:
+	free(cand);
+	free(map);
+	free(tmp);
+	return rc;
+}
+
+int mlog_probe(struct zdev *dev, struct mlog_sb *sb)
+{
+	struct mlog_sb ref;
+	int rc;
+
+	if (!dev || !sb)
+		return -EINVAL;
+	rc = scan_for_sb(dev, &ref);
+	if (rc)
+		return rc;
+	struct zdev_zone *rep = calloc(ref.meta_count, sizeof(*rep));
+	struct mhdr *hd = calloc(ref.meta_count, sizeof(*hd));
+	if (!rep || !hd) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = load_meta(dev, &ref, rep, hd);
+	if (rc)
+		goto out;
+	/* The newest epoch's copy (they agree on everything but, in principle,
+	 * the label). */
+	*sb = ref;
+	uint64_t best = 0;
+	for (uint32_t i = 0; i < ref.meta_count; i++)
+		if (hd[i].valid && hd[i].h.epoch > best) {
+			best = hd[i].h.epoch;
+			*sb = hd[i].h.sb;
+		}
+out:
+	free(rep);
+	free(hd);
+	return rc;
+}
+
+/* Sliding read window over one zone. */
+struct preader {
+	struct zdev *dev;
+	uint8_t *buf;
+	uint64_t woff;		/* absolute offset of buf[0] */
+	size_t wlen;
+	uint32_t dblk;
+};
+
+/* Point *p at [off, off+n) (absolute); the caller guarantees off+n <= lim,
+ * lim being device-block aligned and inside one zone. */
+static int pr_get(struct preader *r, uint64_t off, size_t n, uint64_t lim,
+		  const uint8_t **p)
+{
+	if (!(r->wlen && off >= r->woff && off + n <= r->woff + r->wlen)) {
+		uint64_t s = ZF_ALIGN_DOWN(off, r->dblk);
+		uint64_t e = ZF_MIN(s + READ_WINDOW, lim);
+		if (e < off + n)
+			return -EIO;
+		ssize_t got = zdev_read(r->dev, s, r->buf, e - s);
+		if (got != (ssize_t)(e - s))
+			return got < 0 ? (int)got : -EIO;
+		r->woff = s;
+		r->wlen = e - s;
+	}
+	*p = r->buf + (off - r->woff);
+	return 0;
+}
+
+/* Zone-relative end of what can hold records in zone z. */
+static uint64_t readable_end(const struct mzone *z, uint32_t dblk)
+{
+	uint64_t e = 0;
+
+	switch (z->cond) {
+	case ZDEV_COND_FULL:
+	case ZDEV_COND_READONLY:
+		e = z->cap;
+		break;
+	case ZDEV_COND_IMP_OPEN:
+	case ZDEV_COND_EXP_OPEN:
+	case ZDEV_COND_CLOSED:
+		e = z->wp - z->start;
+		break;
+	default:
+		break;
+	}
+	return ZF_ALIGN_DOWN(ZF_MIN(e, z->capB), dblk);
+}
+
+struct pres {
+	bool snap_end;
+	uint64_t next_lsn;
+	uint64_t user;
+	uint32_t tail_state, tail_zone;
+	uint64_t tail_off;
+};
+
+/* Walk an epoch's chain (meta-relative zones chain[0..n), headers hd[]),
+ * calling fn for user records (fn NULL: validate only; stop_at_end: return
+ * at SNAP_END).  Returns 0 (how it ended is in *res) or a read error or the
+ * callback's error. */
+static int parse_chain(struct mlog *m, struct preader *r, const uint32_t *chain,
+		       uint32_t n, const struct mhdr *hd, uint64_t epoch,
+		       bool stop_at_end, mlog_replay_fn fn, void *arg,
+		       struct pres *res)
+{
+	const uint32_t B = m->B, dblk = r->dblk;
+	uint64_t expected = hd[chain[0]].h.first_lsn, user = 0;
+	bool begun = false, ended = false;
+	uint32_t state = MLOG_TAIL_CLEAN;
+	int rc = 0;
+
+	memset(res, 0, sizeof(*res));
+	for (uint32_t ci = 0; ci < n; ci++) {
+		const struct mzone *z = &m->z[chain[ci]];
+		uint64_t lim = z->start + readable_end(z, dblk);
+		uint64_t off = z->start + B;
+		r->wlen = 0;
+		for (;;) {
+			off = z->start + hdr_pos(off - z->start, B);
+			res->tail_zone = z->idx;
+			res->tail_off = off - z->start;
+			if (off + RECHDR > lim) {
+				state = MLOG_TAIL_CLEAN;
+				goto out;
+			}
+			const uint8_t *p;
+			struct rechdr h;
+			rc = pr_get(r, off, RECHDR, lim, &p);
+			if (rc)
+				goto out;
+			memcpy(&h, p, sizeof(h));
+			state = MLOG_TAIL_TORN;
+			if (h.magic != REC_MAGIC || h.reserved)
+				goto out;
+			if (h.type < MLOG_REC_USER &&
+			    (h.type < REC_PAD || h.type > REC_NEXT_ZONE))
+				goto out;
+			uint64_t maxlen = h.type == REC_PAD ? B - RECHDR
+							    : MLOG_MAX_PAYLOAD;
+			if (h.len > maxlen || off + RECHDR + h.len > lim)
+				goto out;
+			rc = pr_get(r, off, RECHDR + h.len, lim, &p);
+			if (rc)
+				goto out;
+			const uint8_t *pl = p + RECHDR;
+			if (rec_crc(&h, pl, h.len) != h.crc)
+				goto out;
+			if (h.lsn != expected) {
+				state = MLOG_TAIL_LSN_GAP;
+				goto out;
+			}
+			bool next = false;
+			uint64_t v[2];
+			switch (h.type) {
+			case REC_PAD:
+				if ((off - z->start + RECHDR + h.len) % B)
+					goto out;
+				break;
+			case REC_NEXT_ZONE: {
+				uint32_t nzi[2];
+				if (h.len != sizeof(nzi) || !begun)
+					goto out;
+				memcpy(nzi, pl, sizeof(nzi));
+				state = MLOG_TAIL_CHAIN;
+				if (ci + 1 >= n)
+					goto out;
+				const struct mzone *nz = &m->z[chain[ci + 1]];
+				if (nz->idx != nzi[0] ||
+				    hd[chain[ci + 1]].h.first_lsn != expected)
+					goto out;
+				next = true;
+				break;
+			}
+			case REC_SNAP_BEGIN:
+				if (begun || h.len != 8 || ci != 0 ||
+				    off != z->start + B)
+					goto out;
+				memcpy(v, pl, 8);
+				if (v[0] != epoch)
+					goto out;
+				begun = true;
+				expected++;
+				break;
+			case REC_SNAP_END:
+				if (!begun || ended || h.len != 16)
+					goto out;
+				memcpy(v, pl, 16);
+				if (v[0] != epoch || v[1] != user)
+					goto out;
+				ended = true;
+				expected++;
+				if (stop_at_end) {
+					state = MLOG_TAIL_CLEAN;
+					goto out;
+				}
+				break;
+			default:
+				if (!begun)
+					goto out;
+				if (fn) {
+					rc = fn(arg, h.type, pl, h.len, h.lsn);
+					if (rc < 0)
+						goto out;
+					rc = 0;
+				}
+				user++;
+				expected++;
+				break;
+			}
+			if (next)
+				break;
+			off += ZF_ALIGN_UP(RECHDR + h.len, 8u);
+		}
+	}
+out:
+	res->snap_end = ended;
+	res->next_lsn = expected;
+	res->user = user;
+	res->tail_state = state;
+	return rc;
+}
+
+int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+	      void *arg, struct mlog_sb *sb, struct mlog **out)
+{
+	struct mlog_sb ref;
+	struct mlog *m = NULL;
+	struct zdev_zone *rep = NULL;
+	struct mhdr *hd = NULL;
+	struct preader r = { .dev = dev };
+	uint32_t *chain = NULL, clen = 0;
+	struct pres res;
+	bool ro = flags & MLOG_OPEN_READ_ONLY;
+	uint64_t epoch = 0;
+	int rc;
+
+	if (!dev || !out)
+		return -EINVAL;
+	*out = NULL;
+	rc = scan_for_sb(dev, &ref);
+	if (rc)
+		return rc;
+	rc = mlog_alloc(dev, &ref, ro, &m);
+	if (rc)
+		return rc;
+	rc = -ENOMEM;
+	rep = calloc(m->nz, sizeof(*rep));
+	hd = calloc(m->nz, sizeof(*hd));
+	chain = calloc(m->nz, sizeof(*chain));
+	r.dblk = m->geo->block_size;
+	r.buf = zdev_buf_alloc(READ_WINDOW);
+	if (!rep || !hd || !chain || !r.buf)
+		goto fail;
+	rc = load_meta(dev, &ref, rep, hd);
+	if (rc)
+		goto fail;
+	for (uint32_t i = 0; i < m->nz; i++) {
+		zone_from_report(&m->z[i], &rep[i], m->B);
+		if (hd[i].valid && m->z[i].role == Z_BAD)
+			hd[i].valid = false;
+		if (hd[i].valid && hd[i].h.epoch > m->max_epoch)
+			m->max_epoch = hd[i].h.epoch;
+		if (hd[i].written && !hd[i].valid)
+			m->info.bad_headers++;
+	}
+
+	/* Newest epoch first; the first whose chain reaches SNAP_END wins. */
+	for (uint64_t below = UINT64_MAX;;) {
+		uint64_t e = 0;
+		for (uint32_t i = 0; i < m->nz; i++)
+			if (hd[i].valid && hd[i].h.epoch < below && hd[i].h.epoch > e)
+				e = hd[i].h.epoch;
+		if (!e)
+			break;
+		below = e;
+		bool dup = false;
+		clen = 0;
+		for (uint64_t seq = 0; seq < m->nz && !dup; seq++) {
+			uint32_t found = 0, at = 0;
+			for (uint32_t i = 0; i < m->nz; i++)
+				if (hd[i].valid && hd[i].h.epoch == e &&
+				    hd[i].h.zone_seq == seq) {
+					found++;
+					at = i;
+				}
+			if (found > 1)
+				dup = true;
+			if (found != 1)
+				break;
+			chain[clen++] = at;
+		}
+		if (!dup && clen) {
+			rc = parse_chain(m, &r, chain, clen, hd, e, true, NULL,
+					 NULL, &res);
+			if (rc)
+				goto fail;
+			if (res.snap_end) {
+				epoch = e;
+				break;
+			}
+		}
+		zf_warn("mlog: epoch %llu is incomplete or corrupt, skipped",
+			(unsigned long long)e);
+		m->info.epochs_skipped++;
+	}
+	if (!epoch) {
+		rc = -EUCLEAN;
+		goto fail;
+	}
+	rc = parse_chain(m, &r, chain, clen, hd, epoch, false, fn, arg, &res);
+	if (rc)
+		goto fail;
+	if (res.tail_state != MLOG_TAIL_CLEAN)
+		zf_warn("mlog: replay of epoch %llu stopped at zone %u +%llu "
+			"(%s); later records are ignored",
+			(unsigned long long)epoch, res.tail_zone,
+			(unsigned long long)res.tail_off,
+			res.tail_state == MLOG_TAIL_LSN_GAP ? "LSN gap" :
+			res.tail_state == MLOG_TAIL_CHAIN ? "broken chain" :
+			"torn or corrupt record");
+
+	for (uint32_t i = 0; i < clen; i++)
+		m->z[chain[i]].role = Z_CHAIN;
+	memcpy(m->chain, chain, clen * sizeof(*chain));
+	m->chain_len = clen;
+	m->epoch = epoch;
+	m->next_lsn = m->durable_lsn = res.next_lsn;
+	m->tail_zi = chain[clen - 1];
+	m->sb = hd[chain[0]].h.sb;
+	m->info.epoch = epoch;
+	m->info.max_epoch = m->max_epoch;
+	m->info.records_replayed = res.user;
+	m->info.next_lsn = res.next_lsn;
+	m->info.chain_zones = clen;
+	m->info.garbage_zones = count_role(m, Z_GARBAGE);
+	m->info.tail_state = res.tail_state;
+	m->info.tail_zone = res.tail_zone;
+	m->info.tail_offset = res.tail_off;
+	if (sb)
+		*sb = m->sb;
+	free(rep);
+	free(hd);
+	free(chain);
+	zdev_buf_free(r.buf);
+	*out = m;
+	return 0;
+fail:
+	free(rep);
+	free(hd);
+	free(chain);
+	zdev_buf_free(r.buf);
+	mlog_close(m);
+	return rc;
+}

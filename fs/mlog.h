@@ -145,4 +145,27 @@ struct mlog_stats {
 };
 void mlog_get_stats(struct mlog *m, struct mlog_stats *st);
 
+/* Added (append-only): what mlog_open() found, for fsck and diagnostics. */
+enum mlog_tail_state {
+	MLOG_TAIL_CLEAN = 0,	/* replay ended exactly at the written end */
+	MLOG_TAIL_TORN = 1,	/* stopped at a torn/corrupt record (bad magic,
+				 * length or CRC) before the written end */
+	MLOG_TAIL_LSN_GAP = 2,	/* stopped at a record whose LSN breaks continuity */
+	MLOG_TAIL_CHAIN = 3,	/* NEXT_ZONE with no valid next zone in the chain */
+};
+struct mlog_open_info {
+	uint64_t epoch;			/* epoch replayed */
+	uint64_t max_epoch;		/* highest epoch seen in any valid header */
+	uint64_t records_replayed;	/* user records delivered to the callback */
+	uint64_t next_lsn;		/* LSN the next record will get */
+	uint32_t chain_zones;		/* zones in the replayed epoch's chain */
+	uint32_t garbage_zones;		/* non-empty meta zones outside that chain */
+	uint32_t bad_headers;		/* non-empty meta zones without a valid header */
+	uint32_t epochs_skipped;	/* newer epochs rejected (incomplete/corrupt) */
+	uint32_t tail_state;		/* enum mlog_tail_state */
+	uint32_t tail_zone;		/* device zone index where replay stopped */
+	uint64_t tail_offset;		/* bytes from that zone's start */
+};
+void mlog_get_open_info(struct mlog *m, struct mlog_open_info *info);
+
 #endif
