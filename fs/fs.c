@@ -899,7 +899,10 @@ static int flush_dirty(struct fs *fs, uint64_t age_ns)
 	int ret = 0;
 	uint64_t now = zf_now_ns();
 
-	for (;;) {
+	pthread_mutex_lock(&fs->lock);
+	size_t budget = fs->ninodes;	/* each inode visited at most once */
+	pthread_mutex_unlock(&fs->lock);
+	while (budget--) {
 		pthread_mutex_lock(&fs->lock);
 		struct fs_inode *in = fs->dirty_head;
 		if (!in || (age_ns && now - in->dirty_since_ns < age_ns)) {
@@ -909,18 +912,25 @@ static int flush_dirty(struct fs *fs, uint64_t age_ns)
 		dirty_unlink(fs, in);
 		in->pins++;
 		pthread_mutex_unlock(&fs->lock);
-		pthread_rwlock_wrlock(&in->rw);
-		int r = fs_data_flush(fs, in, true);
-		pthread_rwlock_unlock(&in->rw);
+		/* A busy inode is being written by its owner, who may be waiting
+		 * for a commit from us: skip it rather than wait (it is put back
+		 * on the list and retried). */
+		int r;
+		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
+			r = fs_data_flush(fs, in, true);
+			pthread_rwlock_unlock(&in->rw);
+		} else {
+			r = -EBUSY;
+		}
 		pthread_mutex_lock(&fs->lock);
-		if (r && !ret)
+		if (r && r != -EBUSY && !ret)
 			ret = r;
 		if (r)	/* keep it on the list, retried next round */
 			fs_mark_dirty(fs, in);
 		in->pins--;
 		fs_inode_maybe_free(fs, in);
 		pthread_mutex_unlock(&fs->lock);
-		if (r)
+		if (r && r != -EBUSY)
 			break;
 	}
 	return ret;
@@ -951,14 +961,15 @@ static void *committer_main(void *arg)
 		uint64_t ns = (uint64_t)ts.tv_nsec + interval;
 		ts.tv_sec += (time_t)(ns / 1000000000ull);
 		ts.tv_nsec = (long)(ns % 1000000000ull);
-		if (!fs->cmt_kick)
+		if (!fs->cmt_kick && !fs->cmt_commit_only)
 			pthread_cond_timedwait(&fs->cmt_cond, &fs->cmt_lock, &ts);
-		bool kicked = fs->cmt_kick;
-		fs->cmt_kick = false;
+		bool kicked = fs->cmt_kick, commit_only = fs->cmt_commit_only;
+		fs->cmt_kick = fs->cmt_commit_only = false;
 		if (fs->cmt_stop)
 			break;
 		pthread_mutex_unlock(&fs->cmt_lock);
-		flush_dirty(fs, kicked ? 0 : interval);
+		if (!commit_only || kicked)
+			flush_dirty(fs, kicked ? 0 : interval);
 		fs_commit(fs);
 		pthread_mutex_lock(&fs->cmt_lock);
 	}
@@ -1140,6 +1151,20 @@ out:
 	return ret;
 }
 
+/* zalloc waits for zones that only a commit can reset: wake the committer. */
+static void need_space(void *arg)
+{
+	struct fs *fs = arg;
+	if (fs->committer_running) {
+		pthread_mutex_lock(&fs->cmt_lock);
+		fs->cmt_commit_only = true;
+		pthread_cond_signal(&fs->cmt_cond);
+		pthread_mutex_unlock(&fs->cmt_lock);
+	} else {
+		fs_commit(fs);	/* the caller holds no fs or zalloc lock */
+	}
+}
+
 /* After replay: free orphans, account valid bytes per zone, tell zalloc
  * each zone's class. */
 static int mount_reconcile(struct fs *fs)
@@ -1228,6 +1253,7 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 		zf_err("zone allocator: %s", strerror(-ret));
 		goto fail;
 	}
+	zalloc_set_need_space_cb(fs->za, need_space, fs);
 	ret = mount_reconcile(fs);
 	if (ret)
 		goto fail;

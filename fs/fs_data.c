@@ -338,10 +338,12 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 					ret = (int)res;
 				continue;
 			}
-			zalloc_release(fs->za, &leases[j], reqs[j].len, 0);
-			fs->data_bytes += reqs[j].len;
+			/* Account the bytes before the lease goes back: a zone
+			 * released full with no valid byte could be reset. */
 			int e = record_extents(fs, in, &st[p->chunk], p->stage_off,
 					       reqs[j].len, reqs[j].offset);
+			zalloc_release(fs->za, &leases[j], reqs[j].len, 0);
+			fs->data_bytes += reqs[j].len;
 			if (e && !ret)
 				ret = e;
 			p->stage_off += reqs[j].len;

@@ -95,6 +95,7 @@ struct fs_inode {
 	struct fs_dir *dir;		/* [L] directories */
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
+	uint32_t check_names;		/* fsck scratch */
 };
 
 struct fs {
@@ -127,7 +128,7 @@ struct fs {
 	bool committer_running;
 	pthread_mutex_t cmt_lock;
 	pthread_cond_t cmt_cond;
-	bool cmt_stop, cmt_kick;
+	bool cmt_stop, cmt_kick, cmt_commit_only;
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
