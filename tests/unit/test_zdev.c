@@ -1429,9 +1429,21 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	if (test_device)
-		fprintf(stderr, "test_zdev: running against %s (all data on it "
-			"is erased)\n", test_device);
+	if (test_device) {
+		struct zdev *d;
+		int ret = zdev_open(test_device, NULL, &d);
+
+		if (ret) {
+			fprintf(stderr, "test_zdev: cannot open ZDEV_TEST_DEVICE=%s: %s\n",
+				test_device, strerror(-ret));
+			rmdir(tmpdir);
+			return 1;
+		}
+		fprintf(stderr, "test_zdev: running against %s (%s backend, %u zones; "
+			"all data on it is erased)\n", test_device,
+			zdev_backend_name(d), zdev_geometry(d)->nr_zones);
+		zdev_close(d);
+	}
 	sr = srunner_create(zdev_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
