@@ -4,6 +4,7 @@
 #include "extmap.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +12,21 @@ void extmap_init(struct extmap *m)
 {
 	m->v = NULL;
 	m->n = m->cap = 0;
+	m->boundary = 0;
+}
+
+/* May [a, a+alen) and the device range right after it form one extent? */
+static bool same_unit(const struct extmap *m, uint64_t a, uint64_t end)
+{
+	return m->boundary == 0 || a / m->boundary == (end - 1) / m->boundary;
 }
 
 void extmap_free(struct extmap *m)
 {
+	uint64_t b = m->boundary;
 	free(m->v);
 	extmap_init(m);
+	m->boundary = b;
 }
 
 static int reserve(struct extmap *m, size_t extra)
@@ -133,10 +143,12 @@ int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 	/* Merge with the previous extent when contiguous in file and device. */
 	if (i > 0) {
 		struct extmap_ext *p = &m->v[i - 1];
-		if (p->off + p->len == off && p->dev + p->len == dev) {
+		if (p->off + p->len == off && p->dev + p->len == dev &&
+		    same_unit(m, p->dev, dev + len)) {
 			p->len += len;
 			if (i < m->n && m->v[i].off == off + len &&
-			    m->v[i].dev == dev + len) {
+			    m->v[i].dev == dev + len &&
+			    same_unit(m, p->dev, m->v[i].dev + m->v[i].len)) {
 				p->len += m->v[i].len;
 				memmove(&m->v[i], &m->v[i + 1],
 					(m->n - i - 1) * sizeof(e));
@@ -145,7 +157,8 @@ int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 			return 0;
 		}
 	}
-	if (i < m->n && m->v[i].off == off + len && m->v[i].dev == dev + len) {
+	if (i < m->n && m->v[i].off == off + len && m->v[i].dev == dev + len &&
+	    same_unit(m, dev, m->v[i].dev + m->v[i].len)) {
 		m->v[i].off = off;
 		m->v[i].dev = dev;
 		m->v[i].len += len;

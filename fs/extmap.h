@@ -7,7 +7,8 @@
  * reported through a drop callback so the caller can account valid bytes.
  *
  * Invariants: extents sorted by off, non-overlapping, len > 0; adjacent
- * extents that are also adjacent on the device are merged.
+ * extents that are also adjacent on the device are merged, unless that
+ * would cross a multiple of `boundary` on the device (a zone boundary).
  * Units: bytes.  Holes are simply not mapped.
  * Thread safety: none; the owner (an inode) serialises access.
  * Complexity: lookup O(log n); set/punch O(log n + moved entries).
@@ -27,6 +28,8 @@ struct extmap_ext {
 struct extmap {
 	struct extmap_ext *v;
 	size_t n, cap;
+	uint64_t boundary;	/* device bytes; extents never merge across a
+				 * multiple of it (zone size); 0 = no limit */
 };
 
 /* Called for every device range [dev, dev+len) that stops being mapped. */

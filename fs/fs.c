@@ -78,6 +78,7 @@ struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
 	in->ino = ino;
 	pthread_rwlock_init(&in->rw, NULL);
 	extmap_init(&in->map);
+	in->map.boundary = zdev_geometry(fs->dev)->zone_size;
 	if (fs->ninodes + 1 > fs->itab_size)
 		itab_grow(fs);
 	size_t h = ihash(ino, fs->itab_size);
@@ -876,6 +877,7 @@ int fs_commit(struct fs *fs)
 		zf_err("zone reset after commit failed: %s", strerror(-ret));
 		return ret;
 	}
+	ret = 0;
 	if (mlog_should_snapshot(fs->mlog)) {
 		pthread_mutex_lock(&fs->lock);
 		if (mlog_should_snapshot(fs->mlog)) {
