@@ -1285,14 +1285,62 @@ START_TEST(test_read_only_handle)
 }
 END_TEST
 
-/* 4 zones in parallel at 40 MB/s must take clearly less than 4x one zone. */
+/* Performance model: 4 zones in parallel at 40 MB/s must take clearly less
+ * than 4x one zone.  Wall-clock based, so each figure is the best of 3
+ * runs (noise only ever adds time; the model only ever sleeps). */
+static uint64_t perf_batch(struct zdev *d, uint64_t zone_size, bool parallel,
+			   char *buf, size_t chunk)
+{
+	struct zdev_req r[4];
+	uint64_t best = UINT64_MAX;
+
+	for (int run = 0; run < 3; run++) {
+		uint64_t t0;
+
+		ck_assert_int_eq(zdev_reset_all(d), 0);
+		for (int i = 0; i < 4; i++)
+			r[i] = (struct zdev_req){
+				ZDEV_OP_WRITE,
+				parallel ? (uint64_t)(i + 1) * zone_size : (uint64_t)i * chunk,
+				buf + i * chunk, chunk, 0 };
+		t0 = zf_now_ns();
+		ck_assert_int_eq(zdev_io_batch(d, r, 4), 4);
+		best = ZF_MIN(best, zf_now_ns() - t0);
+	}
+	return best;
+}
+
+static uint64_t perf_threads(struct zdev *d, uint64_t zone_size, size_t chunk)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int run = 0; run < 3; run++) {
+		pthread_t th[4];
+		struct wthread w[4];
+		uint64_t t0;
+
+		ck_assert_int_eq(zdev_reset_all(d), 0);
+		t0 = zf_now_ns();
+		for (int t = 0; t < 4; t++) {
+			w[t] = (struct wthread){ d, (uint64_t)(t + 5) * zone_size,
+						 4, (uint32_t)(chunk / 4), 0 };
+			ck_assert_int_eq(pthread_create(&th[t], NULL, writer_thread, &w[t]), 0);
+		}
+		for (int t = 0; t < 4; t++) {
+			pthread_join(th[t], NULL);
+			ck_assert_int_eq(w[t].err, 0);
+		}
+		best = ZF_MIN(best, zf_now_ns() - t0);
+	}
+	return best;
+}
+
 START_TEST(test_perf_model)
 {
-	struct zdev_emu_params p = fixture_params;
+	struct zdev_emu_params p = fixture_params, q;
 	char path[PATH_MAX];
 	struct zdev *d;
 	size_t chunk = 256 << 10;
-	struct zdev_req r[4];
 	char *buf;
 	uint64_t t0, serial, parallel, threaded;
 	double model_serial_ns = 4.0 * chunk * 1000.0 / 40.0;
@@ -1307,47 +1355,22 @@ START_TEST(test_perf_model)
 	path_in_tmp(path, "model.emu");
 	create_emu(path, &p);
 	ck_assert_int_eq(zdev_open(path, NULL, &d), 0);
+	ck_assert_int_eq(zdev_emu_get_params(d, &q), 0);
+	ck_assert_uint_eq(q.zone_write_mbps, 40);
+	ck_assert_uint_eq(q.device_mbps, 2000);
 	buf = zdev_buf_alloc(4 * chunk);
 	memset(buf, 5, 4 * chunk);
 
-	/* one zone: 4 chunks in array order */
-	for (int i = 0; i < 4; i++)
-		r[i] = (struct zdev_req){ ZDEV_OP_WRITE, (uint64_t)i * chunk,
-					  buf + i * chunk, chunk, 0 };
-	t0 = zf_now_ns();
-	ck_assert_int_eq(zdev_io_batch(d, r, 4), 4);
-	serial = zf_now_ns() - t0;
-	/* 4 zones in parallel */
-	for (int i = 0; i < 4; i++)
-		r[i] = (struct zdev_req){ ZDEV_OP_WRITE, (uint64_t)(i + 1) * p.zone_size,
-					  buf + i * chunk, chunk, 0 };
-	t0 = zf_now_ns();
-	ck_assert_int_eq(zdev_io_batch(d, r, 4), 4);
-	parallel = zf_now_ns() - t0;
-	/* 4 threads, synchronous writes to 4 other zones */
-	{
-		pthread_t th[4];
-		struct wthread w[4];
-
-		t0 = zf_now_ns();
-		for (int t = 0; t < 4; t++) {
-			w[t] = (struct wthread){ d, (uint64_t)(t + 5) * p.zone_size,
-						 (uint32_t)(chunk / 4096), 4096, 0 };
-			pthread_create(&th[t], NULL, writer_thread, &w[t]);
-		}
-		for (int t = 0; t < 4; t++) {
-			pthread_join(th[t], NULL);
-			ck_assert_int_eq(w[t].err, 0);
-		}
-		threaded = zf_now_ns() - t0;
-	}
+	serial = perf_batch(d, p.zone_size, false, buf, chunk);
+	parallel = perf_batch(d, p.zone_size, true, buf, chunk);
+	threaded = perf_threads(d, p.zone_size, chunk);
 	fprintf(stderr, "perf model: 1 zone %.1f ms, 4 zones batch %.1f ms, "
 		"4 threads %.1f ms (model: %.1f / %.1f ms)\n", serial / 1e6,
 		parallel / 1e6, threaded / 1e6, model_serial_ns / 1e6,
 		model_serial_ns / 4e6);
 	ck_assert_msg(serial >= 0.9 * model_serial_ns, "serial too fast: model off?");
 	ck_assert_msg(parallel < serial / 2, "zones did not overlap in a batch");
-	ck_assert_msg(threaded < serial / 2 + 20000000ull, "threads did not overlap");
+	ck_assert_msg(threaded < serial * 3 / 4, "threads did not overlap");
 	zdev_close(d);
 	/* the model can be switched off at open */
 	{
@@ -1356,6 +1379,10 @@ START_TEST(test_perf_model)
 		o.zone_write_mbps = 0;
 		o.device_mbps = 0;
 		ck_assert_int_eq(zdev_open(path, &o, &d), 0);
+		ck_assert_int_eq(zdev_emu_get_params(d, &q), 0);
+		ck_assert_uint_eq(q.zone_write_mbps, 0);
+		ck_assert_uint_eq(q.zone_read_mbps, 200);
+		ck_assert_int_eq(zdev_reset_all(d), 0);
 		t0 = zf_now_ns();
 		ck_assert_int_eq(zdev_write(d, 9 * p.zone_size, buf, 4 * chunk),
 				 (ssize_t)(4 * chunk));
