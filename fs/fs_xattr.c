@@ -129,8 +129,7 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	if (!in) {
 		ret = -ENOENT;
-	} else if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0 &&
-		   !(strcmp(name, FS_XATTR_LIFETIME) == 0 && fs_xattr_find(in, name))) {
+	} else if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
 		ret = virtual_get(fs, in, name, &t);
 		if (!ret && t.oom)
 			ret = -ENOMEM;

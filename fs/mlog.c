@@ -952,6 +952,17 @@ int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 	pthread_mutex_unlock(&m->lock);
 
 	reset_role(m, Z_GARBAGE);
+	/* A recovered chain may have two active zones (power loss between a
+	 * NEXT_ZONE and the finish); keep to two with the new epoch's zone.
+	 * Never appended to again, so finishing changes nothing it holds. */
+	if (sv.need_snapshot)
+		for (uint32_t i = 0; i + 1 < m->chain_len; i++) {
+			struct mzone *z = &m->z[m->chain[i]];
+			if (z->cond == ZDEV_COND_IMP_OPEN ||
+			    z->cond == ZDEV_COND_EXP_OPEN ||
+			    z->cond == ZDEV_COND_CLOSED)
+				(void)finish_zone(m, z);
+		}
 
 	pthread_mutex_lock(&m->lock);
 	uint64_t put0 = m->put_bytes;

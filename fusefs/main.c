@@ -206,9 +206,17 @@ int main(int argc, char *argv[])
 	if (opts.singlethread) {
 		r = fuse_session_loop(se);
 	} else {
-		struct fuse_loop_config lc = { .clone_fd = 0,
-					       .max_idle_threads = opts.max_idle_threads };
-		r = fuse_session_loop_mt(se, &lc);
+		struct fuse_loop_config *lc = fuse_loop_cfg_create();
+		if (!lc) {
+			r = -ENOMEM;
+		} else {
+			fuse_loop_cfg_set_clone_fd(lc, 0);
+			fuse_loop_cfg_set_idle_threads(lc, opts.max_idle_threads);
+			if (opts.max_threads > 0 && opts.max_threads <= 100000)
+				fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
+			r = fuse_session_loop_mt(se, lc);
+			fuse_loop_cfg_destroy(lc);
+		}
 	}
 	ret = r ? 1 : 0;
 	fuse_session_unmount(se);
