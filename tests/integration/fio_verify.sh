@@ -14,7 +14,7 @@ for rw in write randwrite; do
 		zf_log "fio $name ($size)"
 		fio --name="$name" --directory="$ZF_MNT" --filename="$name" --rw="$rw" --bs="$bs" \
 			--size="$size" --ioengine=psync --verify=crc32c --verify_fatal=1 \
-			--do_verify=1 --randrepeat=1 --fsync_on_close=1 \
+			--do_verify=1 --randrepeat=1 --fsync_on_close=1 --verify_state_save=0 \
 			--output="$ZF_WORK/fio-$name.txt" || { cat "$ZF_WORK/fio-$name.txt"; zf_fail "fio $name"; }
 		grep -q "err= 0" "$ZF_WORK/fio-$name.txt" || { cat "$ZF_WORK/fio-$name.txt"; zf_fail "fio $name reported errors"; }
 	done
@@ -27,7 +27,7 @@ for rw in write randwrite; do
 		name="$rw-$bs"
 		fio --name="$name" --directory="$ZF_MNT" --filename="$name" --rw="$rw" --bs="$bs" \
 			--size="$size" --ioengine=psync --verify=crc32c --verify_fatal=1 \
-			--verify_only --randrepeat=1 --output="$ZF_WORK/fio-v-$name.txt" ||
+			--verify_only --randrepeat=1 --verify_state_save=0 --output="$ZF_WORK/fio-v-$name.txt" ||
 			{ cat "$ZF_WORK/fio-v-$name.txt"; zf_fail "fio verify after remount: $name"; }
 	done
 done
