@@ -61,6 +61,7 @@
 #define ZBD_NR_RINGS 4
 #define ZBD_RING_DEPTH 64
 #define ZBD_REPORT_CHUNK 4096
+#define ZBD_RING_MAX_LEN (1u << 30)	/* SQE length and CQE result are 32-bit */
 
 struct zring {
 	pthread_mutex_t lock;
@@ -508,12 +509,14 @@ static int zbd_io_batch_op(struct zdev *dev, struct zdev_req **reqs, unsigned in
 		return 0;
 	}
 	/* runs of simple requests go through the ring; a read crossing zones
-	 * or reaching past the cached wp runs synchronously in its place */
+	 * or reaching past the cached wp, or a request over 1 GiB, runs
+	 * synchronously in its place */
 	while (i < nr) {
 		unsigned int j = i;
 
-		while (j < nr && (reqs[j]->op == ZDEV_OP_WRITE ||
-				  read_is_simple(b, reqs[j]->offset, reqs[j]->len)))
+		while (j < nr && reqs[j]->len <= ZBD_RING_MAX_LEN &&
+		       (reqs[j]->op == ZDEV_OP_WRITE ||
+			read_is_simple(b, reqs[j]->offset, reqs[j]->len)))
 			j++;
 		if (j > i && ring_batch(dev, zr, reqs + i, j - i) < 0)
 			for (unsigned int k = i; k < j; k++)	/* out of memory */
