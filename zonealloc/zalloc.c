@@ -42,21 +42,27 @@
  * stamp <= t.  (This assumes, as mlog does, that a commit which completes
  * makes durable every record appended before its begin.)
  *
- * Caller contract beyond zalloc.h (reset safety): account the bytes written
- * through a lease (zalloc_valid_add) BEFORE zalloc_release() of that lease;
- * valid_add accepts the leased range while the lease is held.  A FULL zone
- * with no valid byte is queued for reset when it gets there: by valid_sub,
- * by a release that fills it, or by a finish; if the bytes of a released
- * lease were referenced only later, a commit in between could reset them.
- * A late valid_add (after the release) is detected and logged as an error.
- * valid_add on a zone queued for reset takes it off the queue.
+ * Unclaimed bytes (reset safety whatever the order of release and
+ * valid_add): every lease opens an "unclaimed" range [offset, offset+len);
+ * valid_add trims it (before or after the release: both orders are fine),
+ * the release trims it to the bytes really written.  A zone with an
+ * unclaimed range left is never queued for reset, so bytes written through
+ * a lease cannot be reset before their extent is accounted, even if the
+ * rest of the zone dies and commits run meanwhile.  The ranges live in one
+ * small table (za->ur) that holds only the leases in flight and those
+ * released but not yet accounted; z->nunclaimed says if a zone has any.
+ * Caller contract: every byte written through a lease must eventually be
+ * zalloc_valid_add()ed; bytes never accounted (a write whose extent was not
+ * recorded) keep their zone from being reset until the next mount (or the
+ * future GC).  valid_add on a zone queued for reset takes it off the queue.
  *
  * Waiting: zalloc_acquire() waits (condvar) rather than fail while a
  * release, a finish in flight or a reset can still help the class: a lease
  * of the same class is out (it may come back with room), a FREE zone exists
  * and any lease is out, or zones are queued for reset (only a commit frees
- * those: zalloc_set_need_space_cb() lets the caller kick one; without it
- * the waiter sleeps until someone commits).  Do not call zalloc_acquire()
+ * those: zalloc_set_need_space_cb() lets the caller kick one; if no commit
+ * begins within ZALLOC_COMMIT_GRACE_NS, -ENOSPC, so that a committer thread
+ * that allocates before committing does not wait for itself).  Do not call zalloc_acquire()
  * while holding a lease: if every usable zone is leased by such threads (or
  * the device is full and your own lease is the one that could help), they
  * wait for each other.  Release first, or use zalloc_acquire_many(), whose
@@ -81,6 +87,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/zf_common.h"
 
@@ -106,7 +113,7 @@ struct za_zone {
 	uint64_t reset_stamp;	/* commit stamp when queued for reset */
 	uint64_t wseq;		/* write sequence of the last write (age, for GC) */
 	uint64_t lease_len;	/* bytes of the outstanding lease */
-	uint64_t add_hwm;	/* absolute end of the highest valid_add */
+	uint32_t nunclaimed;	/* unclaimed ranges of this zone in za->ur */
 	uint32_t prev, next;	/* list links (zone indices relative to first) */
 	uint8_t list;		/* ZA_L_* */
 	uint8_t cond;		/* enum zdev_zone_cond, as we believe it */
@@ -148,7 +155,11 @@ struct zalloc {
 	uint64_t commit_seq;
 	uint64_t write_seq;
 
-	uint64_t late_adds;	/* valid_add after the lease was released */
+	struct za_range {	/* leased bytes not yet claimed by valid_add */
+		uint32_t zi;	/* zone index (relative) */
+		uint64_t lo, hi;	/* bytes, absolute */
+	} *ur;
+	uint32_t nur, cap_ur;
 	uint64_t dev_bytes, class_bytes[ZALLOC_NR_CLASSES];
 	uint64_t zone_resets, zone_finishes;
 
@@ -246,12 +257,81 @@ static bool budget_allows_new(const struct zalloc *za)
 	return za->nr_active < za->act_budget && za->nr_open < za->open_budget;
 }
 
+/* ---- unclaimed ranges ---------------------------------------------------- */
+
+/* Make room for one more range. */
+static int unclaimed_reserve(struct zalloc *za)
+{
+	if (za->nur == za->cap_ur) {
+		uint32_t cap = za->cap_ur ? 2 * za->cap_ur : 16;
+		struct za_range *n = realloc(za->ur, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		za->ur = n;
+		za->cap_ur = cap;
+	}
+	return 0;
+}
+
+static int unclaimed_add(struct zalloc *za, struct za_zone *z, uint64_t lo,
+			 uint64_t hi)
+{
+	if (lo >= hi)
+		return 0;
+	if (unclaimed_reserve(za))
+		return -ENOMEM;
+	za->ur[za->nur++] = (struct za_range){ zidx(za, z), lo, hi };
+	z->nunclaimed++;
+	return 0;
+}
+
+/* Claim [lo, hi) of zone z: cut it out of the zone's unclaimed ranges. */
+static void unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
+			   uint64_t hi)
+{
+	uint32_t zi = zidx(za, z);
+
+	for (uint32_t k = 0; k < za->nur && z->nunclaimed;) {
+		struct za_range *r = &za->ur[k];
+
+		if (r->zi != zi || hi <= r->lo || lo >= r->hi) {
+			k++;
+			continue;
+		}
+		if (lo > r->lo && hi < r->hi) {
+			/* a claim in the middle: split (on ENOMEM keep the
+			 * whole range: the zone stays pinned, safe) */
+			uint64_t tail_lo = hi, tail_hi = r->hi;
+
+			if (unclaimed_add(za, z, tail_lo, tail_hi) == 0)
+				za->ur[k].hi = lo;
+			k++;
+			continue;
+		}
+		if (lo <= r->lo)
+			r->lo = ZF_MIN(r->hi, hi);
+		if (hi >= r->hi)
+			r->hi = ZF_MAX(r->lo, lo);
+		if (r->lo >= r->hi) {
+			*r = za->ur[--za->nur];
+			z->nunclaimed--;
+			continue;
+		}
+		k++;
+	}
+}
+
 /* Queue a FULL zone without valid data for reset at the next commit. */
 static void queue_reset(struct zalloc *za, struct za_zone *z)
 {
 	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
 	    z->busy || z->resetting || z->retired ||
 	    z->list == ZA_L_PENDING || !za->mounted)
+		return;
+	/* Bytes written through a lease but not yet accounted may still be
+	 * referenced: wait for them. */
+	if (z->nunclaimed)
 		return;
 	z->reset_stamp = za->commit_seq;
 	list_add(za, z, ZA_L_PENDING, false);
@@ -277,7 +357,11 @@ static void make_free(struct zalloc *za, struct za_zone *z)
 		z->valid = 0;
 	}
 	z->adopted = false;
-	z->add_hwm = z->start;
+	if (z->nunclaimed) {
+		zf_err("zalloc: zone %u reset with bytes never accounted",
+		       za->first + zidx(za, z));
+		unclaimed_trim(za, z, z->start, z->start + za->zone_size);
+	}
 	list_add(za, z, ZA_L_FREE, false);
 }
 
@@ -307,6 +391,7 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 	}
 	z->leased = true;
 	z->lease_len = ZF_MIN(want, zremain(z));
+	unclaimed_add(za, z, z->wp, z->wp + z->lease_len);	/* reserved by caller */
 	za->leased_total++;
 	za->leased_cls[z->cls]++;
 	out->zone = za->first + zidx(za, z);
@@ -392,25 +477,30 @@ static bool class_has_closed(struct zalloc *za, enum lifetime_class cls)
 	return false;
 }
 
-/* Is there anything that a wait can bring?  (Nothing FREE or openable now.) */
-static bool can_wait(struct zalloc *za, enum lifetime_class cls)
+enum { ZA_WAIT_NO = 0, ZA_WAIT_COMMIT = 1, ZA_WAIT_YES = 2 };
+
+/* Is there anything that a wait can bring?  (Nothing FREE or openable now.)
+ * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can. */
+static int can_wait(struct zalloc *za, enum lifetime_class cls)
 {
-	/* A reset in flight or queued (needs a commit) makes a FREE zone;
-	 * a finish in flight may queue a reset. */
-	if (za->lists[ZA_L_PENDING].count || za->nr_resetting || za->nr_busy)
-		return true;
+	/* A reset in flight makes a FREE zone; a finish in flight may queue
+	 * a reset or free a slot. */
+	if (za->nr_resetting || za->nr_busy)
+		return ZA_WAIT_YES;
 	/* A lease of our class may come back with room left. */
 	if (za->leased_cls[cls])
-		return true;
+		return ZA_WAIT_YES;
 	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
 	 * release makes a slot or a finishable zone. */
 	if ((za->lists[ZA_L_FREE].count || class_has_closed(za, cls)) &&
 	    za->leased_total)
-		return true;
+		return ZA_WAIT_YES;
+	if (za->lists[ZA_L_PENDING].count)
+		return ZA_WAIT_COMMIT;
 	/* GC hook (later): when FULL zones with few valid bytes exist, ask the
 	 * garbage collector to relocate a victim (pick: least valid_bytes,
 	 * then oldest wseq) and wait for it instead of failing. */
-	return false;
+	return ZA_WAIT_NO;
 }
 
 static struct za_zone *zone_of(struct zalloc *za, uint32_t zone)
@@ -534,7 +624,6 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		z->capacity = d->capacity;
 		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
 		z->prev = z->next = ZA_NIL;
-		z->add_hwm = z->start;
 		z->cls = LIFETIME_MEDIUM;
 		if (d->cond == ZDEV_COND_FULL) {
 			z->wp = z->start + z->capacity;
@@ -550,7 +639,14 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 	}
 	free(rep);
 	pthread_mutex_init(&za->mu, NULL);
-	pthread_cond_init(&za->cv, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* zf_now_ns */
+		pthread_cond_init(&za->cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	*out = za;
 	return 0;
 fail:
@@ -569,6 +665,7 @@ void zalloc_destroy(struct zalloc *za)
 			za->leased_total);
 	pthread_cond_destroy(&za->cv);
 	pthread_mutex_destroy(&za->mu);
+	free(za->ur);
 	free(za->z);
 	free(za);
 }
@@ -624,8 +721,6 @@ int zalloc_mount_done(struct zalloc *za)
 		struct za_zone *z = &za->z[i];
 		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
 
-		/* every byte on the device now is settled (not in flight) */
-		z->add_hwm = ZF_MAX(z->add_hwm, z->start + z->written);
 		if (z->retired)
 			continue;
 		if (z->cond == ZDEV_COND_EMPTY) {
@@ -739,15 +834,8 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 				       (unsigned long long)z->valid);
 				a = z->valid < limit ? ZF_MIN(chunk, limit - z->valid) : 0;
 			}
-			/* Contract check: bytes written through a lease must be
-			 * added before the lease is released (see the top). */
-			if (za->mounted && off + chunk > z->add_hwm &&
-			    !(z->leased && off >= z->wp) && za->late_adds++ == 0)
-				zf_err("zalloc: valid_add [%llu, +%llu) after its lease was released: account a lease's bytes BEFORE zalloc_release(), or a concurrent commit may reset the zone",
-				       (unsigned long long)off,
-				       (unsigned long long)chunk);
-			if (off + chunk > z->add_hwm)
-				z->add_hwm = off + chunk;
+			if (z->nunclaimed)
+				unclaimed_trim(za, z, off, off + chunk);
 			z->valid += a;
 			if (z->valid && z->list == ZA_L_PENDING)
 				list_del(za, z);	/* referenced again */
@@ -791,12 +879,15 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
 /* ---- leases -------------------------------------------------------------- */
 
 /* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
- * -EAGAIN when nothing can be had now.  may_finish enables step 3. */
+ * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3. */
 static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		       uint64_t want, bool may_finish, struct zalloc_lease *out)
 {
-	struct za_zone *z = pick_open(za, cls);
+	struct za_zone *z;
 
+	if (unclaimed_reserve(za))	/* lease_zone() cannot fail after this */
+		return -ENOMEM;
+	z = pick_open(za, cls);
 	if (!z)
 		z = pick_free(za);
 	if (z) {
@@ -851,12 +942,17 @@ static uint64_t round_want(const struct zalloc *za, uint64_t want)
 static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 			  uint64_t want, struct zalloc_lease *out)
 {
+	uint64_t deadline = 0, seq = 0;
+
 	if (!za->mounted)
 		return -EBUSY;
 	for (;;) {
-		if (try_acquire(za, cls, want, true, out) == 0)
-			return 0;
-		if (!can_wait(za, cls))
+		int w, rc = try_acquire(za, cls, want, true, out);
+
+		if (rc != -EAGAIN)
+			return rc;
+		w = can_wait(za, cls);
+		if (w == ZA_WAIT_NO)
 			return -ENOSPC;
 		if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
 			/* resets are waiting for a commit: tell the caller */
@@ -866,13 +962,36 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 			pthread_mutex_unlock(&za->mu);
 			cb(arg);
 			pthread_mutex_lock(&za->mu);
-			if (try_acquire(za, cls, want, true, out) == 0)
-				return 0;
-			if (!can_wait(za, cls))
+			rc = try_acquire(za, cls, want, true, out);
+			if (rc != -EAGAIN)
+				return rc;
+			w = can_wait(za, cls);
+			if (w == ZA_WAIT_NO)
 				return -ENOSPC;
 		}
 		za->waiters++;
-		pthread_cond_wait(&za->cv, &za->mu);
+		if (w == ZA_WAIT_COMMIT) {
+			/* Only a commit helps.  Wait while commits make progress;
+			 * if none begins within the grace period, the committer
+			 * may be this very thread: give up so the caller can
+			 * commit and retry. */
+			uint64_t now = zf_now_ns();
+			struct timespec ts;
+
+			if (!deadline || za->commit_seq != seq) {
+				deadline = now + ZALLOC_COMMIT_GRACE_NS;
+				seq = za->commit_seq;
+			} else if (now >= deadline) {
+				za->waiters--;
+				return -ENOSPC;
+			}
+			ts.tv_sec = (time_t)(deadline / 1000000000ull);
+			ts.tv_nsec = (long)(deadline % 1000000000ull);
+			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
+		} else {
+			deadline = 0;
+			pthread_cond_wait(&za->cv, &za->mu);
+		}
 		za->waiters--;
 	}
 }
@@ -990,6 +1109,7 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 		       zone, (unsigned long long)dz.wp,
 		       (unsigned long long)lease->offset);
 		z->written = ZF_MIN(z->written, dz.wp - dz.start);
+		unclaimed_trim(za, z, lease->offset, lease->offset + written);
 		settle(za, z, false);	/* clamps valid bytes */
 		if (frc == 0) {
 			za->zone_finishes++;
@@ -1012,6 +1132,9 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 		zf_info("zalloc: zone %u: %llu bytes past the failed write are garbage",
 			zone, (unsigned long long)(moved - written));
 	account_written(za, z, moved);
+	if (moved < written)	/* lost: can never be claimed */
+		unclaimed_trim(za, z, lease->offset + moved,
+			       lease->offset + written);
 	settle(za, z, moved > 0);
 	if (cond_active(z->cond) && cond_active(dz.cond) && dz.cond != z->cond)
 		set_cond(za, z, dz.cond);
@@ -1042,6 +1165,9 @@ void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
 			err = -EINVAL;	/* resync with the device */
 		written = ZF_ALIGN_DOWN(ZF_MIN(written, z->lease_len), za->bs);
 	}
+	/* the part of the lease not written will never be claimed */
+	unclaimed_trim(za, z, lease->offset + written,
+		       lease->offset + z->lease_len);
 	if (err < 0) {
 		release_error(za, z, lease, written, err);
 	} else {

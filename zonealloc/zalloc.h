@@ -151,7 +151,12 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
  * about to wait while zones are queued for reset, i.e. when only a metadata
  * commit (zalloc_commit_begin/end) can free space.  It should only poke the
  * committing thread (never commit synchronously under locks that writers
- * hold).  cb == NULL removes it. */
+ * hold).  cb == NULL removes it.
+ * When only a commit can help, zalloc_acquire() waits as long as commits
+ * keep beginning, but returns -ENOSPC (with pending_resets > 0 in the stats)
+ * if none begins within ZALLOC_COMMIT_GRACE_NS: the caller may be the
+ * committer itself; it should then commit and retry. */
+#define ZALLOC_COMMIT_GRACE_NS 500000000ull	/* 0.5 s */
 void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
 			      void *arg);
 /* Number of acquirers blocked right now (tests, stats). */
