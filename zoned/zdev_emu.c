@@ -1068,10 +1068,24 @@ static int emu_load(const char *path, bool read_only, bool lock, struct emu **ou
 	pthread_mutex_init(&e->model_lock, NULL);
 	e->read_only = read_only;
 
-	e->fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	e->fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (e->fd < 0) {
 		ret = -errno;
 		zf_err("zdev: %s: %s", path, strerror(-ret));
+		goto fail;
+	}
+	if (fstat(e->fd, &st) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		zf_err("zdev: %s: not an emulator file (not a regular file)", path);
+		ret = -ENOTSUP;
+		goto fail;
+	}
+	/* O_NONBLOCK only kept a FIFO from blocking the open */
+	if (fcntl(e->fd, F_SETFL, 0) < 0) {
+		ret = -errno;
 		goto fail;
 	}
 	if (lock && flock(e->fd, LOCK_EX | LOCK_NB) < 0) {
@@ -1083,10 +1097,6 @@ static int emu_load(const char *path, bool read_only, bool lock, struct emu **ou
 		} else {
 			zf_err("zdev: %s: flock: %s", path, strerror(-ret));
 		}
-		goto fail;
-	}
-	if (fstat(e->fd, &st) < 0) {
-		ret = -errno;
 		goto fail;
 	}
 	ret = read_header(e->fd, path, &e->hdr, (uint64_t)st.st_size);

@@ -907,6 +907,53 @@ START_TEST(test_power_loss_keeps_flushed_file)
 }
 END_TEST
 
+/* The same tear seed on the same history tears the same way. */
+static void tear_run(uint64_t seed, uint64_t *wps)
+{
+	uint32_t bs = g->block_size;
+
+	ck_assert_int_eq(zdev_reset_all(dev), 0);
+	for (uint32_t k = 0; k < 4; k++)
+		ck_assert_int_eq(wr(dev, zstart(seqz(k)), bs, k), bs);
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	for (uint32_t k = 0; k < 4; k++)
+		ck_assert_int_eq(wr(dev, zstart(seqz(k)) + bs, 40 * bs, k), 40 * bs);
+	ck_assert_int_eq(zdev_emu_power_loss(dev, seed), 0);
+	reopen();
+	for (uint32_t k = 0; k < 4; k++)
+		wps[k] = zrep(seqz(k)).wp;
+}
+
+START_TEST(test_power_loss_tear_deterministic)
+{
+	uint64_t a[4], b[4], c[4];
+
+	EMU_ONLY();
+	tear_run(99, a);
+	tear_run(99, b);
+	tear_run(100, c);
+	ck_assert(memcmp(a, b, sizeof(a)) == 0);
+	ck_assert_msg(memcmp(a, c, sizeof(a)) != 0, "different seeds tore alike");
+}
+END_TEST
+
+/* On a real device the emulator-only calls refuse politely. */
+START_TEST(test_emu_calls_elsewhere)
+{
+	struct zdev_emu_params p;
+
+	if (!test_device) {
+		ck_assert_int_eq(zdev_emu_get_params(dev, &p), 0);
+		ck_assert_uint_eq(p.nr_zones, g->nr_zones);
+		return;
+	}
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), -ENOTSUP);
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 1, -EIO), -ENOTSUP);
+	ck_assert_int_eq(zdev_emu_get_params(dev, &p), -ENOTSUP);
+	ck_assert_int_eq(zdev_emu_power_loss_file(devpath, 0), -ENOTSUP);
+}
+END_TEST
+
 /* ---- exclusive open ----------------------------------------------------- */
 
 START_TEST(test_exclusive_open)
@@ -1428,6 +1475,8 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_power_loss_drops_unflushed);
 	tcase_add_test(tc, test_power_loss_tear);
 	tcase_add_test(tc, test_power_loss_keeps_flushed_file);
+	tcase_add_test(tc, test_power_loss_tear_deterministic);
+	tcase_add_test(tc, test_emu_calls_elsewhere);
 	tcase_add_test(tc, test_exclusive_open);
 	tcase_add_test(tc, test_io_batch_results);
 	tcase_add_test(tc, test_io_batch_many);
