@@ -256,10 +256,10 @@ static bool zhdr_valid(const struct zhdr *h, const struct zdev_geometry *geo,
 	return true;
 }
 
-static bool same_fs(const struct mlog_sb *a, const struct mlog_sb *b)
+/* Same on-disk geometry (the uuid may differ: chains are per uuid). */
+static bool same_geometry(const struct mlog_sb *a, const struct mlog_sb *b)
 {
-	return !memcmp(a->uuid, b->uuid, sizeof(a->uuid)) &&
-	       a->block_size == b->block_size && a->meta_first == b->meta_first &&
+	return a->block_size == b->block_size && a->meta_first == b->meta_first &&
 	       a->meta_count == b->meta_count && a->zone_size == b->zone_size;
 }
 
@@ -1303,7 +1303,7 @@ static int load_meta(struct zdev *dev, const struct mlog_sb *ref,
 		goto out;
 	for (uint32_t i = 0; i < nc; i++) {
 		hd[map[i]] = tmp[i];
-		if (hd[map[i]].valid && !same_fs(&tmp[i].h.sb, ref))
+		if (hd[map[i]].valid && !same_geometry(&tmp[i].h.sb, ref))
 			hd[map[i]].valid = false;
 	}
 out:
@@ -1575,22 +1575,34 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 			m->info.bad_headers++;
 	}
 
-	/* Newest epoch first; the first whose chain reaches SNAP_END wins. */
-	for (uint64_t below = UINT64_MAX;;) {
-		uint64_t e = 0;
+	/* Candidate chains start at a zone_seq 0 header; a chain is the
+	 * headers of the same uuid and epoch with zone_seq 1, 2, ...  Newest
+	 * epoch first (ties: lower zone first); the first whose chain reaches
+	 * SNAP_END wins.  Duplicate (uuid, epoch, seq) invalidates a chain. */
+	bool *tried = calloc(m->nz, sizeof(*tried));
+	if (!tried) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (;;) {
+		uint32_t head = UINT32_MAX;
 		for (uint32_t i = 0; i < m->nz; i++)
-			if (hd[i].valid && hd[i].h.epoch < below && hd[i].h.epoch > e)
-				e = hd[i].h.epoch;
-		if (!e)
+			if (hd[i].valid && !tried[i] && hd[i].h.zone_seq == 0 &&
+			    (head == UINT32_MAX || hd[i].h.epoch > hd[head].h.epoch))
+				head = i;
+		if (head == UINT32_MAX)
 			break;
-		below = e;
+		tried[head] = true;
+		const struct zhdr *h0 = &hd[head].h;
+		uint64_t e = h0->epoch;
 		bool dup = false;
 		clen = 0;
 		for (uint64_t seq = 0; seq < m->nz && !dup; seq++) {
 			uint32_t found = 0, at = 0;
 			for (uint32_t i = 0; i < m->nz; i++)
 				if (hd[i].valid && hd[i].h.epoch == e &&
-				    hd[i].h.zone_seq == seq) {
+				    hd[i].h.zone_seq == seq &&
+				    !memcmp(hd[i].h.sb.uuid, h0->sb.uuid, 16)) {
 					found++;
 					at = i;
 				}
@@ -1603,17 +1615,20 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		if (!dup && clen) {
 			rc = parse_chain(m, &r, chain, clen, hd, e, true, NULL,
 					 NULL, &res);
-			if (rc)
+			if (rc) {
+				free(tried);
 				goto fail;
+			}
 			if (res.snap_end) {
 				epoch = e;
 				break;
 			}
 		}
-		zf_warn("mlog: epoch %llu is incomplete or corrupt, skipped",
-			(unsigned long long)e);
+		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
+			"skipped", (unsigned long long)e, m->z[head].idx);
 		m->info.epochs_skipped++;
 	}
+	free(tried);
 	if (!epoch) {
 		rc = -EUCLEAN;
 		goto fail;

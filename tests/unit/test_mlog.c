@@ -234,6 +234,8 @@ static void expect_ids(const struct reclist *l, const uint64_t *ids, size_t n,
 }
 
 /* Open (read-only or not) and collect the replay. */
+static bool check_uuid = true;	/* the fuzz test forges uuids */
+
 static int open_collect(struct tdev *t, unsigned flags, struct reclist *l,
 			struct mlog **out)
 {
@@ -243,7 +245,8 @@ static int open_collect(struct tdev *t, unsigned flags, struct reclist *l,
 	memset(l, 0, sizeof(*l));
 	int rc = mlog_open(t->dev, flags, collect, l, &sb, &m);
 	if (rc == 0) {
-		ck_assert_mem_eq(sb.uuid, t->sb.uuid, 16);
+		if (check_uuid)
+			ck_assert_mem_eq(sb.uuid, t->sb.uuid, 16);
 		ck_assert_uint_eq(sb.meta_count, t->sb.meta_count);
 	}
 	if (out)
@@ -965,6 +968,9 @@ START_TEST(corruption_never_crashes)
 		}
 		file_rw(t.path, off, mod, len, true);
 		dev_open(&t, true);
+		struct mlog_sb psb;
+		int prc = mlog_probe(t.dev, &psb);
+		ck_assert(prc == 0 || prc == -EUCLEAN || prc == -ENODATA);
 		int rc = open_collect(&t, MLOG_OPEN_READ_ONLY, &l, NULL);
 		ck_assert_msg(rc == 0 || rc == -EUCLEAN || rc == -ENODATA,
 			      "iteration %d: rc %d", it, rc);
@@ -1358,6 +1364,345 @@ START_TEST(tight_active_limit)
 }
 END_TEST
 
+
+static int emit_reclist(void *arg, struct mlog *m)
+{
+	struct reclist *l = arg;
+	for (size_t i = 0; i < l->n; i++) {
+		int rc = mlog_append(m, l->v[i].type, l->v[i].data, l->v[i].len);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- hand-built logs, written from the documented on-disk format ------- */
+
+struct t_zhdr {
+	char magic[8];
+	uint32_t version, hdr_size;
+	uint64_t epoch, zone_seq, first_lsn;
+	struct mlog_sb sb;
+	uint32_t crc, reserved;
+};
+
+/* A zone image being built: header block + records. */
+struct zb {
+	uint8_t *buf;
+	size_t off, cap;
+};
+
+static void zb_init(struct zb *z, size_t cap, const struct mlog_sb *sb,
+		    uint64_t epoch, uint64_t seq, uint64_t first_lsn)
+{
+	struct t_zhdr h;
+
+	z->buf = zdev_buf_alloc(cap);
+	ck_assert_ptr_nonnull(z->buf);
+	memset(z->buf, 0, cap);
+	z->cap = cap;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, "ZFMETA01", 8);
+	h.version = 1;
+	h.hdr_size = 216;
+	h.epoch = epoch;
+	h.zone_seq = seq;
+	h.first_lsn = first_lsn;
+	h.sb = *sb;
+	h.crc = zf_crc32c(0, &h, sizeof(h));
+	ck_assert_uint_eq(sizeof(h), 216);
+	memcpy(z->buf, &h, sizeof(h));
+	z->off = FSB;
+}
+
+/* Append a record: header {u16 magic 0x4C4D, u16 type, u32 len, u64 lsn,
+ * u32 crc, u32 0}, crc = crc32c(crc32c(0, payload), header with crc 0). */
+static void zb_rec(struct zb *z, uint16_t type, const void *p, uint32_t len,
+		   uint64_t lsn)
+{
+	uint8_t h[24] = { 0 };
+	uint16_t magic = 0x4C4D;
+
+	if (FSB - z->off % FSB < 24)
+		z->off = (z->off + FSB - 1) / FSB * FSB;
+	ck_assert_uint_le(z->off + 24 + len, z->cap);
+	memcpy(h, &magic, 2);
+	memcpy(h + 2, &type, 2);
+	memcpy(h + 4, &len, 4);
+	memcpy(h + 8, &lsn, 8);
+	uint32_t crc = zf_crc32c(zf_crc32c(0, p, len), h, 24);
+	memcpy(h + 16, &crc, 4);
+	memcpy(z->buf + z->off, h, 24);
+	if (len)
+		memcpy(z->buf + z->off + 24, p, len);
+	z->off += (24 + len + 7) / 8 * 8;
+}
+
+static void zb_pad(struct zb *z, uint64_t lsn)
+{
+	size_t r = FSB - z->off % FSB;
+	if (r == FSB)
+		return;
+	if (r >= 24)
+		zb_rec(z, 1, pbuf, (uint32_t)(r - 24), lsn);	/* pbuf zeroed */
+	else
+		z->off += r;
+}
+
+static void zb_write(struct tdev *t, struct zb *z, uint32_t zone, size_t len)
+{
+	if (!len)
+		len = (z->off + FSB - 1) / FSB * FSB;
+	ck_assert_int_eq(zdev_write(t->dev, (uint64_t)zone * ZONE_256K, z->buf, len),
+			 (ssize_t)len);
+	zdev_buf_free(z->buf);
+}
+
+START_TEST(handmade_log_matches_documented_format)
+{
+	struct tdev t;
+	struct reclist l;
+	struct mlog *m;
+	struct zb z;
+	uint64_t e, cnt[2];
+	uint32_t nz[2];
+
+	dev_create(&t, 16, ZONE_256K, 4096, 0);
+	make_sb(&t, 8, 15);
+	ck_assert_int_eq(mlog_format(t.dev, &t.sb), 0);
+	ck_assert_int_eq(zdev_reset_all(t.dev), 0);
+	memset(pbuf, 0, sizeof(pbuf));
+
+	/* epoch 4 in zone 0: complete but older -> garbage */
+	zb_init(&z, ZONE_256K, &t.sb, 4, 0, 50);
+	e = 4;
+	zb_rec(&z, 2, &e, 8, 50);
+	zb_rec(&z, 20, "old", 3, 51);
+	cnt[0] = 4; cnt[1] = 1;
+	zb_rec(&z, 3, cnt, 16, 52);
+	zb_pad(&z, 53);
+	zb_write(&t, &z, 0, 0);
+
+	/* epoch 5: zone 3 (seq 0) -> zone 6 (seq 1) */
+	zb_init(&z, ZONE_256K, &t.sb, 5, 0, 100);
+	e = 5;
+	zb_rec(&z, 2, &e, 8, 100);			/* SNAP_BEGIN */
+	zb_rec(&z, 16, "A", 1, 101);
+	memset(pbuf, 0xB, 5000);
+	zb_rec(&z, 17, pbuf, 5000, 102);
+	memset(pbuf, 0, 5000);
+	zb_pad(&z, 103);				/* PAD: a commit ended */
+	zb_rec(&z, 18, "CCCCCCCCCC", 10, 103);
+	nz[0] = 6; nz[1] = 0;
+	zb_rec(&z, 4, nz, 8, 104);			/* NEXT_ZONE */
+	zb_write(&t, &z, 3, 0);
+
+	zb_init(&z, ZONE_256K, &t.sb, 5, 1, 104);
+	zb_rec(&z, 19, "DD", 2, 104);
+	cnt[0] = 5; cnt[1] = 4;
+	zb_rec(&z, 3, cnt, 16, 105);			/* SNAP_END */
+	/* a record ending 16 bytes before the block end: zero fill, the
+	 * next header starts on the next block */
+	uint32_t len = (uint32_t)(2 * FSB - 16 - z.off - 24);
+	memset(pbuf, 0xE, len);
+	zb_rec(&z, 20, pbuf, len, 106);
+	memset(pbuf, 0, len);
+	ck_assert_uint_eq(z.off % FSB, FSB - 16);
+	zb_rec(&z, 21, "FFF", 3, 107);
+	ck_assert_uint_eq(z.off, 2 * FSB + 32);
+	zb_pad(&z, 108);
+	zb_write(&t, &z, 6, 0);
+
+	/* epoch 6 in zone 1: never reached SNAP_END -> skipped */
+	zb_init(&z, ZONE_256K, &t.sb, 6, 0, 108);
+	e = 6;
+	zb_rec(&z, 2, &e, 8, 108);
+	zb_rec(&z, 22, "new", 3, 109);
+	zb_pad(&z, 110);
+	zb_write(&t, &z, 1, 0);
+
+	ck_assert_int_eq(open_collect(&t, 0, &l, &m), 0);
+	static const uint16_t types[] = { 16, 17, 18, 19, 20, 21 };
+	static const uint64_t lsns[] = { 101, 102, 103, 104, 106, 107 };
+	ck_assert_uint_eq(l.n, 6);
+	for (int i = 0; i < 6; i++) {
+		ck_assert_uint_eq(l.v[i].type, types[i]);
+		ck_assert_uint_eq(l.v[i].lsn, lsns[i]);
+	}
+	ck_assert_uint_eq(l.v[1].len, 5000);
+	ck_assert_uint_eq(l.v[1].data[4999], 0xB);
+	ck_assert_mem_eq(l.v[2].data, "CCCCCCCCCC", 10);
+	ck_assert_uint_eq(l.v[4].data[0], 0xE);
+	ck_assert_mem_eq(l.v[5].data, "FFF", 3);
+	struct mlog_open_info info;
+	mlog_get_open_info(m, &info);
+	ck_assert_uint_eq(info.epoch, 5);
+	ck_assert_uint_eq(info.max_epoch, 6);
+	ck_assert_uint_eq(info.epochs_skipped, 1);
+	ck_assert_uint_eq(info.chain_zones, 2);
+	ck_assert_uint_eq(info.garbage_zones, 2);
+	ck_assert_uint_eq(info.next_lsn, 108);
+	ck_assert_uint_eq(info.tail_state, MLOG_TAIL_CLEAN);
+	ck_assert_uint_eq(info.tail_zone, 6);
+	ck_assert_uint_eq(info.tail_offset, 3 * FSB);
+	reclist_free(&l);
+	/* the first snapshot: epoch 7, everything else reset */
+	ck_assert_int_eq(mlog_snapshot(m, emit_none, NULL), 0);
+	struct mlog_stats st;
+	mlog_get_stats(m, &st);
+	ck_assert_uint_eq(st.epoch, 7);
+	ck_assert_uint_eq(st.zones_empty, 7);
+	ck_assert_uint_eq(st.zone_resets, 4);
+	mlog_close(m);
+	ck_assert_int_eq(open_collect(&t, 0, &l, NULL), 0);
+	ck_assert_uint_eq(l.n, 0);
+	reclist_free(&l);
+	dev_destroy(&t);
+}
+END_TEST
+
+/* CRC-valid nonsense: random epochs/seqs/first_lsn, records with random
+ * types, LSNs, lengths, NEXT_ZONE targets and SNAP_END counts.  Never a
+ * crash; a successful open replays increasing LSNs, and a snapshot of what
+ * was replayed then replays the same. */
+START_TEST(fuzz_crc_valid_nonsense)
+{
+	struct tdev t;
+	struct reclist l, l2;
+	struct mlog *m;
+	int opened = 0, snapped = 0, nonempty = 0;
+
+	dev_create(&t, 16, ZONE_256K, dbs_of(_i), 0);
+	make_sb(&t, 8, 16);
+	check_uuid = false;
+	memset(pbuf, 0, sizeof(pbuf));
+	for (int it = 0; it < 300; it++) {
+		uint64_t r = splitmix((uint64_t)it + 1000 * (uint64_t)_i);
+		ck_assert_int_eq(zdev_reset_all(t.dev), 0);
+		/* a few chains; each a list of distinct zones */
+		unsigned nchains = 1 + r % 3;
+		bool used[8] = { false };
+		uint64_t lsn = 1 + r % 1000;
+		for (unsigned c = 0; c < nchains; c++) {
+			uint64_t q0 = splitmix(r + 77 * c);
+			uint64_t epoch = 1 + (q0 % 8 == 0 ? q0 % 50 : q0 % 3);
+			unsigned len = 1 + (q0 >> 8) % 3, nfree = 0;
+			uint32_t zones[3];
+			for (uint32_t k = 0; k < 8 && nfree < len; k++) {
+				uint32_t zz = (uint32_t)((k + (q0 >> 16)) % 8);
+				if (!used[zz]) {
+					used[zz] = true;
+					zones[nfree++] = zz;
+				}
+			}
+			uint64_t user = 0;
+			bool ended = false;
+			for (unsigned k = 0; k < nfree; k++) {
+				uint64_t q = splitmix(q0 + k);
+				uint64_t seq = q % 10 ? k : (q >> 4) % 4;
+				struct zb z;
+				zb_init(&z, ZONE_256K, &t.sb, epoch, seq,
+					q % 13 ? lsn : lsn + 1);
+				if ((q >> 8) % 16 == 0) {	/* a bogus sb field */
+					struct t_zhdr h;
+					memcpy(&h, z.buf, sizeof(h));
+					((uint8_t *)&h.sb)[(q >> 12) % sizeof(h.sb)] ^= 0x5A;
+					h.crc = 0;
+					h.crc = zf_crc32c(0, &h, sizeof(h));
+					memcpy(z.buf, &h, sizeof(h));
+				}
+				if (k == 0 && q % 7) {	/* SNAP_BEGIN */
+					uint64_t e = q % 17 ? epoch : epoch + 1;
+					zb_rec(&z, 2, &e, 8, lsn++);
+				}
+				unsigned nrec = (unsigned)((q >> 20) % 60);
+				for (unsigned j = 0; j < nrec; j++) {
+					uint64_t w = splitmix(q + j + 1);
+					uint16_t type;
+					uint32_t rl;
+					bool consume = true;
+					unsigned pick = (unsigned)(w % 100);
+					if (pick < 6 && !ended) {
+						uint64_t cc[2] = { epoch, w % 9 ? user : user + 1 };
+						type = 3; rl = 16; memcpy(pbuf, cc, 16);
+						ended = true;
+					} else if (pick < 9) {
+						type = 1;
+						rl = (uint32_t)(FSB - z.off % FSB);
+						rl = rl >= 24 ? rl - 24 : 0;
+						if ((w >> 8) % 5 == 0)
+							rl = (uint32_t)((w >> 12) % FSB);
+						memset(pbuf, 0, rl);
+						consume = false;
+					} else if (pick < 11) {
+						type = (uint16_t)((w >> 8) % 16);
+						rl = (uint32_t)((w >> 12) % 64);
+						consume = type == 2 || type == 3;
+					} else {
+						type = (uint16_t)(16 + (w >> 8) % 100);
+						rl = (uint32_t)((w >> 16) % ((w >> 4) % 6 ? 300 : MLOG_MAX_PAYLOAD));
+						memset(pbuf, (int)j, rl);
+						user++;
+					}
+					if (z.off + 24 + rl + 2 * FSB > z.cap)
+						break;
+					zb_rec(&z, type, pbuf, rl, (w >> 40) % 40 ? lsn : lsn + 3);
+					if (consume)
+						lsn++;
+				}
+				if (k + 1 < nfree && q % 11) {	/* NEXT_ZONE */
+					uint32_t n2[2] = { q % 9 ? zones[k + 1] : 15, 0 };
+					zb_rec(&z, 4, n2, 8, lsn);
+				}
+				zb_pad(&z, lsn);
+				size_t wlen = (z.off + FSB - 1) / FSB * FSB;
+				if ((q >> 40) % 6 == 0)	/* truncated zone */
+					wlen = FSB * (1 + (q >> 44) % (wlen / FSB));
+				zb_write(&t, &z, zones[k], wlen);
+			}
+		}
+		struct mlog_sb psb;
+		int prc = mlog_probe(t.dev, &psb);
+		ck_assert_msg(prc == 0 || prc == -EUCLEAN || prc == -ENODATA,
+			      "iteration %d: probe rc %d", it, prc);
+		int rc = open_collect(&t, 0, &l, &m);
+		ck_assert_msg(rc == 0 || rc == -EUCLEAN || rc == -ENODATA,
+			      "iteration %d: rc %d", it, rc);
+		if (rc == 0)	/* an openable log always has a superblock */
+			ck_assert_int_eq(prc, 0);
+		if (rc) {
+			reclist_free(&l);
+			continue;
+		}
+		opened++;
+		nonempty += l.n > 0;
+		for (size_t i = 1; i < l.n; i++)
+			ck_assert_uint_gt(l.v[i].lsn, l.v[i - 1].lsn);
+		/* re-emit the replayed records as the snapshot */
+		rc = mlog_snapshot(m, emit_reclist, &l);
+		ck_assert_msg(rc == 0 || rc == -ENOSPC, "snapshot rc %d", rc);
+		mlog_close(m);
+		if (rc == 0) {
+			snapped++;
+			ck_assert_int_eq(open_collect(&t, MLOG_OPEN_READ_ONLY, &l2, NULL), 0);
+			ck_assert_uint_eq(l2.n, l.n);
+			for (size_t i = 0; i < l.n; i++) {
+				ck_assert_uint_eq(l2.v[i].type, l.v[i].type);
+				ck_assert_uint_eq(l2.v[i].len, l.v[i].len);
+				ck_assert_mem_eq(l2.v[i].data, l.v[i].data, l.v[i].len);
+			}
+			reclist_free(&l2);
+		}
+		reclist_free(&l);
+	}
+	VERBOSE("fuzz[%d]: %d of 300 images opened (%d with records), %d "
+		"snapshotted\n", _i, opened, nonempty, snapped);
+	ck_assert_int_gt(opened, 20);
+	ck_assert_int_gt(nonempty, 10);
+	dev_destroy(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mlog");
@@ -1380,6 +1725,8 @@ int main(void)
 	tcase_add_loop_test(tc, read_only_open_writes_nothing, 0, 2);
 	tcase_add_loop_test(tc, concurrent_group_commit_loses_nothing, 0, 4);
 	tcase_add_loop_test(tc, tight_active_limit, 0, 2);
+	tcase_add_test(tc, handmade_log_matches_documented_format);
+	tcase_add_loop_test(tc, fuzz_crc_valid_nonsense, 0, 2);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
