@@ -437,9 +437,10 @@ static struct za_zone *pick_free(struct zalloc *za)
 
 /* Step 3 victim: an unleased zone whose finish (or close) frees the slot
  * we lack.  When only the open budget binds (the active budget has room, or
- * `reopen`: the class will reopen one of its CLOSED zones), the zone is CLOSED (nothing wasted, it stays active): the open
- * zone written least recently.  Otherwise it is FINISHED: the active zone,
- * any class, with the least remaining capacity (wastes least). */
+ * `reopen`: the class will reopen one of its CLOSED zones), the victim is
+ * CLOSED (nothing wasted, it stays active): the open zone written least
+ * recently.  Otherwise it is FINISHED: the active zone, any class, with the
+ * least remaining capacity (wastes least). */
 static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 				   bool *close)
 {
@@ -625,7 +626,9 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
 		z->prev = z->next = ZA_NIL;
 		z->cls = LIFETIME_MEDIUM;
-		if (d->cond == ZDEV_COND_FULL) {
+		if (d->cond == ZDEV_COND_FULL || d->cond == ZDEV_COND_READONLY ||
+		    d->cond == ZDEV_COND_OFFLINE || d->wp < d->start ||
+		    d->wp > d->start + d->capacity) {
 			z->wp = z->start + z->capacity;
 			/* how much is really data is unknown: say all */
 			z->written = z->capacity;
@@ -817,7 +820,8 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 		chunk = ZF_MIN(len, z->start + za->zone_size - off);
 		if (add) {
 			/* bytes that can be referenced: written ones plus the
-			 * outstanding lease (callers account before release) */
+			 * outstanding lease (callers may account before the
+			 * release) */
 			uint64_t limit = z->written;
 			uint64_t a = chunk;
 
@@ -839,6 +843,8 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 			z->valid += a;
 			if (z->valid && z->list == ZA_L_PENDING)
 				list_del(za, z);	/* referenced again */
+			else if (!z->valid)
+				queue_reset(za, z);	/* clamped to 0 */
 		} else {
 			if (z->valid < chunk) {
 				zf_err("zalloc: valid_sub [%llu, +%llu) below zero in zone %llu (valid %llu)",

@@ -147,6 +147,17 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
 /* ---- Additions (zalloc.c) ---------------------------------------------- */
 
+/* Notes on the calls above (zalloc.c has the details):
+ * - zalloc_valid_add() for a lease's bytes may come before or after its
+ *   zalloc_release(); until every written byte of a lease has been added
+ *   once, its zone is never queued for reset.  Bytes written but never
+ *   added (extent not recorded) keep the zone from being reset until the
+ *   next mount.
+ * - Do not call zalloc_acquire() while holding a lease (use
+ *   zalloc_acquire_many() to get several): waiters could wait for each other.
+ * - zalloc_stripe_width() divides min(open, active) data budget by the
+ *   number of classes with open zones or leases, counting cls itself. */
+
 /* Optional: called (without any zalloc lock held) by an acquirer that is
  * about to wait while zones are queued for reset, i.e. when only a metadata
  * commit (zalloc_commit_begin/end) can free space.  It should only poke the
