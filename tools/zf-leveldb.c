@@ -1164,6 +1164,27 @@ static int parse_args(int argc, char **argv, struct config *c)
 	return 0;
 }
 
+/* mkdir -p: 0 or -errno. */
+static int mkdir_p(const char *path)
+{
+	char *p = strdup(path);
+	if (!p) return -ENOMEM;
+	int rc = 0;
+	for (char *s = p + 1; ; s++) {
+		if (*s != '/' && *s != '\0') continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*s = c;
+		if (c == '\0') break;
+	}
+	free(p);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct config c;
@@ -1191,8 +1212,8 @@ int main(int argc, char **argv)
 	}
 	/* LevelDB creates only the last path component; the state file needs the
 	 * directory before the DB is opened. */
-	if (c.cmd != CMD_READ && c.cmd != CMD_VERIFY && mkdir(c.db, 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, PROG ": cannot create %s: %s\n", c.db, strerror(errno));
+	if (c.cmd != CMD_READ && c.cmd != CMD_VERIFY && (rc = mkdir_p(c.db)) < 0) {
+		fprintf(stderr, PROG ": cannot create %s: %s\n", c.db, strerror(-rc));
 		free(c.state_path);
 		return 1;
 	}
