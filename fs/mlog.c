@@ -34,8 +34,10 @@
  *   A record header never straddles a B boundary: when fewer than 24 bytes
  *   remain in the block (8 or 16, by alignment), those bytes are zero and
  *   the next record starts at the next block boundary.  Payloads may cross
- *   block boundaries.  Records never cross a zone; the last block of the
- *   zone ([capB - B, capB)) is only ever used by NEXT_ZONE.
+ *   block boundaries.  Records never cross a zone; records other than
+ *   NEXT_ZONE end at or before capB - B, so a NEXT_ZONE always fits.  A
+ *   meta zone needs capB >= 2 B + roundup(24 + MLOG_MAX_PAYLOAD + 16, B)
+ *   (72 KiB with B = 4 KiB); mlog_format refuses smaller zones.
  *
  * Types (< MLOG_REC_USER are internal and never replayed):
  *   1 PAD         fills the rest of a block at the end of a commit: it ends
@@ -51,20 +53,56 @@
  * (consecutive within an epoch and across epochs).  PAD and NEXT_ZONE carry
  * the LSN the next consuming record will get and consume none.
  *
- * Recovery: the meta range comes from the first valid header found scanning
- * zones in index order (meta zones precede data zones in practice).  Valid
- * headers in the range with the same uuid/geometry are grouped by epoch;
- * for each epoch, newest first, the chain is zone_seq 0..k (contiguous, no
- * duplicates).  The parser walks it, checking magic, type, length bounds,
- * CRC, LSN == expected (consuming records increment expected), SNAP_BEGIN
- * first, a NEXT_ZONE's target and the next header's first_lsn; the first
- * failure ends the log.  The newest epoch in which SNAP_END is reached is
- * replayed; everything else is garbage, reset by the next mlog_snapshot().
+ * Recovery: the meta range (and B) come from the first valid header found
+ * scanning non-empty sequential zones in index order (meta zones precede
+ * data zones in practice).  A header is valid when magic, CRC, version,
+ * hdr_size, reserved == 0, epoch >= 1, first_lsn >= 1, zone_seq <
+ * meta_count and the superblock checks out: version 1, block size as
+ * above and a multiple of the device block, zone_size equal to the
+ * device's, zone_capacity <= zone_size, meta_count >= 3, meta range inside
+ * the device and after the conventional zones, label NUL-terminated.  Within the meta range,
+ * valid headers of the same geometry are considered; each zone_seq 0 header
+ * starts a candidate chain: the headers with the same uuid and epoch and
+ * zone_seq 1, 2, ... (contiguous; a duplicated seq invalidates the chain).
+ * Candidates are tried newest epoch first (ties: lower zone first).  The
+ * parser walks a chain checking magic, reserved == 0, type (internal types
+ * 1-4 only), length bound (PAD <= B - 24, others <= MLOG_MAX_PAYLOAD, and
+ * inside the zone's written part), CRC, LSN == expected, SNAP_BEGIN being
+ * the first record at offset B of seq 0 with the chain's epoch, SNAP_END
+ * once with matching epoch and count, PAD ending on a block boundary, and a
+ * NEXT_ZONE's target zone index and the next header's first_lsn.  The
+ * first failure ends the log (mlog_get_open_info tells how).  The first
+ * candidate in which SNAP_END is reached is replayed in full; every other
+ * non-empty meta zone is garbage, reset by the next mlog_snapshot().
+ *
+ * Readable part of a zone: [0, wp) for open/closed zones, [0, capacity)
+ * for FULL/READONLY ones, clipped to capB; offline and conventional zones
+ * are never used.
  *
  * Write side: records are laid out at append time at their final device
  * position (pending segments = [zone, offset, bytes]), so a failed or
  * partial write only drops the prefix that reached the device.  Commits pad
- * with PAD/zero bytes to B and write each segment with few large writes.
+ * with PAD/zero bytes to B and write each segment with 1 MiB writes; a zone
+ * ended by NEXT_ZONE is finished right after its last write, before the
+ * next zone is written, so at most one zone per epoch is active.  New zones
+ * are taken round robin among the EMPTY meta zones.
+ *
+ * API corner cases (beyond mlog.h):
+ *   - after a read-write mlog_open, mlog_append returns -EINVAL until the
+ *     first mlog_snapshot; mlog_should_snapshot returns true then;
+ *   - read-only: mlog_append/mlog_snapshot -EROFS, mlog_commit 0 (no I/O);
+ *   - mlog_commit with nothing new pending still flushes the device, so it
+ *     also serves as "make my data durable";
+ *   - if a write error leaves a zone in a state that no longer matches the
+ *     layout (write pointer not where expected), mlog_append/mlog_commit
+ *     return -EIO until a successful mlog_snapshot (should_snapshot: true);
+ *   - mlog_commit called from inside the emit callback writes out what the
+ *     snapshot has so far (no flush, no durability) and returns; a snapshot
+ *     also writes itself out every 4 MiB, so memory stays bounded;
+ *   - any mlog_append failure during emit fails the snapshot even if emit
+ *     ignores it; nested mlog_snapshot returns -EBUSY;
+ *   - stats.records counts user records appended (snapshots included);
+ *     stats.commits counts device commit rounds (a group of callers is one).
  */
 #include "fs/mlog.h"
 
@@ -87,6 +125,7 @@
 #define READ_WINDOW (1u << 20)		/* bytes per read while parsing */
 #define SNAP_WRITEOUT (4u << 20)	/* write a snapshot out every 4 MiB */
 #define PROBE_BATCH 32u
+#define KEEP_BUF (8u << 20)		/* larger batch buffers are not kept */
 
 enum { REC_PAD = 1, REC_SNAP_BEGIN = 2, REC_SNAP_END = 3, REC_NEXT_ZONE = 4 };
 
@@ -663,7 +702,7 @@ static int merge_front(struct mlog *m, struct batch *b)
 static void recycle(struct mlog *m, struct batch *b)
 {
 	batch_clear(b);
-	if (!m->spare.buf && !m->spare.segs)
+	if (!m->spare.buf && !m->spare.segs && b->cap <= KEEP_BUF)
 		m->spare = *b;
 	else
 		batch_free(b);
