@@ -108,7 +108,7 @@ zf_require_bin() {
 # ---- setup / teardown --------------------------------------------------
 
 # zf_setup [zonefuse-emu create args...]: work dir, emulated zoned device
-# (default 64 zones of 16 MiB), mkfs, mount point, EXIT trap.
+# (--zone-size 16M and --zones 64 unless given), mkfs, mount point, EXIT trap.
 zf_setup() {
 	local base=${ZF_TMPDIR:-${TMPDIR:-/tmp}}
 	ZF_WORK=$(mktemp -d "$base/zf-$ZF_TEST.XXXXXX")
@@ -121,7 +121,8 @@ zf_setup() {
 	mkdir "$ZF_MNT"
 	: >"$ZF_LOG"
 	local args=("$@")
-	[ $# -gt 0 ] || args=(--zone-size 16M --zones 64)
+	[[ " $* " == *" --zone-size "* ]] || args+=(--zone-size 16M)
+	[[ " $* " == *" --zones "* ]] || args+=(--zones 64)
 	zf_log "device: zonefuse-emu create dev.img ${args[*]} (work dir $ZF_WORK)"
 	"$ZF_EMU" create "$ZF_DEV" "${args[@]}" >"$ZF_WORK/emu.log" 2>&1 ||
 		zf_fail "zonefuse-emu create failed: $(tail -n 5 "$ZF_WORK/emu.log")"
