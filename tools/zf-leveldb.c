@@ -960,7 +960,7 @@ static void usage(FILE *f)
 "  --threads N              worker threads [1] (iot: e.g. 1, 2, 4, 8)\n"
 "  --sensors-per-thread S   iot: sensors per thread [100]\n"
 "  --get-ratio F            iot: fraction of ops that are gets [0.00005]\n"
-"  --sync                   synchronous writes (fsync each write)\n"
+"  --sync                   synchronous writes (fsync each write or batch)\n"
 "  --batch N                puts per WriteBatch [1]\n"
 "  --write-buffer-size B    LevelDB write_buffer_size [LevelDB default, 4 MiB]\n"
 "  --max-file-size B        LevelDB max_file_size [LevelDB default, 2 MiB]\n"
