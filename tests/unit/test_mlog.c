@@ -368,6 +368,40 @@ START_TEST(format_and_probe)
 }
 END_TEST
 
+/* A meta zone must hold its header block, one largest record and the block
+ * kept for NEXT_ZONE: 72 KiB with 4 KiB blocks. */
+START_TEST(format_refuses_too_small_zones)
+{
+	struct tdev t;
+
+	dev_create(&t, 16, 64 * 1024, dbs_of(_i), 0);
+	make_sb(&t, 4, 17);
+	ck_assert_int_eq(mlog_format(t.dev, &t.sb), -EINVAL);
+	dev_destroy(&t);
+	dev_create(&t, 16, 72 * 1024, dbs_of(_i), 0);
+	make_sb(&t, 4, 17);
+	ck_assert_int_eq(mlog_format(t.dev, &t.sb), 0);
+	struct mlog *m;
+	struct reclist l;
+	ck_assert_int_eq(open_collect(&t, 0, &l, &m), 0);
+	reclist_free(&l);
+	ck_assert_int_eq(mlog_snapshot(m, emit_none, NULL), 0);
+	/* the snapshot's zone has no room left for a largest record; each
+	 * further zone holds exactly one; the 4th zone is the reserve */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(mlog_append(m, MLOG_REC_USER, pbuf, MLOG_MAX_PAYLOAD), 0);
+	ck_assert_int_eq(mlog_append(m, MLOG_REC_USER, pbuf, MLOG_MAX_PAYLOAD), -ENOSPC);
+	ck_assert(mlog_should_snapshot(m));
+	ck_assert_int_eq(mlog_commit(m), 0);
+	mlog_close(m);
+	ck_assert_int_eq(open_collect(&t, 0, &l, NULL), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_uint_eq(l.v[1].len, MLOG_MAX_PAYLOAD);
+	reclist_free(&l);
+	dev_destroy(&t);
+}
+END_TEST
+
 START_TEST(append_commit_reopen_exact)
 {
 	struct tdev t;
@@ -1711,6 +1745,7 @@ int main(void)
 	zf_log_set_level(ZF_LOG_ERROR);
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, format_and_probe, 0, 2);
+	tcase_add_loop_test(tc, format_refuses_too_small_zones, 0, 2);
 	tcase_add_loop_test(tc, append_commit_reopen_exact, 0, 2);
 	tcase_add_loop_test(tc, snapshot_then_tail, 0, 2);
 	tcase_add_loop_test(tc, rolling_many_zones_many_snapshots, 0, 2);
