@@ -80,8 +80,8 @@ if [ $do_build -eq 1 ]; then
 	else
 		meson setup "$build_dir" >/dev/null
 	fi
-	ninja -C "$build_dir" >"$base_dir/zonefuse-demo-build.log" 2>&1 ||
-		{ tail -n 30 "$base_dir/zonefuse-demo-build.log" >&2; die "build failed"; }
+	blog=$build_dir/meson-logs/demo-ninja.log
+	ninja -C "$build_dir" >"$blog" 2>&1 || { tail -n 30 "$blog" >&2; die "build failed (log: $blog)"; }
 	info "ok"
 fi
 ZONEFUSE=$build_dir/zonefuse
