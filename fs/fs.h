@@ -118,6 +118,10 @@ int fs_open(struct fs *fs, uint64_t ino, int flags);
 int fs_release(struct fs *fs, uint64_t ino);
 
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf);
+/* The same without the final copy: *bufp (free with zdev_buf_free) holds the
+ * bytes from *bufp + *startp on. */
+ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
+		    void **bufp, size_t *startp);
 /* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill_suidgid);

@@ -37,6 +37,16 @@ static struct fs_chunk *chunk_find(struct fs_inode *in, uint64_t idx)
 	return NULL;
 }
 
+static bool page_present(const struct fs_chunk *c, uint32_t i)
+{
+	return (c->dirty[i / 64] >> (i % 64)) & 1;
+}
+
+static uint8_t *chunk_page(struct fs *fs, const struct fs_chunk *c, uint32_t i)
+{
+	return page_present(c, i) ? c->buf + (size_t)i * fs->bs : NULL;
+}
+
 static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t idx)
 {
 	struct fs_chunk **pp = &in->chunks;
@@ -47,11 +57,8 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	struct fs_chunk *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->pages = calloc(fs->pages_per_chunk, sizeof(*c->pages));
 	c->dirty = calloc((fs->pages_per_chunk + 63) / 64, sizeof(uint64_t));
-	if (!c->pages || !c->dirty) {
-		free(c->pages);
-		free(c->dirty);
+	if (!c->dirty) {
 		free(c);
 		return NULL;
 	}
@@ -62,6 +69,30 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	return c;
 }
 
+/* Make the buffer hold page i (grows to the next power of two). */
+static int chunk_grow(struct fs *fs, struct fs_inode *in, struct fs_chunk *c, uint32_t i)
+{
+	if (i < c->cap)
+		return 0;
+	uint32_t cap = c->cap ? c->cap : 1;
+	while (cap <= i)
+		cap *= 2;
+	cap = ZF_MIN(cap, fs->pages_per_chunk);
+	uint8_t *nb = zdev_buf_alloc((size_t)cap * fs->bs);
+	if (!nb)
+		return -ENOMEM;
+	if (c->buf) {
+		memcpy(nb, c->buf, (size_t)c->cap * fs->bs);
+		zdev_buf_free(c->buf);
+	}
+	uint64_t added = (uint64_t)(cap - c->cap) * fs->bs;
+	in->buffered += added;
+	fs->buffered += added;
+	c->buf = nb;
+	c->cap = cap;
+	return 0;
+}
+
 static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 {
 	struct fs_chunk **pp = &in->chunks;
@@ -69,17 +100,24 @@ static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 		pp = &(*pp)->next;
 	if (*pp)
 		*pp = c->next;
-	for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
-		if (c->pages[i]) {
-			zdev_buf_free(c->pages[i]);
-			in->buffered -= fs->bs;
-			fs->buffered -= fs->bs;
-		}
-	}
-	free(c->pages);
+	uint64_t bytes = (uint64_t)c->cap * fs->bs;
+	in->buffered -= bytes;
+	fs->buffered -= bytes;
+	zdev_buf_free(c->buf);
 	free(c->dirty);
 	free(c);
 	in->nchunks--;
+}
+
+/* Forget page i of c (its bytes are no longer buffered). */
+static void chunk_drop_page(struct fs *fs, struct fs_inode *in, struct fs_chunk *c, uint32_t i)
+{
+	if (!page_present(c, i))
+		return;
+	c->dirty[i / 64] &= ~(1ull << (i % 64));
+	c->ndirty--;
+	if (c->ndirty == 0)
+		chunk_free(fs, in, c);
 }
 
 /* Drop buffered pages of blocks starting at or after `from` (bytes). */
@@ -92,18 +130,13 @@ void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
 		if (cstart >= from) {
 			chunk_free(fs, in, c);
 		} else if (cstart + fs->opts.stripe_unit > from) {
-			for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
-				if (cstart + (uint64_t)i * fs->bs >= from && c->pages[i]) {
-					zdev_buf_free(c->pages[i]);
-					c->pages[i] = NULL;
-					c->dirty[i / 64] &= ~(1ull << (i % 64));
-					c->ndirty--;
-					in->buffered -= fs->bs;
-					fs->buffered -= fs->bs;
-				}
+			uint32_t first = (uint32_t)((from - cstart + fs->bs - 1) / fs->bs);
+			for (uint32_t i = fs->pages_per_chunk; i-- > first;) {
+				bool last = c->ndirty == 1 && page_present(c, i);
+				chunk_drop_page(fs, in, c, i);
+				if (last)
+					break;	/* c was freed */
 			}
-			if (c->ndirty == 0)
-				chunk_free(fs, in, c);
 		}
 		c = next;
 	}
@@ -174,32 +207,28 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	struct fs_chunk *c = chunk_get(fs, in, idx);
 	if (!c)
 		return NULL;
-	if (c->pages[pi])
-		return c->pages[pi];
-	uint8_t *p = zdev_buf_alloc(fs->bs);
-	if (!p) {
+	if (page_present(c, pi))
+		return c->buf + (size_t)pi * fs->bs;
+	if (chunk_grow(fs, in, c, pi)) {
 		if (c->ndirty == 0)
 			chunk_free(fs, in, c);
 		return NULL;
 	}
+	uint8_t *p = c->buf + (size_t)pi * fs->bs;
 	uint64_t start = blk * fs->bs;
 	if (fill && start < in->size) {
 		if (read_extents(fs, in, start, fs->bs, p)) {
-			zdev_buf_free(p);
 			if (c->ndirty == 0)
 				chunk_free(fs, in, c);
 			return NULL;
 		}
 		if (in->size - start < fs->bs)
 			memset(p + (in->size - start), 0, fs->bs - (in->size - start));
-	} else {
+	} else if (fill || start >= in->size) {
 		memset(p, 0, fs->bs);
 	}
-	c->pages[pi] = p;
 	c->dirty[pi / 64] |= 1ull << (pi % 64);
 	c->ndirty++;
-	in->buffered += fs->bs;
-	fs->buffered += fs->bs;
 	return p;
 }
 
@@ -218,26 +247,28 @@ struct run { uint64_t file_off, stage_off, len; };
 struct part { uint32_t chunk; uint64_t stage_off, len; };
 
 struct stage {
-	uint8_t *buf;
+	uint8_t *buf;		/* the bytes to write */
+	bool owned;		/* buf was allocated for staging */
 	uint64_t len;
 	struct run *runs;
 	uint32_t nruns;
 };
 
+/* The chunk's dirty pages as runs; one run is written straight from the
+ * chunk buffer, several are gathered into a staging buffer. */
 static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 {
 	s->len = (uint64_t)c->ndirty * fs->bs;
-	s->buf = zdev_buf_alloc(s->len);
 	s->runs = calloc(c->ndirty, sizeof(*s->runs));
 	s->nruns = 0;
-	if (!s->buf || !s->runs)
+	s->owned = false;
+	if (!s->runs)
 		return -ENOMEM;
 	uint64_t so = 0;
-	for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
-		if (!c->pages[i])
+	for (uint32_t i = 0; i < c->cap; i++) {
+		if (!page_present(c, i))
 			continue;
 		uint64_t fo = c->idx * fs->opts.stripe_unit + (uint64_t)i * fs->bs;
-		memcpy(s->buf + so, c->pages[i], fs->bs);
 		struct run *r = s->nruns ? &s->runs[s->nruns - 1] : NULL;
 		if (r && r->file_off + r->len == fo)
 			r->len += fs->bs;
@@ -245,6 +276,18 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 			s->runs[s->nruns++] = (struct run){ fo, so, fs->bs };
 		so += fs->bs;
 	}
+	if (s->nruns == 1) {
+		s->buf = c->buf + (s->runs[0].file_off - c->idx * fs->opts.stripe_unit);
+		return 0;
+	}
+	s->buf = zdev_buf_alloc(s->len);
+	if (!s->buf)
+		return -ENOMEM;
+	s->owned = true;
+	for (uint32_t k = 0; k < s->nruns; k++)
+		memcpy(s->buf + s->runs[k].stage_off,
+		       c->buf + (s->runs[k].file_off - c->idx * fs->opts.stripe_unit),
+		       s->runs[k].len);
 	return 0;
 }
 
@@ -363,7 +406,8 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 out:
 	if (st) {
 		for (uint32_t i = 0; i < n; i++) {
-			zdev_buf_free(st[i].buf);
+			if (st[i].owned)
+				zdev_buf_free(st[i].buf);
 			free(st[i].runs);
 		}
 	}
@@ -439,12 +483,15 @@ static void unpin(struct fs *fs, struct fs_inode *in)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
+ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
+		    void **bufp, size_t *startp)
 {
 	int err;
 	struct fs_inode *in = pin_reg(fs, ino, &err);
 	ssize_t ret;
 
+	*bufp = NULL;
+	*startp = 0;
 	if (!in)
 		return err;
 	pthread_rwlock_rdlock(&in->rw);
@@ -462,21 +509,36 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 		goto out;
 	}
 	ret = read_extents(fs, in, a0, a1 - a0, bounce);
-	if (!ret) {
+	if (!ret && in->chunks) {
 		/* Buffered pages are newer than the device. */
 		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {
 			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-			uint8_t *p = c ? c->pages[blk % fs->pages_per_chunk] : NULL;
+			uint8_t *p = c ? chunk_page(fs, c, (uint32_t)(blk % fs->pages_per_chunk)) : NULL;
 			if (p)
 				memcpy(bounce + (blk * fs->bs - a0), p, fs->bs);
 		}
-		memcpy(buf, bounce + (off - a0), size);
+	}
+	if (ret) {
+		zdev_buf_free(bounce);
+	} else {
+		*bufp = bounce;
+		*startp = (size_t)(off - a0);
 		ret = (ssize_t)size;
 	}
-	zdev_buf_free(bounce);
 out:
 	pthread_rwlock_unlock(&in->rw);
 	unpin(fs, in);
+	return ret;
+}
+
+ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
+{
+	void *b;
+	size_t start;
+	ssize_t ret = fs_read_buf(fs, ino, off, size, &b, &start);
+	if (ret > 0)
+		memcpy(buf, (uint8_t *)b + start, (size_t)ret);
+	zdev_buf_free(b);
 	return ret;
 }
 
@@ -689,17 +751,8 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 			/* Drop buffered whole blocks in [a, b). */
 			for (uint64_t blk = a / fs->bs; blk < b / fs->bs; blk++) {
 				struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-				uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
-				if (!c || !c->pages[pi])
-					continue;
-				zdev_buf_free(c->pages[pi]);
-				c->pages[pi] = NULL;
-				c->dirty[pi / 64] &= ~(1ull << (pi % 64));
-				c->ndirty--;
-				in->buffered -= fs->bs;
-				fs->buffered -= fs->bs;
-				if (c->ndirty == 0)
-					chunk_free(fs, in, c);
+				if (c)
+					chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
 			}
 			pthread_mutex_lock(&fs->lock);
 			err = fs_log_punch(fs, in->ino, a, b - a);

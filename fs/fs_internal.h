@@ -60,13 +60,17 @@ struct fs_dir {
 	uint64_t parent;		/* for '..' */
 };
 
-/* A write-buffer chunk: stripe_unit bytes of file, block pages on demand. */
+/* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
+ * contiguous aligned buffer that grows by powers of two up to the chunk
+ * (small files stay small; a full chunk is written straight from it).
+ * A page is present iff its dirty bit is set. */
 struct fs_chunk {
 	struct fs_chunk *next;		/* sorted by idx */
 	uint64_t idx;			/* file offset / stripe_unit */
-	uint32_t ndirty;		/* dirty pages */
-	uint8_t **pages;		/* [pages_per_chunk], NULL = not buffered */
-	uint64_t *dirty;		/* bitmap */
+	uint32_t ndirty;		/* dirty (= present) pages */
+	uint32_t cap;			/* pages the buffer holds */
+	uint8_t *buf;			/* cap * bs bytes */
+	uint64_t *dirty;		/* bitmap over pages_per_chunk */
 };
 
 struct fs_inode {
@@ -86,7 +90,7 @@ struct fs_inode {
 	pthread_rwlock_t rw;
 	struct extmap map;		/* [L+RW] */
 	struct fs_chunk *chunks;	/* [RW] write buffer */
-	uint64_t buffered;		/* [RW] bytes in buffer pages */
+	uint64_t buffered;		/* [RW] bytes of chunk buffers */
 	uint32_t nchunks;		/* [RW] */
 	/* dirty list [L] */
 	struct fs_inode *dnext, *dprev;

@@ -255,18 +255,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	void *buf;
+	size_t start;
 	(void)fi;
-	void *buf = malloc(size ? size : 1);
-	if (!buf) {
-		reply_err(req, -ENOMEM);
-		return;
-	}
-	ssize_t n = fs_read(fs_of(req), ino, (uint64_t)off, size, buf);
+	ssize_t n = fs_read_buf(fs_of(req), ino, (uint64_t)off, size, &buf, &start);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+		fuse_reply_buf(req, n ? (char *)buf + start : NULL, (size_t)n);
+	zdev_buf_free(buf);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

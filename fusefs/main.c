@@ -8,6 +8,7 @@
  * then mount FUSE, daemonise, start background work and serve requests.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,10 @@ int main(int argc, char *argv[])
 	struct fusefs ff = { 0 };
 	int ret = 1, r;
 
+	/* Write buffers and read bounces are large and short-lived: keep them
+	 * in the heap instead of mapping and faulting pages in on every call. */
+	mallopt(M_MMAP_THRESHOLD, 64 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	c.commit_ms = UINT32_MAX;	/* "not given" */
 	if (fuse_opt_parse(&args, &c, conf_opts, opt_proc) == -1)
 		return 2;
