@@ -51,6 +51,12 @@ if [ $quick -eq 0 ]; then
     run_suite build-asan unit "asan" || status=1
 fi
 
+# Bounded fuzzing of the on-disk parsers (clang/libFuzzer), when present.
+if [ $quick -eq 0 ] && [ -x scripts/fuzz.sh ]; then
+  if scripts/fuzz.sh --short; then summary+=("fuzz: 1 passed, 0 failed")
+  else summary+=("fuzz: 0 passed, 1 failed"); status=1; fi
+fi
+
 echo
 echo "== summary =="
 for s in "${summary[@]}"; do echo "$s"; done
