@@ -430,27 +430,6 @@ static int check_name(const char *name)
 	return 0;
 }
 
-/* Lifetime class for a new inode: explicit xattr on the parent directory,
- * else the name presets. */
-static void pick_class(struct fs_inode *dir, const char *name, struct fs_inode *in)
-{
-	enum lifetime_class cls;
-	struct fs_xattr *x = fs_xattr_find(dir, FS_XATTR_LIFETIME);
-	if (x && x->size < 32) {
-		char buf[32];
-		memcpy(buf, x->value, x->size);
-		buf[x->size] = 0;
-		buf[strcspn(buf, " \n")] = 0;
-		if (lifetime_class_parse(buf, &cls) == 0) {
-			in->cls = (uint8_t)cls;
-			in->cls_src = LIFETIME_SRC_DIR_XATTR;
-			return;
-		}
-	}
-	in->cls_src = (uint8_t)lifetime_preset(name, &cls);
-	in->cls = (uint8_t)cls;
-}
-
 static int make_node(struct fs *fs, uint64_t parent, const char *name,
 		     mode_t mode, dev_t rdev, const char *target,
 		     const struct fs_ctx *ctx, struct stat *out)
@@ -492,7 +471,7 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 	in->rdev = rdev;
 	in->nlink = S_ISDIR(mode) ? 2 : 1;
 	in->atime = in->mtime = in->ctime = fs_now();
-	pick_class(dir, name, in);
+	fs_lifetime_pick(fs, dir, name, ctx, in);
 	if (S_ISDIR(mode)) {
 		in->dir = calloc(1, sizeof(*in->dir));
 		if (!in->dir) {

@@ -96,7 +96,9 @@ enum fs_setattr_flags {
 int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	       unsigned int flags, struct stat *out);
 
-struct fs_ctx { uint32_t uid, gid; };
+/* Who asks: credentials and the calling thread (FUSE passes the tid of the
+ * thread making the request; 0 when unknown, e.g. kernel writeback). */
+struct fs_ctx { uint32_t uid, gid, pid; };
 int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 	     dev_t rdev, const struct fs_ctx *ctx, struct stat *out);
 int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
@@ -159,6 +161,10 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size);
 int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size);
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name);
+
+/* Lifetime inference input: thread `tid` read `bytes` of file `ino`
+ * (called by the FUSE layer after each successful read). */
+void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes);
 
 /* Counters for stats and tests. */
 struct fs_stats {

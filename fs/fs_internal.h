@@ -180,6 +180,11 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl] */
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl] */
 
+/* fs_lifetime.c: the class of a new inode (presets, rules, xattrs,
+ * inference); called with fs->lock held. */
+void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
+		      const struct fs_ctx *ctx, struct fs_inode *in);
+
 /* fs_xattr.c */
 int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size);
 int fs_xattr_del_raw(struct fs_inode *in, const char *name);

@@ -51,7 +51,7 @@ static void reply_entry(fuse_req_t req, int ret, const struct stat *st)
 static struct fs_ctx ctx_of(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
-	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid };
+	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid, .pid = (uint32_t)c->pid };
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -259,10 +259,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t start;
 	(void)fi;
 	ssize_t n = fs_read_buf(fs_of(req), ino, (uint64_t)off, size, &buf, &start);
-	if (n < 0)
+	if (n < 0) {
 		reply_err(req, (int)n);
-	else
+	} else {
 		fuse_reply_buf(req, n ? (char *)buf + start : NULL, (size_t)n);
+		fs_note_read(fs_of(req), ino, (uint32_t)fuse_req_ctx(req)->pid, (uint64_t)n);
+	}
 	zdev_buf_free(buf);
 }
 
