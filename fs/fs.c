@@ -974,8 +974,13 @@ static int layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
 	const struct zdev_geometry *g = zdev_geometry(dev);
 	uint32_t first = g->nr_conv_zones;	/* conventional zones are not used */
 
-	if (meta_zones == 0)
-		meta_zones = DEFAULT_META_ZONES;
+	if (meta_zones == 0) {
+		/* About 256 MiB of log space, at least 4 zones and at most
+		 * 1/16 of the device: a snapshot must fit in half of them. */
+		uint64_t want = (256ull << 20) / ZF_MAX(g->zone_capacity, 1);
+		meta_zones = (uint32_t)ZF_MAX((uint64_t)DEFAULT_META_ZONES,
+					      ZF_MIN(want, (uint64_t)g->nr_zones / 16));
+	}
 	if (meta_zones < 3) {
 		zf_err("at least 3 metadata zones are needed");
 		return -EINVAL;
@@ -985,8 +990,8 @@ static int layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
 		       g->nr_zones - first, meta_zones + 2);
 		return -ENOSPC;
 	}
-	if (g->zone_capacity < 64 * 1024) {
-		zf_err("zone capacity %llu bytes is too small (minimum 64 KiB)",
+	if (g->zone_capacity < 128 * 1024) {
+		zf_err("zone capacity %llu bytes is too small (minimum 128 KiB)",
 		       (unsigned long long)g->zone_capacity);
 		return -EINVAL;
 	}
