@@ -32,6 +32,8 @@ void fs_opts_default(struct fs_opts *o)
 	o->stripe_width = 4;
 	o->commit_interval_ms = 5000;
 	o->reorder_chunks = 8;
+	o->prefetch_bytes = UINT64_MAX;	/* default: derived from the stripe */
+	o->prefetch_limit = 256ull << 20;
 }
 
 /* ---- inode table [L] ---- */
@@ -121,6 +123,7 @@ static void inode_destroy(struct fs *fs, struct fs_inode *in)
 	dirty_unlink(fs, in);
 	/* Buffers: nobody holds in->rw (no refs left), so drop them directly. */
 	fs_data_drop_buffers(fs, in, 0);
+	fs_pf_free(fs, in);
 	extmap_punch(&in->map, 0, UINT64_MAX, fs_drop_valid, fs);
 	extmap_free(&in->map);
 	if (in->dir) {
@@ -744,9 +747,11 @@ int fs_release(struct fs *fs, uint64_t ino)
 
 	/* Closing writes the file's buffers out (not a commit): files that are
 	 * done are written while their zone class is still open. */
-	if (S_ISREG(in->mode) && in->nlink > 0) {
+	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
-		ret = fs_data_flush(fs, in, true);
+		if (in->nlink > 0)
+			ret = fs_data_flush(fs, in, true);
+		fs_pf_invalidate(fs, in);	/* read-ahead memory goes back */
 		pthread_rwlock_unlock(&in->rw);
 	}
 	pthread_mutex_lock(&fs->lock);
@@ -833,6 +838,9 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->meta_bytes_written = ms.bytes_written;
 	st->buffer_bytes = fs->buffered;
 	st->buffer_limit = fs->opts.buffer_bytes;
+	st->prefetch_bytes = fs->pf_bytes;
+	st->prefetch_hits = fs->pf_hits;
+	st->prefetch_fills = fs->pf_fills;
 	st->commits = fs->commits;
 	st->snapshots = ms.snapshots;
 	pthread_mutex_lock(&fs->lock);
@@ -1271,9 +1279,10 @@ fail:
 
 int fs_start(struct fs *fs)
 {
-	if (fs->read_only || !fs->opts.commit_interval_ms || fs->committer_running)
-		return 0;
-	int ret = -pthread_create(&fs->committer, NULL, committer_main, fs);
+	int ret = fs_pf_start(fs);
+	if (ret || fs->read_only || !fs->opts.commit_interval_ms || fs->committer_running)
+		return ret;
+	ret = -pthread_create(&fs->committer, NULL, committer_main, fs);
 	if (!ret)
 		fs->committer_running = true;
 	return ret;
@@ -1290,6 +1299,7 @@ int fs_unmount(struct fs *fs)
 		pthread_mutex_unlock(&fs->cmt_lock);
 		pthread_join(fs->committer, NULL);
 	}
+	fs_pf_stop(fs);
 	if (!fs->read_only) {
 		ret = fs_sync(fs);
 		if (!ret) {

@@ -67,6 +67,10 @@ struct fs_opts {
 	uint32_t stripe_width;		/* max zones per striped flush (default 4) */
 	uint32_t commit_interval_ms;	/* periodic commit (default 5000; 0 = off) */
 	uint32_t reorder_chunks;	/* complete chunks held for in-order writing (default 8) */
+	uint64_t prefetch_bytes;	/* bytes per prefetch buffer, 2 per sequential
+					 * reader (default 2 x stripe_width x stripe_unit;
+					 * 0 = prefetch off) */
+	uint64_t prefetch_limit;	/* prefetch memory bound, daemon-wide (default 256 MiB) */
 	bool read_only;
 };
 void fs_opts_default(struct fs_opts *o);
@@ -173,6 +177,9 @@ struct fs_stats {
 	uint64_t meta_bytes_written;	/* metadata log bytes written */
 	uint64_t buffer_bytes;		/* bytes held in write buffers now */
 	uint64_t buffer_limit;
+	uint64_t prefetch_bytes;	/* bytes held in prefetch buffers now */
+	uint64_t prefetch_hits;		/* reads served from prefetch buffers */
+	uint64_t prefetch_fills;	/* background fills started */
 	uint64_t inodes;
 	uint64_t commits;
 	uint64_t snapshots;

@@ -318,6 +318,17 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 	return ret;
 }
 
+/* Zones a flush of this file may write in parallel: the mount's
+ * stripe_width, bounded by what the allocator can give the class now.
+ * Short-lived files (the WAL) are not striped: they stay in few zones. */
+static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
+{
+	if (in->cls == LIFETIME_SHORT || fs->opts.stripe_width <= 1)
+		return 1;
+	unsigned w = zalloc_stripe_width(fs->za, (enum lifetime_class)in->cls);
+	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
+}
+
 /* Write the given chunks (all their pages) to zones of the file's class,
  * striping over up to stripe_width zones at once.  Chunks written in full
  * are freed from the buffer.  [RW excl] */
@@ -341,8 +352,7 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		struct zalloc_lease leases[MAX_BATCH];
 		struct zdev_req reqs[MAX_BATCH];
 		uint32_t take[MAX_BATCH];
-		unsigned width = zalloc_stripe_width(fs->za, cls);
-		width = ZF_MIN(width, fs->opts.stripe_width ? fs->opts.stripe_width : 1);
+		unsigned width = stripe_width(fs, in);
 		width = ZF_MIN(width, ZF_MIN(nparts - head, (uint32_t)MAX_BATCH));
 		if (width == 0)
 			width = 1;
@@ -444,6 +454,10 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 				if (c->ndirty == fs->pages_per_chunk)
 					list[n++] = c;
 		}
+		/* Striping: wait until a full stripe of chunks is ready, then
+		 * write them to that many zones at once. */
+		if (n && n < stripe_width(fs, in) && held <= fs->opts.reorder_chunks)
+			return 0;
 		return n ? write_chunks(fs, in, list, n) : 0;
 	}
 	while (in->chunks && !ret) {
@@ -508,7 +522,9 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = read_extents(fs, in, a0, a1 - a0, bounce);
+	ret = 0;
+	if (!fs_pf_read(fs, in, a0, a1 - a0, bounce))
+		ret = read_extents(fs, in, a0, a1 - a0, bounce);
 	if (!ret && in->chunks) {
 		/* Buffered pages are newer than the device. */
 		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {
@@ -579,6 +595,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	if (ret)
 		goto unpin_out;
 	pthread_rwlock_wrlock(&in->rw);
+	fs_pf_invalidate(fs, in);
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
 	const uint8_t *src = buf;
@@ -636,6 +653,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 		return -EFBIG;
 	if (size == in->size)
 		return 0;
+	fs_pf_invalidate(fs, in);
 	if (size > in->size) {
 		ret = zero_tail(fs, in);
 	} else {
@@ -730,6 +748,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 		if (off + len > in->size)
 			err = fs_data_truncate(fs, in, off + len);
 	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
+		fs_pf_invalidate(fs, in);
 		uint64_t end = ZF_MIN(off + len, in->size);
 		uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
 		/* Partial blocks at the edges become zeros in the buffer. */

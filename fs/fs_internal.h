@@ -73,6 +73,23 @@ struct fs_chunk {
 	uint64_t *dirty;		/* bitmap over pages_per_chunk */
 };
 
+/* Prefetch state of one file (fs_prefetch.c). */
+struct fs_pf_buf {
+	uint64_t off, len;	/* file bytes covered */
+	uint8_t *data;
+	int state;		/* empty, filling, ready */
+	bool orphaned;		/* dropped while filling: the worker frees it */
+};
+
+struct fs_prefetch {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t last_end;	/* end of the previous read (bytes) */
+	uint32_t seq;		/* consecutive sequential reads */
+	uint64_t gen;		/* bumped by writes/truncates: stale fills die */
+	struct fs_pf_buf b[2];
+};
+
 struct fs_inode {
 	struct fs_inode *hnext;		/* [L] inode hash chain */
 	uint64_t ino;
@@ -100,6 +117,7 @@ struct fs_inode {
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
 	uint32_t check_names;		/* fsck scratch */
+	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
 };
 
 struct fs {
@@ -133,6 +151,16 @@ struct fs {
 	pthread_mutex_t cmt_lock;
 	pthread_cond_t cmt_cond;
 	bool cmt_stop, cmt_kick, cmt_commit_only;
+
+	/* prefetch (fs_prefetch.c) */
+	uint64_t pf_window;		/* bytes per buffer, 0 = off */
+	_Atomic uint64_t pf_bytes, pf_hits, pf_fills;
+	pthread_mutex_t pf_qlock;
+	pthread_cond_t pf_qcond;
+	struct pf_job *pf_queue;
+	bool pf_stop;
+	pthread_t pf_threads[4];
+	int pf_nthreads;
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
@@ -184,6 +212,15 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW 
  * inference); called with fs->lock held. */
 void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		      const struct fs_ctx *ctx, struct fs_inode *in);
+
+/* fs_prefetch.c */
+int fs_pf_start(struct fs *fs);
+void fs_pf_stop(struct fs *fs);
+/* Serve [a0, a0+len) (block-aligned) from prefetch buffers into out and
+ * drive read-ahead; false = read it from the device. [in->rw shared] */
+bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out);
+void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
+void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
 
 /* fs_xattr.c */
 int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size);

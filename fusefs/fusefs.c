@@ -255,15 +255,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_of(req);
+	uint32_t tid = (uint32_t)fuse_req_ctx(req)->pid;	/* req dies with the reply */
 	void *buf;
 	size_t start;
 	(void)fi;
-	ssize_t n = fs_read_buf(fs_of(req), ino, (uint64_t)off, size, &buf, &start);
+	ssize_t n = fs_read_buf(fs, ino, (uint64_t)off, size, &buf, &start);
 	if (n < 0) {
 		reply_err(req, (int)n);
 	} else {
 		fuse_reply_buf(req, n ? (char *)buf + start : NULL, (size_t)n);
-		fs_note_read(fs_of(req), ino, (uint32_t)fuse_req_ctx(req)->pid, (uint64_t)n);
+		fs_note_read(fs, ino, tid, (uint64_t)n);
 	}
 	zdev_buf_free(buf);
 }
