@@ -27,6 +27,7 @@ struct conf {
 	unsigned reorder;
 	char *hints;
 	unsigned readahead_kb;
+	int prefetch_kb;	/* -1 = default */
 	int no_killpriv;
 	int ro;
 	int show_help, show_version;
@@ -42,6 +43,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("reorder_chunks=%u", reorder),
 	OPT("hints=%s", hints),
 	OPT("readahead_kb=%u", readahead_kb),
+	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
 	OPT("zf_verbose", verbose),
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -69,6 +71,9 @@ static void usage(const char *prog)
 	       "    -o reorder_chunks=N    complete chunks held to write files in order (default 8)\n"
 	       "    -o hints=FILE          lifetime rules file (accepted; rules are not applied yet)\n"
 	       "    -o readahead_kb=N      max kernel readahead per request (default 1024)\n"
+	       "    -o prefetch_kb=N       per-buffer read-ahead for sequential readers, two\n"
+	       "                           buffers per file (default 2 x stripe_width x\n"
+	       "                           stripe_unit; 0 = off)\n"
 	       "    -o no_killpriv         do not negotiate FUSE_HANDLE_KILLPRIV_V2\n"
 	       "    -o zf_verbose          log debug messages\n"
 	       "    -o ro                  mount read-only\n"
@@ -121,6 +126,7 @@ int main(int argc, char *argv[])
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	c.commit_ms = UINT32_MAX;	/* "not given" */
+	c.prefetch_kb = -1;
 	if (fuse_opt_parse(&args, &c, conf_opts, opt_proc) == -1)
 		return 2;
 	if (c.show_help) {
@@ -162,6 +168,8 @@ int main(int argc, char *argv[])
 		fo.commit_interval_ms = c.commit_ms;
 	if (c.reorder)
 		fo.reorder_chunks = c.reorder;
+	if (c.prefetch_kb >= 0)
+		fo.prefetch_bytes = (uint64_t)c.prefetch_kb << 10;
 	fo.read_only = c.ro;
 	if (c.hints && access(c.hints, R_OK) != 0) {
 		fprintf(stderr, "zonefuse: cannot read hints file %s: %s\n", c.hints, strerror(errno));
