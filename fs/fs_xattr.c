@@ -1,15 +1,24 @@
 /* fs_xattr — extended attributes: stored user.* attributes and the virtual,
  * read-only user.zonefuse.* ones (computed from memory, no device I/O).
  *
- * Virtual attributes:
+ * Virtual attributes (formats: docs/stats.md; listed by listxattr):
  *   user.zonefuse.lifetime  on every inode: "<class> <source>" (writable:
  *                           setting it is the strongest lifetime hint)
  *   user.zonefuse.extents   on files: one line per extent
  *                           "<file_off> <len> <zone> <zone_off>" (bytes)
- * Locking: the public functions take fs->lock.
+ *   user.zonefuse.zones     on files: "zone=Z bytes=B extents=N" per zone
+ *                           the file has data in; on the root: the zone
+ *                           table (fs_stats.c)
+ *   user.zonefuse.stats     on the root: key=value counters (fs_stats.c)
+ * Lists longer than FS_STATS_MAX_TEXT end with "# next=N"; "<name>.N"
+ * (not listed) continues from extent index / zone N.
+ * Everything else user.zonefuse.* is -EPERM to set or remove.
+ *
+ * Locking: the public functions take fs->lock; virtual values copy what
+ * they need under it and format after dropping it (root renderers: see
+ * fs_stats.h).  No device I/O.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +27,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
+#include "fs/fs_stats.h"
 
 #define VPREFIX "user.zonefuse."
 
@@ -75,71 +85,186 @@ void fs_xattr_free_all(struct fs_inode *in)
 		fs_xattr_del_raw(in, in->xattrs->name);
 }
 
-/* A growable text buffer for virtual attributes. */
-struct tbuf { char *s; size_t n, cap; bool oom; };
+/* ---- virtual attributes ---- */
 
-static void tprintf(struct tbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tprintf(struct tbuf *t, const char *fmt, ...)
-{
-	va_list ap;
-	for (;;) {
-		size_t room = t->cap - t->n;
-		va_start(ap, fmt);
-		int w = vsnprintf(t->s ? t->s + t->n : NULL, room, fmt, ap);
-		va_end(ap);
-		if (w < 0) { t->oom = true; return; }
-		if ((size_t)w < room) { t->n += (size_t)w; return; }
-		size_t cap = (t->cap ? t->cap * 2 : 256) + (size_t)w;
-		char *s = realloc(t->s, cap);
-		if (!s) { t->oom = true; return; }
-		t->s = s;
-		t->cap = cap;
-	}
-}
+enum vkind { V_LIFETIME, V_EXTENTS, V_ZONES, V_STATS };
 
-static int virtual_get(struct fs *fs, struct fs_inode *in, const char *name, struct tbuf *t)
+/* Parse a user.zonefuse.* name: base name, optional ".N" page suffix
+ * (extents and zones only).  -ENODATA for names we do not know. */
+static int vparse(const char *name, enum vkind *kind, uint64_t *start)
 {
-	const struct zdev_geometry *g = zdev_geometry(fs->dev);
-	if (strcmp(name, FS_XATTR_LIFETIME) == 0) {
-		tprintf(t, "%s %s\n", lifetime_class_name(in->cls),
-			lifetime_source_name(in->cls_src));
-		return 0;
-	}
-	if (strcmp(name, VPREFIX "extents") == 0 && S_ISREG(in->mode)) {
-		for (size_t i = 0; i < in->map.n; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
-			tprintf(t, "%llu %llu %llu %llu\n", (unsigned long long)e->off,
-				(unsigned long long)e->len,
-				(unsigned long long)(e->dev / g->zone_size),
-				(unsigned long long)(e->dev % g->zone_size));
-		}
+	static const struct { const char *base; enum vkind kind; bool paged; } v[] = {
+		{ "lifetime", V_LIFETIME, false }, { "extents", V_EXTENTS, true },
+		{ "zones", V_ZONES, true }, { "stats", V_STATS, false },
+	};
+	const char *s = name + strlen(VPREFIX);
+
+	*start = 0;
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(v); i++) {
+		size_t l = strlen(v[i].base);
+		if (strncmp(s, v[i].base, l) != 0)
+			continue;
+		*kind = v[i].kind;
+		if (s[l] == 0)
+			return 0;
+		if (!v[i].paged || s[l] != '.' || s[l + 1] < '0' || s[l + 1] > '9')
+			return -ENODATA;
+		char *end;
+		errno = 0;
+		unsigned long long n = strtoull(s + l + 1, &end, 10);
+		if (*end || errno)
+			return -ENODATA;
+		*start = n;
 		return 0;
 	}
 	return -ENODATA;
 }
 
-static const char *const virtual_names[] = { FS_XATTR_LIFETIME, VPREFIX "extents" };
-
-int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size)
+static int cmp_ext_dev(const void *a, const void *b)
 {
-	struct tbuf t = { 0 };
-	int ret;
+	const struct extmap_ext *x = a, *y = b;
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
 
+/* user.zonefuse.extents from extent index `start` (v: a copy of the map). */
+static void render_extents(struct fs_text *t, const struct extmap_ext *v, size_t n,
+			   uint64_t start, uint64_t zsz)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct extmap_ext *e = &v[i];
+		if (t->n > FS_STATS_MAX_TEXT) {
+			fs_text_printf(t, "# next=%llu\n", (unsigned long long)(start + i));
+			return;
+		}
+		fs_text_printf(t, "%llu %llu %llu %llu\n", (unsigned long long)e->off,
+			       (unsigned long long)e->len, (unsigned long long)(e->dev / zsz),
+			       (unsigned long long)(e->dev % zsz));
+	}
+}
+
+/* One line of the per-file zones list; false when the text is full (a
+ * "# next=" line was written instead). */
+static bool file_zone_line(struct fs_text *t, uint64_t zone, uint64_t bytes,
+			   uint64_t count, uint64_t first)
+{
+	if (zone == UINT64_MAX || zone < first)
+		return true;
+	if (t->n > FS_STATS_MAX_TEXT) {
+		fs_text_printf(t, "# next=%llu\n", (unsigned long long)zone);
+		return false;
+	}
+	fs_text_printf(t, "zone=%llu bytes=%llu extents=%llu\n", (unsigned long long)zone,
+		       (unsigned long long)bytes, (unsigned long long)count);
+	return true;
+}
+
+/* Per-file user.zonefuse.zones: zones >= first, in zone order (v is sorted
+ * here; an extent crossing a zone boundary counts in both zones). */
+static void render_file_zones(struct fs_text *t, struct extmap_ext *v, size_t n,
+			      uint64_t first, uint64_t zsz)
+{
+	uint64_t cur = UINT64_MAX, bytes = 0, count = 0;
+
+	qsort(v, n, sizeof(*v), cmp_ext_dev);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t dev = v[i].dev, len = v[i].len;
+		while (len) {
+			uint64_t z = dev / zsz;
+			uint64_t piece = ZF_MIN(len, (z + 1) * zsz - dev);
+			if (z != cur) {
+				if (!file_zone_line(t, cur, bytes, count, first))
+					return;
+				cur = z;
+				bytes = count = 0;
+			}
+			bytes += piece;
+			count++;
+			dev += piece;
+			len -= piece;
+		}
+	}
+	file_zone_line(t, cur, bytes, count, first);
+}
+
+static int virtual_get(struct fs *fs, uint64_t ino, const char *name, struct fs_text *t)
+{
+	const uint64_t zsz = zdev_geometry(fs->dev)->zone_size;
+	enum vkind kind;
+	uint64_t start;
+	int ret = vparse(name, &kind, &start);
+
+	if (ret)
+		return ret;
+	if (ino == FS_ROOT_INO && (kind == V_STATS || kind == V_ZONES)) {
+		/* Renderers take fs->lock themselves, briefly. */
+		if (kind == V_STATS)
+			return fs_stats_render(fs, t);
+		if (start > UINT32_MAX)
+			return -ENODATA;
+		return fs_stats_render_zones(fs, (uint32_t)start, t);
+	}
+	if (kind == V_STATS)
+		return -ENODATA;
+
+	struct extmap_ext *copy = NULL;
+	size_t n = 0;
 	pthread_mutex_lock(&fs->lock);
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	if (!in) {
 		ret = -ENOENT;
-	} else if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
-		ret = virtual_get(fs, in, name, &t);
-		if (!ret && t.oom)
+	} else if (kind == V_LIFETIME) {
+		fs_text_printf(t, "%s %s\n", lifetime_class_name(in->cls),
+			       lifetime_source_name(in->cls_src));
+	} else if (!S_ISREG(in->mode)) {
+		ret = -ENODATA;
+	} else {
+		/* Copy what we need; format outside fs->lock. */
+		size_t from = kind == V_EXTENTS ? (size_t)ZF_MIN(start, (uint64_t)in->map.n) : 0;
+		n = in->map.n - from;
+		if (kind == V_EXTENTS)
+			n = ZF_MIN(n, (size_t)FS_STATS_MAX_TEXT / 8);
+		if (n && !(copy = malloc(n * sizeof(*copy))))
 			ret = -ENOMEM;
-		if (!ret) {
+		else if (n)
+			memcpy(copy, in->map.v + from, n * sizeof(*copy));
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (!ret && kind == V_EXTENTS)
+		render_extents(t, copy, n, start, zsz);
+	else if (!ret && kind == V_ZONES)
+		render_file_zones(t, copy, n, start, zsz);
+	free(copy);
+	if (!ret && t->oom)
+		ret = -ENOMEM;
+	return ret;
+}
+
+int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size)
+{
+	struct fs_text t = { 0 };
+	int ret;
+
+	if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
+		ret = virtual_get(fs, ino, name, &t);
+		if (ret == 0) {
 			ret = (int)t.n;
-			if (size && t.n > size)
+			if (size && t.n > size) {
 				ret = -ERANGE;
-			else if (size)
+			} else if (size) {
 				memcpy(value, t.s, t.n);
+			} else if (strcmp(name, FS_XATTR_LIFETIME) != 0) {
+				/* Size probe: the value changes all the time; leave
+				 * room for the next read to be a little longer. */
+				ret = (int)ZF_MIN(t.n + t.n / 8 + 512, (size_t)XATTR_SIZE_MAX);
+			}
 		}
+		fs_text_free(&t);
+		return ret;
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!in) {
+		ret = -ENOENT;
 	} else {
 		struct fs_xattr *x = fs_xattr_find(in, name);
 		if (!x)
@@ -153,13 +278,19 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
-	free(t.s);
 	return ret;
 }
 
+static const char *const file_vnames[] = {
+	FS_XATTR_LIFETIME, VPREFIX "extents", VPREFIX "zones",
+};
+static const char *const root_vnames[] = {
+	FS_XATTR_LIFETIME, VPREFIX "stats", VPREFIX "zones",
+};
+
 int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 {
-	struct tbuf t = { 0 };
+	struct fs_text t = { 0 };
 	int ret;
 
 	pthread_mutex_lock(&fs->lock);
@@ -171,15 +302,19 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	for (struct fs_xattr *x = in->xattrs; x; x = x->next) {
 		if (strcmp(x->name, FS_XATTR_LIFETIME) == 0)
 			continue;	/* listed once, below */
-		tprintf(&t, "%s", x->name);
-		tprintf(&t, "%c", 0);
+		fs_text_printf(&t, "%s%c", x->name, 0);
 	}
-	for (size_t i = 0; i < ZF_ARRAY_SIZE(virtual_names); i++) {
-		if (i > 0 && !S_ISREG(in->mode))
-			break;
-		tprintf(&t, "%s", virtual_names[i]);
-		tprintf(&t, "%c", 0);
+	const char *const *vn = NULL;
+	size_t nv = 1;
+	if (in->ino == FS_ROOT_INO) {
+		vn = root_vnames;
+		nv = ZF_ARRAY_SIZE(root_vnames);
+	} else if (S_ISREG(in->mode)) {
+		vn = file_vnames;
+		nv = ZF_ARRAY_SIZE(file_vnames);
 	}
+	for (size_t i = 0; i < nv; i++)
+		fs_text_printf(&t, "%s%c", vn ? vn[i] : FS_XATTR_LIFETIME, 0);
 	pthread_mutex_unlock(&fs->lock);
 	if (t.oom)
 		ret = -ENOMEM;
@@ -190,7 +325,7 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 			memcpy(list, t.s, t.n);
 		ret = (int)t.n;
 	}
-	free(t.s);
+	fs_text_free(&t);
 	return ret;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_stats.h"
 
 static struct fusefs *ff_of(fuse_req_t req) { return fuse_req_userdata(req); }
 static struct fs *fs_of(fuse_req_t req) { return ff_of(req)->fs; }
@@ -518,11 +519,39 @@ const struct fuse_lowlevel_ops fusefs_ops = {
 	.lseek = op_lseek,
 };
 
-/* ---- custom /dev/fuse I/O: HANDLE_KILLPRIV_V2 ---- */
+/* ---- custom /dev/fuse I/O: HANDLE_KILLPRIV_V2, request latency ---- */
 
 static struct fusefs *io_ff;
 static _Atomic uint64_t init_unique;	/* unique of the INIT request, 0 = done */
 static _Atomic bool init_offered;
+
+/* Request latency (fs_stats.h): from the read of a request to its reply,
+ * both on the same worker thread; requests without a reply are skipped. */
+static _Thread_local uint64_t lat_unique, lat_t0;
+static _Thread_local unsigned int lat_op;
+
+static unsigned int lat_kind(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_LOOKUP: return FS_LAT_LOOKUP;
+	case FUSE_GETATTR: return FS_LAT_GETATTR;
+	case FUSE_SETATTR: return FS_LAT_SETATTR;
+	case FUSE_READ: return FS_LAT_READ;
+	case FUSE_WRITE: return FS_LAT_WRITE;
+	case FUSE_FLUSH: return FS_LAT_FLUSH;
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: return FS_LAT_FSYNC;
+	case FUSE_CREATE: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_SYMLINK:
+	case FUSE_LINK: return FS_LAT_CREATE;
+	case FUSE_UNLINK: case FUSE_RMDIR: return FS_LAT_REMOVE;
+	case FUSE_RENAME: case FUSE_RENAME2: return FS_LAT_RENAME;
+	case FUSE_OPEN: case FUSE_OPENDIR: case FUSE_RELEASE: case FUSE_RELEASEDIR:
+		return FS_LAT_OPEN;
+	case FUSE_READDIR: case FUSE_READDIRPLUS: return FS_LAT_READDIR;
+	case FUSE_GETXATTR: case FUSE_SETXATTR: case FUSE_LISTXATTR: case FUSE_REMOVEXATTR:
+		return FS_LAT_XATTR;
+	default: return FS_LAT_OTHER;
+	}
+}
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -534,6 +563,13 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	const char *arg = (const char *)buf + sizeof(*h);
 	size_t alen = (size_t)n - sizeof(*h);
 
+	lat_unique = 0;
+	if (h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
+	    h->opcode != FUSE_INTERRUPT) {
+		lat_unique = h->unique;
+		lat_op = lat_kind(h->opcode);
+		lat_t0 = zf_now_ns();
+	}
 	tls_kill_suidgid = false;
 	switch (h->opcode) {
 	case FUSE_INIT:
@@ -564,6 +600,11 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
+	if (lat_unique && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == lat_unique) {
+		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
+		lat_unique = 0;
+	}
 	uint64_t u = init_unique;
 	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		struct fuse_out_header *oh = iov[0].iov_base;

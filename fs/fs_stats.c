@@ -1,0 +1,495 @@
+/* fs_stats — request latency counters and the text of user.zonefuse.stats
+ * and user.zonefuse.zones (see fs_stats.h; formats in docs/stats.md). */
+#include "fs/fs_stats.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+/* ---- latency ----------------------------------------------------------------
+ * Histogram buckets: values 0..3 get their own bucket; above, 4 buckets per
+ * power of two (bucket = 4 * (log2(v) - 1) + next two bits), so a bucket's
+ * width is at most a quarter of its lower bound. */
+#define LAT_BUCKETS 252
+
+static const char *const lat_names[FS_LAT_NR] = {
+	[FS_LAT_LOOKUP] = "lookup", [FS_LAT_GETATTR] = "getattr",
+	[FS_LAT_SETATTR] = "setattr", [FS_LAT_READ] = "read",
+	[FS_LAT_WRITE] = "write", [FS_LAT_FLUSH] = "flush",
+	[FS_LAT_FSYNC] = "fsync", [FS_LAT_CREATE] = "create",
+	[FS_LAT_REMOVE] = "remove", [FS_LAT_RENAME] = "rename",
+	[FS_LAT_OPEN] = "open", [FS_LAT_READDIR] = "readdir",
+	[FS_LAT_XATTR] = "xattr", [FS_LAT_OTHER] = "other",
+};
+
+static struct lat {
+	_Atomic uint64_t count, sum, max;
+	_Atomic uint64_t hist[LAT_BUCKETS];
+} lat[FS_LAT_NR];
+
+const char *fs_lat_op_name(unsigned int op)
+{
+	return op < FS_LAT_NR ? lat_names[op] : "?";
+}
+
+static unsigned int lat_bucket(uint64_t v)
+{
+	if (v < 4)
+		return (unsigned int)v;
+	unsigned int e = 63u - (unsigned int)__builtin_clzll(v);	/* >= 2 */
+	return 4u * (e - 1u) + (unsigned int)((v >> (e - 2u)) & 3u);
+}
+
+/* Highest value that falls into bucket b. */
+static uint64_t lat_bucket_high(unsigned int b)
+{
+	if (b < 4)
+		return b;
+	unsigned int e = b / 4u + 1u, sub = b % 4u;
+	uint64_t low = (uint64_t)(4u + sub) << (e - 2u);
+	return low + ((uint64_t)1 << (e - 2u)) - 1u;
+}
+
+void fs_lat_record(unsigned int op, uint64_t ns)
+{
+	if (op >= FS_LAT_NR)
+		op = FS_LAT_OTHER;
+	struct lat *l = &lat[op];
+	atomic_fetch_add_explicit(&l->count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&l->sum, ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&l->hist[lat_bucket(ns)], 1, memory_order_relaxed);
+	uint64_t m = atomic_load_explicit(&l->max, memory_order_relaxed);
+	while (ns > m && !atomic_compare_exchange_weak_explicit(&l->max, &m, ns,
+			memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+void fs_lat_get(unsigned int op, struct fs_lat_summary *out)
+{
+	uint64_t h[LAT_BUCKETS], total = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (op >= FS_LAT_NR)
+		return;
+	struct lat *l = &lat[op];
+	for (unsigned int b = 0; b < LAT_BUCKETS; b++) {
+		h[b] = atomic_load_explicit(&l->hist[b], memory_order_relaxed);
+		total += h[b];
+	}
+	out->count = atomic_load_explicit(&l->count, memory_order_relaxed);
+	out->sum_ns = atomic_load_explicit(&l->sum, memory_order_relaxed);
+	out->max_ns = atomic_load_explicit(&l->max, memory_order_relaxed);
+	if (!total)
+		return;
+	/* Smallest bucket whose cumulative count reaches the rank. */
+	uint64_t r50 = (total * 50 + 99) / 100, r99 = (total * 99 + 99) / 100, cum = 0;
+	bool have50 = false;
+	for (unsigned int b = 0; b < LAT_BUCKETS; b++) {
+		cum += h[b];
+		if (!have50 && cum >= r50) {
+			out->p50_ns = ZF_MIN(lat_bucket_high(b), out->max_ns);
+			have50 = true;
+		}
+		if (cum >= r99) {
+			out->p99_ns = ZF_MIN(lat_bucket_high(b), out->max_ns);
+			break;
+		}
+	}
+}
+
+void fs_lat_reset(void)
+{
+	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
+		struct lat *l = &lat[op];
+		atomic_store(&l->count, 0);
+		atomic_store(&l->sum, 0);
+		atomic_store(&l->max, 0);
+		for (unsigned int b = 0; b < LAT_BUCKETS; b++)
+			atomic_store(&l->hist[b], 0);
+	}
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+void fs_text_printf(struct fs_text *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->oom)
+		return;
+	for (;;) {
+		size_t room = t->cap - t->n;
+		va_start(ap, fmt);
+		int w = vsnprintf(t->s ? t->s + t->n : NULL, room, fmt, ap);
+		va_end(ap);
+		if (w < 0) {
+			t->oom = true;
+			return;
+		}
+		if ((size_t)w < room) {
+			t->n += (size_t)w;
+			return;
+		}
+		size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)w;
+		char *s = realloc(t->s, cap);
+		if (!s) {
+			t->oom = true;
+			return;
+		}
+		t->s = s;
+		t->cap = cap;
+	}
+}
+
+void fs_text_free(struct fs_text *t)
+{
+	free(t->s);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- zone views ------------------------------------------------------------- */
+
+enum zkind { ZK_UNUSED, ZK_META, ZK_DATA };
+
+struct zrow {
+	uint8_t kind;		/* enum zkind */
+	uint8_t cond;
+	uint8_t cls;		/* data zones: enum lifetime_class */
+	bool leased, have_resets;
+	uint64_t wp;		/* bytes from the zone start */
+	uint64_t cap;
+	uint64_t valid;
+	uint64_t resets;
+};
+
+static const char *zone_class_name(const struct zrow *r)
+{
+	switch (r->kind) {
+	case ZK_META: return "meta";
+	case ZK_UNUSED: return "unused";
+	default:
+		if (r->cond == ZDEV_COND_EMPTY && !r->leased)
+			return "-";
+		return lifetime_class_name((enum lifetime_class)r->cls);
+	}
+}
+
+static bool cond_is_open(uint8_t c)
+{
+	return c == ZDEV_COND_IMP_OPEN || c == ZDEV_COND_EXP_OPEN;
+}
+
+static bool cond_is_active(uint8_t c)
+{
+	return cond_is_open(c) || c == ZDEV_COND_CLOSED;
+}
+
+/* Fill rows [first, first + n) of the device: data zones from zalloc's view,
+ * meta zones from a zone report of the meta zones only, the rest (unused
+ * conventional zones) from the geometry.  No fs->lock. */
+static int zone_rows(struct fs *fs, uint32_t first, uint32_t n, struct zrow *rows)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	const uint32_t mf = fs->sb.meta_first, mc = fs->sb.meta_count;
+	const uint32_t df = fs->sb.data_first, dc = fs->sb.data_count;
+
+	memset(rows, 0, (size_t)n * sizeof(*rows));
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t z = first + i;
+		rows[i].kind = ZK_UNUSED;
+		rows[i].cond = z < g->nr_conv_zones ? ZDEV_COND_NOT_WP : ZDEV_COND_EMPTY;
+		rows[i].cap = z < g->nr_conv_zones ? g->zone_size : g->zone_capacity;
+	}
+	/* Meta zones overlapping the range. */
+	uint32_t lo = ZF_MAX(first, mf), hi = ZF_MIN(first + n, mf + mc);
+	if (lo < hi) {
+		struct zdev_zone *zz = calloc(hi - lo, sizeof(*zz));
+		if (!zz)
+			return -ENOMEM;
+		int got = zdev_report_zones(fs->dev, lo, hi - lo, zz);
+		if (got < 0) {
+			free(zz);
+			return got;
+		}
+		for (uint32_t z = lo; z < lo + (uint32_t)got; z++) {
+			struct zrow *r = &rows[z - first];
+			const struct zdev_zone *d = &zz[z - lo];
+			r->kind = ZK_META;
+			r->cond = d->cond;
+			r->cap = d->capacity;
+			r->wp = d->wp - d->start;
+			r->valid = r->wp;
+		}
+		free(zz);
+	}
+	lo = ZF_MAX(first, df);
+	hi = ZF_MIN(first + n, df + dc);
+	for (uint32_t z = lo; z < hi; z++) {
+		struct zalloc_zone_info zi;
+		struct zrow *r = &rows[z - first];
+		if (zalloc_zone_info(fs->za, z, &zi))
+			continue;
+		r->kind = ZK_DATA;
+		r->cond = zi.cond;
+		r->cls = zi.cls;
+		r->leased = zi.leased;
+		r->cap = zi.capacity;
+		r->wp = zi.wp - (uint64_t)z * g->zone_size;
+		r->valid = zi.valid_bytes;
+		r->resets = zi.resets;
+		r->have_resets = true;
+	}
+	return 0;
+}
+
+/* files[i] = number of inodes with an extent in zone first + i.  Walks
+ * every extent map under fs->lock: O(extents). */
+static int zone_files(struct fs *fs, uint32_t first, uint32_t n, uint32_t *files)
+{
+	const uint64_t zsz = zdev_geometry(fs->dev)->zone_size;
+	uint64_t *last = calloc(n ? n : 1, sizeof(*last));
+
+	if (!last)
+		return -ENOMEM;
+	memset(files, 0, (size_t)n * sizeof(*files));
+	pthread_mutex_lock(&fs->lock);
+	for (size_t b = 0; b < fs->itab_size; b++) {
+		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
+			for (size_t i = 0; i < in->map.n; i++) {
+				const struct extmap_ext *e = &in->map.v[i];
+				uint64_t z0 = e->dev / zsz, z1 = (e->dev + e->len - 1) / zsz;
+				for (uint64_t z = z0; z <= z1; z++) {
+					if (z < first || z >= (uint64_t)first + n)
+						continue;
+					if (last[z - first] != in->ino) {
+						last[z - first] = in->ino;
+						files[z - first]++;
+					}
+				}
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	free(last);
+	return 0;
+}
+
+int fs_stats_render_zones(struct fs *fs, uint32_t first, struct fs_text *t)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	if (first >= g->nr_zones)
+		return -ENODATA;
+	uint32_t n = g->nr_zones - first;
+	struct zrow *rows = calloc(n, sizeof(*rows));
+	uint32_t *files = calloc(n, sizeof(*files));
+	int ret = -ENOMEM;
+
+	if (!rows || !files)
+		goto out;
+	ret = zone_rows(fs, first, n, rows);
+	if (!ret)
+		ret = zone_files(fs, first, n, files);
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct zrow *r = &rows[i];
+		if (t->n > FS_STATS_MAX_TEXT) {
+			fs_text_printf(t, "# next=%u\n", first + i);
+			break;
+		}
+		fs_text_printf(t, "zone=%u class=%s cond=%s wp=%llu cap=%llu valid=%llu files=%u",
+			       first + i, zone_class_name(r), zdev_cond_name(r->cond),
+			       (unsigned long long)r->wp, (unsigned long long)r->cap,
+			       (unsigned long long)r->valid, files[i]);
+		if (r->have_resets)
+			fs_text_printf(t, " resets=%llu", (unsigned long long)r->resets);
+		else
+			fs_text_printf(t, " resets=-");
+		fs_text_printf(t, " leased=%d\n", r->leased ? 1 : 0);
+	}
+	ret = t->oom ? -ENOMEM : 0;
+out:
+	free(rows);
+	free(files);
+	return ret;
+}
+
+/* ---- user.zonefuse.stats ------------------------------------------------------ */
+
+#define KV(key, v) fs_text_printf(t, "%s=%llu\n", key, (unsigned long long)(v))
+
+int fs_stats_render(struct fs *fs, struct fs_text *t)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	const struct mlog_sb *sb = &fs->sb;
+	struct fs_stats fst;
+	struct zalloc_stats zs;
+	struct mlog_stats ms;
+	struct zdev_stats ds;
+	uint32_t nrows = sb->meta_count + sb->data_count;
+	struct zrow *rows = calloc(nrows ? nrows : 1, sizeof(*rows));
+	uint32_t meta_open = 0, meta_active = 0, meta_empty = 0, meta_full = 0;
+	uint32_t data_full = 0, data_closed = 0, data_bad = 0;
+	uint32_t cls_zones[LIFETIME_NR] = { 0 };
+	uint64_t cls_valid[LIFETIME_NR] = { 0 };
+	uint64_t meta_written = 0;
+
+	if (!rows)
+		return -ENOMEM;
+	int ret = zone_rows(fs, sb->meta_first, nrows, rows);
+	if (ret) {
+		free(rows);
+		return ret;
+	}
+	fs_get_stats(fs, &fst);
+	zalloc_get_stats(fs->za, &zs);
+	memset(&ms, 0, sizeof(ms));
+	if (fs->mlog)
+		mlog_get_stats(fs->mlog, &ms);
+	zdev_get_stats(fs->dev, &ds);
+
+	for (uint32_t i = 0; i < nrows; i++) {
+		const struct zrow *r = &rows[i];
+		if (r->kind == ZK_META) {
+			meta_open += cond_is_open(r->cond);
+			meta_active += cond_is_active(r->cond);
+			meta_empty += r->cond == ZDEV_COND_EMPTY;
+			meta_full += r->cond == ZDEV_COND_FULL;
+			meta_written += r->wp;
+		} else if (r->kind == ZK_DATA) {
+			data_full += r->cond == ZDEV_COND_FULL;
+			data_closed += r->cond == ZDEV_COND_CLOSED;
+			data_bad += r->cond == ZDEV_COND_READONLY || r->cond == ZDEV_COND_OFFLINE;
+			if ((r->cond != ZDEV_COND_EMPTY || r->leased) && r->cls < LIFETIME_NR) {
+				cls_zones[r->cls]++;
+				cls_valid[r->cls] += r->valid;
+			}
+		}
+	}
+	free(rows);
+
+	uint64_t gc_bytes = 0;
+	uint64_t dev_bytes = fst.data_bytes_written + fst.meta_bytes_written + gc_bytes;
+	uint64_t used = zs.capacity_bytes > zs.free_bytes ? zs.capacity_bytes - zs.free_bytes : 0;
+
+	KV("format", 1);
+	fs_text_printf(t, "backend=%s\n", zdev_backend_name(fs->dev));
+	fs_text_printf(t, "device=%s\n", zdev_path(fs->dev));
+	fs_text_printf(t, "label=%s\n", sb->label);
+	fs_text_printf(t, "read_only=%d\n", fs->read_only ? 1 : 0);
+	/* geometry */
+	KV("block_size", fs->bs);
+	KV("device_block_size", g->block_size);
+	KV("device_bytes", g->size);
+	KV("zone_size", g->zone_size);
+	KV("zone_capacity", g->zone_capacity);
+	KV("zones", g->nr_zones);
+	KV("conv_zones", g->nr_conv_zones);
+	KV("meta_first_zone", sb->meta_first);
+	KV("meta_zones", sb->meta_count);
+	KV("data_first_zone", sb->data_first);
+	KV("data_zones", sb->data_count);
+	/* limits */
+	KV("max_open_zones", g->max_open);
+	KV("max_active_zones", g->max_active);
+	KV("max_active_data_zones", zs.max_active_data);
+	/* zones now */
+	KV("open_zones", zs.open_zones + meta_open);
+	KV("active_zones", zs.active_zones + meta_active);
+	KV("free_zones", zs.free_zones);
+	KV("data_open_zones", zs.open_zones);
+	KV("data_active_zones", zs.active_zones);
+	KV("data_closed_zones", data_closed);
+	KV("data_full_zones", data_full);
+	KV("data_offline_zones", data_bad);
+	KV("meta_open_zones", meta_open);
+	KV("meta_active_zones", meta_active);
+	KV("meta_empty_zones", meta_empty);
+	KV("meta_full_zones", meta_full);
+	KV("pending_reset_zones", zs.pending_resets);
+	KV("zalloc_waiters", zalloc_waiters(fs->za));
+	/* space (data zones) */
+	KV("capacity_bytes", zs.capacity_bytes);
+	KV("used_bytes", used);
+	KV("free_bytes", zs.free_bytes);
+	KV("valid_bytes", zs.valid_bytes);
+	KV("reclaimable_bytes", zs.reclaimable_bytes);
+	KV("meta_used_bytes", meta_written);
+	/* bytes written since mount */
+	KV("user_bytes_written", fst.user_bytes_written);
+	KV("data_bytes_written", fst.data_bytes_written);
+	KV("meta_bytes_written", fst.meta_bytes_written);
+	KV("gc_bytes_written", gc_bytes);
+	KV("device_bytes_written", dev_bytes);
+	if (fst.user_bytes_written)
+		fs_text_printf(t, "write_amplification=%.3f\n",
+			       (double)dev_bytes / (double)fst.user_bytes_written);
+	else
+		fs_text_printf(t, "write_amplification=0\n");
+	for (unsigned int c = 0; c < LIFETIME_NR; c++) {
+		char k[64];
+		snprintf(k, sizeof(k), "class_%s_bytes_written",
+			 lifetime_class_name((enum lifetime_class)c));
+		KV(k, zs.class_bytes_written[c]);
+		snprintf(k, sizeof(k), "class_%s_zones", lifetime_class_name((enum lifetime_class)c));
+		KV(k, cls_zones[c]);
+		snprintf(k, sizeof(k), "class_%s_valid_bytes",
+			 lifetime_class_name((enum lifetime_class)c));
+		KV(k, cls_valid[c]);
+	}
+	/* the device layer's own counters (every request since open) */
+	KV("zdev_bytes_written", ds.bytes_written);
+	KV("zdev_bytes_read", ds.bytes_read);
+	KV("zdev_writes", ds.writes);
+	KV("zdev_reads", ds.reads);
+	KV("zdev_flushes", ds.flushes);
+	/* zone management since mount */
+	KV("zone_resets", ds.resets);
+	KV("zone_finishes", ds.finishes);
+	KV("data_zone_resets", zs.zone_resets);
+	KV("data_zone_finishes", zs.zone_finishes);
+	KV("meta_zone_resets", ms.zone_resets);
+	/* garbage collection (not implemented yet: always 0) */
+	KV("gc_runs", 0);
+	KV("gc_zones_reclaimed", 0);
+	/* memory */
+	KV("buffer_bytes", fst.buffer_bytes);
+	KV("buffer_limit_bytes", fst.buffer_limit);
+	KV("prefetch_bytes", fst.prefetch_bytes);
+	KV("prefetch_limit_bytes", fs->pf_window ? fs->opts.prefetch_limit : 0);
+	KV("prefetch_hits", fst.prefetch_hits);
+	KV("prefetch_fills", fst.prefetch_fills);
+	/* metadata */
+	KV("inodes", fst.inodes);
+	KV("commits", fst.commits);
+	KV("snapshots", fst.snapshots);
+	KV("log_epoch", ms.epoch);
+	KV("log_records", ms.records);
+	KV("log_zones_in_chain", ms.zones_in_chain);
+	/* mount options in effect */
+	KV("opt_stripe_width", fs->opts.stripe_width);
+	KV("opt_stripe_unit", fs->opts.stripe_unit);
+	KV("opt_commit_interval_ms", fs->opts.commit_interval_ms);
+	KV("opt_reorder_chunks", fs->opts.reorder_chunks);
+	KV("opt_buffer_bytes", fs->opts.buffer_bytes);
+	KV("prefetch_window_bytes", fs->pf_window);
+	/* request latency (FUSE requests answered by this daemon) */
+	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
+		struct fs_lat_summary s;
+		const char *nm = fs_lat_op_name(op);
+		fs_lat_get(op, &s);
+		fs_text_printf(t, "lat_%s_count=%llu\n", nm, (unsigned long long)s.count);
+		fs_text_printf(t, "lat_%s_avg_us=%.1f\n", nm,
+			       s.count ? (double)s.sum_ns / (double)s.count / 1e3 : 0.0);
+		fs_text_printf(t, "lat_%s_p50_us=%.1f\n", nm, (double)s.p50_ns / 1e3);
+		fs_text_printf(t, "lat_%s_p99_us=%.1f\n", nm, (double)s.p99_ns / 1e3);
+		fs_text_printf(t, "lat_%s_max_us=%.1f\n", nm, (double)s.max_ns / 1e3);
+	}
+	return t->oom ? -ENOMEM : 0;
+}
