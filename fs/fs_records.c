@@ -363,9 +363,27 @@ static void get_attr(struct rd *r, struct attr_rec *a)
 	}
 }
 
+/* The block size while replaying: fs->bs is set only after mlog_open()
+ * returns, but mlog fills fs->sb before the first record.  0 if unknown
+ * (the caller then rejects the record instead of dividing by zero). */
+static uint32_t replay_bs(const struct fs *fs)
+{
+	uint32_t bs = fs->bs ? fs->bs : fs->sb.block_size;
+	return bs && !(bs & (bs - 1)) ? bs : 0;
+}
+
+/* First byte past a file of `size` bytes that may hold no extent, or
+ * UINT64_MAX when rounding up would overflow. */
+static uint64_t tail_start(uint64_t size, uint32_t bs)
+{
+	return size > UINT64_MAX - bs ? UINT64_MAX : ZF_ALIGN_UP(size, bs);
+}
+
 static int set_attr(struct fs *fs, const struct attr_rec *a)
 {
 	struct fs_inode *in = fs_inode_get(fs, a->ino);
+	if (in && (in->mode & S_IFMT) && (in->mode & S_IFMT) != (a->mode & S_IFMT))
+		return -EUCLEAN;	/* check before changing anything */
 	if (!in) {
 		in = fs_inode_new(fs, a->ino);
 		if (!in)
@@ -378,15 +396,17 @@ static int set_attr(struct fs *fs, const struct attr_rec *a)
 		in->dir->next_cookie = 3;
 		in->dir->parent = a->ino;
 	}
-	if ((in->mode & S_IFMT) && (in->mode & S_IFMT) != (a->mode & S_IFMT))
-		return -EUCLEAN;
 	in->mode = a->mode;
 	in->uid = a->uid;
 	in->gid = a->gid;
 	in->nlink = a->nlink;
 	in->rdev = a->rdev;
-	if (a->size < in->size && S_ISREG(a->mode))
-		extmap_punch(&in->map, ZF_ALIGN_UP(a->size, fs->bs), UINT64_MAX, NULL, NULL);
+	if (a->size < in->size && S_ISREG(a->mode)) {
+		uint32_t bs = replay_bs(fs);
+		if (!bs)
+			return -EUCLEAN;
+		extmap_punch(&in->map, tail_start(a->size, bs), UINT64_MAX, NULL, NULL);
+	}
 	in->size = a->size;
 	in->atime = a->atime;
 	in->mtime = a->mtime;
@@ -395,6 +415,52 @@ static int set_attr(struct fs *fs, const struct attr_rec *a)
 	in->cls_src = a->src;
 	if (a->ino >= fs->next_ino)
 		fs->next_ino = a->ino + 1;
+	return 0;
+}
+
+/* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
+ * as "below" (refused). */
+static bool replay_is_below(struct fs *fs, uint64_t ino, uint64_t anc)
+{
+	for (int depth = 0; depth < 4096; depth++) {
+		if (ino == anc)
+			return true;
+		struct fs_inode *in = fs_inode_get(fs, ino);
+		/* a directory not named yet (snapshot replay) is its own parent */
+		if (!in || !in->dir || ino == FS_ROOT_INO || in->dir->parent == ino)
+			return false;
+		ino = in->dir->parent;
+	}
+	return true;
+}
+
+/* The checks the live fs_rename() makes before it logs a RENAME: a record
+ * that fails them is corrupt.  Returns 1 for "same inode: nothing to do",
+ * 0 to apply, -EUCLEAN to refuse. */
+static int replay_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+			       const char *nn, uint32_t flags)
+{
+	struct fs_inode *pd = fs_inode_get(fs, p), *npd = fs_inode_get(fs, np);
+	if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)))
+		return -EUCLEAN;
+	if (!pd || !npd || !pd->dir || !npd->dir)
+		return -EUCLEAN;
+	struct fs_dirent *src = fs_dirent_find(fs, p, n), *dst = fs_dirent_find(fs, np, nn);
+	struct fs_inode *sin = src ? fs_inode_get(fs, src->ino) : NULL;
+	struct fs_inode *din = dst ? fs_inode_get(fs, dst->ino) : NULL;
+	if (!src || !sin)
+		return -EUCLEAN;
+	if ((dst && (flags & RENAME_NOREPLACE)) || (!dst && (flags & RENAME_EXCHANGE)))
+		return -EUCLEAN;
+	if (dst && dst->ino == src->ino)
+		return 1;
+	if ((sin->dir && replay_is_below(fs, np, sin->ino)) ||
+	    ((flags & RENAME_EXCHANGE) && din && din->dir && replay_is_below(fs, p, din->ino)))
+		return -EUCLEAN;
+	if (din && !(flags & RENAME_EXCHANGE) &&
+	    (!sin->dir != !din->dir || (din->dir && din->dir->live > 0)))
+		return -EUCLEAN;
 	return 0;
 }
 
@@ -461,6 +527,13 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 			r.bad = true;
 			break;
 		}
+		/* A directory has exactly one name (never a LINK), the root
+		 * none, and a directory never goes below itself. */
+		if (in->dir && (type == FS_REC_LINK || ino == FS_ROOT_INO ||
+				in->dir->parent != ino || replay_is_below(fs, parent, ino))) {
+			r.bad = true;
+			break;
+		}
 		ret = fs_dirent_add(fs, dir, name, ino);
 		if (!ret && in->dir)
 			in->dir->parent = parent;
@@ -471,8 +544,15 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 	case FS_REC_UNLINK: {
 		uint64_t parent = get_u64(&r);
 		get_name(&r, name, sizeof(name), false);
-		if (!r.bad)
-			ret = fs_apply_unlink(fs, parent, name);
+		if (r.bad)
+			break;
+		struct fs_dirent *d = fs_dirent_find(fs, parent, name);
+		in = d ? fs_inode_get(fs, d->ino) : NULL;
+		if (!d || (in && in->dir && in->dir->live > 0)) {
+			r.bad = true;	/* missing name, or a non-empty directory */
+			break;
+		}
+		ret = fs_apply_unlink(fs, parent, name);
 		break;
 	}
 	case FS_REC_RENAME: {
@@ -480,8 +560,17 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		uint32_t flags = get_u32(&r);
 		get_name(&r, name, sizeof(name), false);
 		get_name(&r, name2, sizeof(name2), false);
-		if (!r.bad)
+		if (r.bad)
+			break;
+		ret = replay_rename_check(fs, p, name, np, name2, flags);
+		if (ret < 0) {
+			r.bad = true;
+			ret = 0;
+		} else if (ret == 0) {
 			ret = fs_apply_rename(fs, p, name, np, name2, flags);
+		} else {
+			ret = 0;
+		}
 		break;
 	}
 	case FS_REC_EXTENT: {
@@ -525,7 +614,12 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		in = reg_inode(fs, ino);
 		if (r.bad || !in)
 			break;
-		extmap_punch(&in->map, ZF_ALIGN_UP(size, fs->bs), UINT64_MAX, NULL, NULL);
+		uint32_t bs = replay_bs(fs);
+		if (!bs) {
+			r.bad = true;
+			break;
+		}
+		extmap_punch(&in->map, tail_start(size, bs), UINT64_MAX, NULL, NULL);
 		in->size = size;
 		break;
 	}
@@ -575,9 +669,10 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		zf_warn("replay: unknown record type %u skipped", type);
 		return 0;
 	}
-	if (r.bad) {
-		zf_err("replay: malformed record type %u (lsn %llu)", type,
-		       (unsigned long long)lsn);
+	if (r.bad || (ret < 0 && ret != -ENOMEM)) {
+		zf_err("replay: malformed record type %u (lsn %llu)%s%s", type,
+		       (unsigned long long)lsn, ret < 0 ? ": " : "",
+		       ret < 0 ? strerror(-ret) : "");
 		return -EUCLEAN;
 	}
 	return ret;

@@ -88,6 +88,8 @@
  * are taken round robin among the EMPTY meta zones.
  *
  * API corner cases (beyond mlog.h):
+ *   - mlog_open fills *sb before the first replay callback (and again on
+ *     success), so the callback may read the superblock (block size);
  *   - after a read-write mlog_open, mlog_append returns -EINVAL until the
  *     first mlog_snapshot; mlog_should_snapshot returns true then;
  *   - read-only: mlog_append/mlog_snapshot -EROFS, mlog_commit 0 (no I/O);
@@ -1672,6 +1674,10 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		rc = -EUCLEAN;
 		goto fail;
 	}
+	/* The superblock is known before the first record is replayed, so the
+	 * callback may use it (the fs needs the block size to apply TRUNCATE). */
+	if (sb)
+		*sb = hd[chain[0]].h.sb;
 	rc = parse_chain(m, &r, chain, clen, hd, epoch, false, fn, arg, &res);
 	if (rc)
 		goto fail;
