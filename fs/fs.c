@@ -1126,6 +1126,7 @@ int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o)
 	fs = fs_alloc(dev, NULL);
 	if (!fs)
 		return -ENOMEM;
+	fs->bs = sb.block_size;
 	fs->replaying = true;
 	ret = mlog_open(dev, 0, fs_replay_record, fs, &sb, &m);
 	fs->replaying = false;
@@ -1204,6 +1205,18 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	if (!fs)
 		return -ENOMEM;
 	fs->read_only = fs->opts.read_only;
+	/* Replay needs the block size before the log is read. */
+	ret = mlog_probe(dev, &fs->sb);
+	if (ret == 0 && (fs->sb.block_size < 512 || (fs->sb.block_size & (fs->sb.block_size - 1))))
+		ret = -EUCLEAN;
+	if (ret) {
+		if (ret == -ENODATA)
+			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
+		else
+			zf_err("reading the superblock of %s: %s", zdev_path(dev), strerror(-ret));
+		goto fail;
+	}
+	fs->bs = fs->sb.block_size;
 	fs->replaying = true;
 	ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
 			fs_replay_record, fs, &fs->sb, &fs->mlog);

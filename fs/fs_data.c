@@ -320,10 +320,11 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 
 /* Zones a flush of this file may write in parallel: the mount's
  * stripe_width, bounded by what the allocator can give the class now.
- * Short-lived files (the WAL) are not striped: they stay in few zones. */
+ * Small appends (a WAL fsync'ed every few KiB) never form a stripe of
+ * complete chunks, so they stay in one zone by themselves. */
 static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 {
-	if (in->cls == LIFETIME_SHORT || fs->opts.stripe_width <= 1)
+	if (fs->opts.stripe_width <= 1)
 		return 1;
 	unsigned w = zalloc_stripe_width(fs->za, (enum lifetime_class)in->cls);
 	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
