@@ -324,6 +324,15 @@ out:
 
 #define KV(key, v) fs_text_printf(t, "%s=%llu\n", key, (unsigned long long)(v))
 
+/* key=<string> with control characters replaced, so a value is one line. */
+static void kv_str(struct fs_text *t, const char *key, const char *v)
+{
+	fs_text_printf(t, "%s=", key);
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		fs_text_printf(t, "%c", *p < 0x20 || *p == 0x7f ? '?' : *p);
+	fs_text_printf(t, "\n");
+}
+
 int fs_stats_render(struct fs *fs, struct fs_text *t)
 {
 	const struct zdev_geometry *g = zdev_geometry(fs->dev);
@@ -379,9 +388,12 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	uint64_t used = zs.capacity_bytes > zs.free_bytes ? zs.capacity_bytes - zs.free_bytes : 0;
 
 	KV("format", 1);
-	fs_text_printf(t, "backend=%s\n", zdev_backend_name(fs->dev));
-	fs_text_printf(t, "device=%s\n", zdev_path(fs->dev));
-	fs_text_printf(t, "label=%s\n", sb->label);
+	kv_str(t, "backend", zdev_backend_name(fs->dev));
+	kv_str(t, "device", zdev_path(fs->dev));
+	char label[sizeof(sb->label) + 1];
+	memcpy(label, sb->label, sizeof(sb->label));
+	label[sizeof(sb->label)] = 0;
+	kv_str(t, "label", label);
 	fs_text_printf(t, "read_only=%d\n", fs->read_only ? 1 : 0);
 	/* geometry */
 	KV("block_size", fs->bs);

@@ -5,7 +5,8 @@
 # read-only-ness, paging, latency counters, write amplification against the
 # device layer's counter and the emulator's write pointers; a deleted file's
 # full zones are reset after a commit; getfattr -d works; zonefuse-stat text,
-# --json (parses) and --svg (parses as XML, one cell per zone).
+# --json (parses) and --svg (parses as XML, one cell per zone); on a 1500-zone
+# device, zone and extent lists longer than the 64 KiB xattr limit page.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -317,4 +318,61 @@ for i in range(first, 64):
         assert emu[i][0] == "empty", (i, emu[i])
 print(f"emulator agrees on {64 - first} data zones' write pointers")
 PY
+# ---- 4. many zones, many extents: lists past the 64 KiB xattr limit page ----
+ZF_DEV=$ZF_WORK/many.img
+"$ZF_EMU" create "$ZF_DEV" --zone-size 1M --zones 1500 --max-open 14 --max-active 14 \
+	>>"$ZF_WORK/emu.log" 2>&1 || zf_fail "zonefuse-emu create (1500 zones) failed"
+"$ZF_MKFS" "$ZF_DEV" >>"$ZF_WORK/mkfs.log" 2>&1 || zf_fail "mkfs.zonefuse (1500 zones) failed"
+zf_mount
+export ZF_DEV
+python3 - <<'PY' || zf_fail "paged zone and extent lists"
+import json, os, subprocess, xml.etree.ElementTree as ET
+M = os.environ["ZF_MNT"]; STAT = os.environ["ZF_STAT"]; WORK = os.environ["ZF_WORK"]
+def paged(p, name):
+    lines, n, pages = [], name, 0
+    while True:
+        v = os.getxattr(p, n).decode()
+        assert len(v) <= 65536, len(v)
+        pages += 1
+        nxt = None
+        for l in v.splitlines():
+            if l.startswith("# next="):
+                nxt = int(l[7:])
+            else:
+                assert not l.startswith("#"), l
+                lines.append(l)
+        if nxt is None:
+            return lines, pages
+        n = f"{name}.{nxt}"
+zl, pages = paged(M, "user.zonefuse.zones")
+assert pages > 1, "1500 zones fit in one xattr value?"
+assert [int(l.split()[0][5:]) for l in zl] == list(range(1500)), "every zone once, in order"
+# A file with thousands of extents: overwrite every other 4 KiB block.
+p = os.path.join(M, "frag")
+with open(p, "wb") as f:
+    f.write(b"\1" * (24 << 20)); f.flush(); os.fsync(f.fileno())
+fd = os.open(p, os.O_WRONLY)
+for i in range(0, 6144, 2):
+    os.pwrite(fd, b"\2" * 4096, i * 4096)
+os.fsync(fd); os.close(fd)
+el, epages = paged(p, "user.zonefuse.extents")
+assert epages > 1, f"{len(el)} extents fit in one value"
+ex = [tuple(map(int, l.split())) for l in el]
+assert sum(e[1] for e in ex) == 24 << 20 and len(ex) >= 6144, len(ex)
+assert [e[0] for e in ex] == sorted(e[0] for e in ex) and len({e[0] for e in ex}) == len(ex)
+fz, _ = paged(p, "user.zonefuse.zones")
+assert sum(int(dict(t.split("=") for t in l.split())["bytes"]) for l in fz) == 24 << 20
+j = json.loads(subprocess.run([STAT, "--json", M], capture_output=True, text=True, check=True).stdout)
+assert len(j["zones"]) == 1500
+jf = json.loads(subprocess.run([STAT, "--json", p], capture_output=True, text=True, check=True).stdout)
+assert len(jf["extents"]) == len(ex)
+svg = os.path.join(WORK, "many.svg")
+subprocess.run([STAT, "--svg", svg, M], check=True, capture_output=True)
+cells = [r for r in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "cell"]
+assert len(cells) == 1500, len(cells)
+print(f"1500 zones in {pages} pages, {len(ex)} extents in {epages} pages")
+PY
+zf_umount
+zf_fsck
+
 zf_pass "every virtual xattr, zonefuse-stat text/json/svg, resets after delete, emulator write pointers"
