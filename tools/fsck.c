@@ -1,23 +1,127 @@
 /* fsck.zonefuse — check an unmounted zonefuse file system.
  * Exit codes as fsck(8): 0 clean, 4 errors left uncorrected, 8 operational
- * error, 16 usage error. */
+ * error, 16 usage error.
+ *
+ * Progress: on a terminal (stderr), a watcher thread compares the bytes the
+ * device has read so far with the bytes written in the meta zones (what the
+ * replay reads) and shows a percentage; fs_check() itself is unchanged. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "fs/mlog.h"
+
+/* ---- progress ---- */
+
+struct progress {
+	struct zdev *dev;
+	uint64_t total;		/* bytes written in the meta zones */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, shown;
+};
+
+static void *progress_main(void *arg)
+{
+	struct progress *p = arg;
+	char b1[32], b2[32];
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+		if (p->stop)
+			break;
+		struct zdev_stats st;
+		zdev_get_stats(p->dev, &st);
+		if (st.bytes_read >= p->total)
+			fprintf(stderr, "\rfsck.zonefuse: metadata log read (%s); checking files, "
+				"extents and names...\033[K", zf_fmt_bytes(p->total, b1, sizeof(b1)));
+		else
+			fprintf(stderr, "\rfsck.zonefuse: reading the metadata log: %3u%% (%s of %s)\033[K",
+				(unsigned)(st.bytes_read * 100 / p->total),
+				zf_fmt_bytes(st.bytes_read, b1, sizeof(b1)),
+				zf_fmt_bytes(p->total, b2, sizeof(b2)));
+		p->shown = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Start the watcher when stderr is a terminal and there is a log to read. */
+static bool progress_start(struct progress *p, struct zdev *dev)
+{
+	struct mlog_sb sb;
+
+	memset(p, 0, sizeof(*p));
+	if (!isatty(STDERR_FILENO) || mlog_probe(dev, &sb) != 0 || sb.meta_count == 0)
+		return false;
+	struct zdev_zone *z = calloc(sb.meta_count, sizeof(*z));
+	if (!z)
+		return false;
+	int n = zdev_report_zones(dev, sb.meta_first, sb.meta_count, z);
+	for (int i = 0; i < n; i++)
+		p->total += z[i].wp - z[i].start;
+	free(z);
+	if (p->total == 0)
+		return false;
+	p->dev = dev;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	return pthread_create(&p->thread, NULL, progress_main, p) == 0;
+}
+
+/* Before a result line: erase the progress line (it is redrawn later). */
+static void progress_clear(struct progress *p)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->shown)
+		fprintf(stderr, "\r\033[K");
+	p->shown = false;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void progress_stop(struct progress *p)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->thread, NULL);
+	if (p->shown)
+		fprintf(stderr, "\r\033[K");	/* the result lines follow */
+}
+
+struct progress;
+static struct progress *active_progress;
+static void progress_clear(struct progress *p);
 
 static void report(void *arg, const char *fmt, ...)
 {
 	va_list ap;
 	(void)arg;
+	if (active_progress)
+		progress_clear(active_progress);
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
 	va_end(ap);
 	putchar('\n');
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -38,6 +142,7 @@ int main(int argc, char **argv)
 			printf("usage: %s [-v] DEVICE\n\nCheck an unmounted zonefuse file system:\n"
 			       "metadata log, extents against zone write pointers, extents shared\n"
 			       "by two files, names, link counts and zone accounting.  Read-only.\n"
+			       "On a terminal, progress is shown on standard error.\n"
 			       "Exit codes: 0 clean, 4 problems found, 8 operational error.\n", argv[0]);
 			return 0;
 		default:
@@ -58,7 +163,15 @@ int main(int argc, char **argv)
 			ret == -EBUSY ? "device is in use (mounted?)" : strerror(-ret));
 		return 8;
 	}
+	struct progress prog;
+	bool watching = progress_start(&prog, dev);
+	if (watching)
+		active_progress = &prog;
 	ret = fs_check(dev, verbose, report, NULL);
+	if (watching) {
+		progress_stop(&prog);
+		active_progress = NULL;
+	}
 	zdev_close(dev);
 	if (ret < 0) {
 		fprintf(stderr, "fsck.zonefuse: %s: %s\n", argv[optind], strerror(-ret));

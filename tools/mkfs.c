@@ -1,14 +1,119 @@
 /* mkfs.zonefuse — write a fresh zonefuse file system on a zoned device or
- * an emulated zoned device file. */
+ * an emulated zoned device file.
+ *
+ * Progress: on a terminal (stderr), a watcher thread shows how many of the
+ * zones that held data are reset so far (it polls zone reports while
+ * fs_mkfs() works; fs_mkfs itself is unchanged). */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
+
+/* ---- progress ---- */
+
+struct progress {
+	struct zdev *dev;
+	struct zdev_zone *zones;
+	uint32_t nr, busy0;	/* zones, written (non-empty) zones at the start */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop, shown;
+};
+
+static uint32_t count_busy(struct progress *p)
+{
+	uint32_t busy = 0;
+	if (zdev_report_zones(p->dev, 0, p->nr, p->zones) != (int)p->nr)
+		return UINT32_MAX;
+	for (uint32_t i = 0; i < p->nr; i++) {
+		const struct zdev_zone *z = &p->zones[i];
+		if (zdev_zone_seq(z) && !zdev_zone_empty(z) && z->cond != ZDEV_COND_READONLY &&
+		    z->cond != ZDEV_COND_OFFLINE)
+			busy++;
+	}
+	return busy;
+}
+
+static void *progress_main(void *arg)
+{
+	struct progress *p = arg;
+	uint32_t best = 0;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+		if (p->stop)
+			break;
+		uint32_t busy = count_busy(p);
+		if (busy == UINT32_MAX)
+			continue;
+		uint32_t done = busy < p->busy0 ? p->busy0 - busy : 0;
+		if (done < best)	/* the new log's zones fill again: never go back */
+			done = best;
+		best = done;
+		fprintf(stderr, "\rmkfs.zonefuse: resetting zones: %3u%% (%u of %u)",
+			(unsigned)((uint64_t)done * 100 / p->busy0), done, p->busy0);
+		p->shown = true;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Start the watcher when stderr is a terminal and there are zones to reset. */
+static bool progress_start(struct progress *p, struct zdev *dev)
+{
+	memset(p, 0, sizeof(*p));
+	if (!isatty(STDERR_FILENO))
+		return false;
+	p->dev = dev;
+	p->nr = zdev_geometry(dev)->nr_zones;
+	p->zones = calloc(p->nr, sizeof(*p->zones));
+	if (!p->zones)
+		return false;
+	p->busy0 = count_busy(p);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	if (p->busy0 == 0 || p->busy0 == UINT32_MAX ||
+	    pthread_create(&p->thread, NULL, progress_main, p)) {
+		free(p->zones);
+		return false;
+	}
+	return true;
+}
+
+static void progress_stop(struct progress *p, int ret)
+{
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(p->thread, NULL);
+	if (p->shown) {
+		if (ret == 0)
+			fprintf(stderr, "\rmkfs.zonefuse: resetting zones: 100%% (%u of %u)\n",
+				p->busy0, p->busy0);
+		else
+			fprintf(stderr, "\n");
+	}
+	free(p->zones);
+}
 
 static void usage(FILE *f, const char *prog)
 {
@@ -17,7 +122,8 @@ static void usage(FILE *f, const char *prog)
 		"\n"
 		"Format DEVICE (a zoned block device, or an emulated zoned device file\n"
 		"made by `zonefuse-emu create`) with a new, empty zonefuse file system.\n"
-		"Every zone is reset: all data on DEVICE is lost.\n"
+		"Every zone is reset: all data on DEVICE is lost.  On a terminal,\n"
+		"progress of the zone resets is shown on standard error.\n"
 		"\n"
 		"  -f, --force          overwrite an existing zonefuse file system\n"
 		"  -m, --meta-zones N   zones reserved for the metadata log (default 4, min 3)\n"
@@ -75,7 +181,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const struct zdev_geometry *g = zdev_geometry(dev);
+	struct progress prog;
+	bool watching = progress_start(&prog, dev);
 	ret = fs_mkfs(dev, &o);
+	if (watching)
+		progress_stop(&prog, ret);
 	if (ret) {
 		fprintf(stderr, "mkfs.zonefuse: formatting %s failed: %s\n", argv[optind],
 			strerror(-ret));
