@@ -682,18 +682,31 @@ static void print_json(const char *mnt, const struct stats *st, const struct zon
 
 /* ---- SVG zone map ---------------------------------------------------------------------- */
 
-static const char *class_color(const char *cls)
+/* Lifetime classes and their colours in the zone map (CSS class k<i>). */
+static const struct { const char *cls, *color; } palette[] = {
+	{ "meta", "#6b6b6b" }, { "none", "#9467bd" }, { "short", "#d62728" },
+	{ "medium", "#ff7f0e" }, { "long", "#2ca02c" }, { "extreme", "#1f77b4" },
+	{ "?", "#bbbbbb" },
+};
+
+static size_t class_idx(const char *cls)
 {
-	static const struct { const char *cls, *color; } c[] = {
-		{ "meta", "#6b6b6b" }, { "none", "#9467bd" }, { "short", "#d62728" },
-		{ "medium", "#ff7f0e" }, { "long", "#2ca02c" }, { "extreme", "#1f77b4" },
-	};
-	for (size_t i = 0; i < ZF_ARRAY_SIZE(c); i++)
-		if (!strcmp(cls, c[i].cls))
-			return c[i].color;
-	return "#bbbbbb";
+	for (size_t i = 0; i + 1 < ZF_ARRAY_SIZE(palette); i++)
+		if (!strcmp(cls, palette[i].cls))
+			return i;
+	return ZF_ARRAY_SIZE(palette) - 1;
 }
 
+/* Height in pixels of `part` of `whole` in a cell, one decimal. */
+static double bar(uint64_t part, uint64_t whole, unsigned cell)
+{
+	double r = whole ? (double)part / (double)whole : 0.0;
+	return (double)(long)((double)cell * ZF_MIN(1.0, r) * 10.0 + 0.5) / 10.0;
+}
+
+/* The zone map: one rect.cell per zone, row-major by zone index.  Shared
+ * attributes live in the style sheet so a map of a few hundred zones stays
+ * small. */
 static int write_svg(FILE *f, const char *mnt, const struct stats *st, const struct zone *z,
 		     size_t nz)
 {
@@ -706,7 +719,7 @@ static int write_svg(FILE *f, const char *mnt, const struct stats *st, const str
 	unsigned gw = cols * (cell + gap) - gap, gh = rows ? rows * (cell + gap) - gap : 0;
 	unsigned width = ZF_MAX(gw + 2 * mx, 600u), legend_y = top + gh + 22;
 	unsigned height = legend_y + 58;
-	double stroke = cell >= 12 ? 2.0 : 1.0;
+	unsigned sw = cell >= 12 ? 2 : 1;	/* border of open/closed marks */
 
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" "
@@ -714,7 +727,13 @@ static int write_svg(FILE *f, const char *mnt, const struct stats *st, const str
 		width, height, width, height);
 	fprintf(f, "<title>zonefuse zone map of ");
 	xml_str(f, mnt);
-	fprintf(f, "</title>\n<rect width=\"%u\" height=\"%u\" fill=\"#ffffff\"/>\n", width, height);
+	fprintf(f, "</title>\n<style>.cell{stroke:#c8c8c8;stroke-width:.5}.free{fill:#fff}"
+		".tint{fill-opacity:.15}.dead{fill-opacity:.3}"
+		".open,.closed{fill:none;stroke:#000;stroke-width:%u}.closed{stroke-dasharray:2 2}"
+		".bad{stroke:#000}.note{fill:#444}", sw);
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(palette); i++)
+		fprintf(f, ".k%zu{fill:%s}", i, palette[i].color);
+	fprintf(f, "</style>\n<rect width=\"%u\" height=\"%u\" fill=\"#fff\"/>\n", width, height);
 	fprintf(f, "<text x=\"%u\" y=\"20\" font-size=\"14\" font-weight=\"bold\">zonefuse zone map: ",
 		mx);
 	xml_str(f, mnt);
@@ -727,56 +746,52 @@ static int write_svg(FILE *f, const char *mnt, const struct stats *st, const str
 		const struct zone *r = &z[i];
 		unsigned x = mx + (unsigned)(i % cols) * (cell + gap);
 		unsigned y = top + (unsigned)(i / cols) * (cell + gap);
-		const char *col = class_color(r->cls);
-		double cap = r->cap ? (double)r->cap : 1.0;
-		double hw = (double)cell * ZF_MIN(1.0, (double)r->wp / cap);
-		double hv = (double)cell * ZF_MIN(1.0, (double)r->valid / cap);
-		bool empty = !strcmp(r->cond, "empty") || !strcmp(r->cls, "-");
-		fprintf(f, "<g><title>zone %u: %s, %s; written %s, valid %s of %s; %u file(s)",
-			r->idx, r->cls, r->cond, hb(r->wp, b1, sizeof(b1)),
-			hb(r->valid, b2, sizeof(b2)), hb(r->cap, b3, sizeof(b3)), r->files);
+		size_t k = class_idx(r->cls);
+		if (!strcmp(r->cls, "-") && !r->leased) {	/* free data zone */
+			fprintf(f, "<rect class=\"cell free\" x=\"%u\" y=\"%u\" width=\"%u\" "
+				"height=\"%u\"/>\n", x, y, cell, cell);
+			continue;
+		}
+		if (!strcmp(r->cond, "empty") && !r->leased) {	/* unused meta zone */
+			fprintf(f, "<rect class=\"cell tint k%zu\" x=\"%u\" y=\"%u\" width=\"%u\" "
+				"height=\"%u\"/>\n", k, x, y, cell, cell);
+			continue;
+		}
+		fprintf(f, "<g><title>zone %u %s %s: %s valid, %s written, %u files",
+			r->idx, r->cls, r->cond, hb(r->valid, b1, sizeof(b1)),
+			hb(r->wp, b2, sizeof(b2)), r->files);
 		if (r->resets >= 0)
-			fprintf(f, "; %lld reset(s)", (long long)r->resets);
-		fprintf(f, "</title>\n");
-		/* background: white when free, a tint of the class colour otherwise */
-		fprintf(f, "<rect class=\"cell\" x=\"%u\" y=\"%u\" width=\"%u\" height=\"%u\" "
-			"fill=\"%s\" fill-opacity=\"%s\" stroke=\"#c8c8c8\" stroke-width=\"0.5\"/>\n",
-			x, y, cell, cell, empty ? "#ffffff" : col, empty ? "1" : "0.15");
-		if (hw > 0.05)
-			fprintf(f, "<rect class=\"written\" x=\"%u\" y=\"%.2f\" width=\"%u\" "
-				"height=\"%.2f\" fill=\"%s\" fill-opacity=\"0.3\"/>\n", x,
-				(double)y + (double)cell - hw, cell, hw, col);
-		if (hv > 0.05)
-			fprintf(f, "<rect class=\"valid\" x=\"%u\" y=\"%.2f\" width=\"%u\" "
-				"height=\"%.2f\" fill=\"%s\"/>\n", x, (double)y + (double)cell - hv,
-				cell, hv, col);
-		if (cond_open(r->cond))
-			fprintf(f, "<rect class=\"open\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-				"height=\"%.1f\" fill=\"none\" stroke=\"#000000\" stroke-width=\"%.1f\"/>\n",
-				x + stroke / 2, y + stroke / 2, cell - stroke, cell - stroke, stroke);
-		else if (!strcmp(r->cond, "closed"))
-			fprintf(f, "<rect class=\"closed\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-				"height=\"%.1f\" fill=\"none\" stroke=\"#000000\" stroke-width=\"%.1f\" "
-				"stroke-dasharray=\"2 2\"/>\n", x + stroke / 2, y + stroke / 2,
-				cell - stroke, cell - stroke, stroke);
+			fprintf(f, ", %lld resets", (long long)r->resets);
+		fprintf(f, "</title>\n<rect class=\"cell tint k%zu\" x=\"%u\" y=\"%u\" width=\"%u\" "
+			"height=\"%u\"/>", k, x, y, cell, cell);
+		double hw = bar(r->wp, r->cap, cell), hv = bar(r->valid, r->cap, cell);
+		if (hw > hv)
+			fprintf(f, "<rect class=\"dead k%zu\" x=\"%u\" y=\"%.1f\" width=\"%u\" "
+				"height=\"%.1f\"/>", k, x, y + cell - hw, cell, hw - hv);
+		if (hv > 0)
+			fprintf(f, "<rect class=\"k%zu\" x=\"%u\" y=\"%.1f\" width=\"%u\" "
+				"height=\"%.1f\"/>", k, x, y + cell - hv, cell, hv);
+		if (cond_open(r->cond) || !strcmp(r->cond, "closed"))
+			fprintf(f, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%u\" "
+				"height=\"%u\"/>", cond_open(r->cond) ? "open" : "closed",
+				x + sw / 2.0, y + sw / 2.0, cell - sw, cell - sw);
 		else if (!strcmp(r->cond, "offline") || !strcmp(r->cond, "readonly"))
-			fprintf(f, "<path class=\"bad\" d=\"M%u %u L%u %u M%u %u L%u %u\" "
-				"stroke=\"#000000\" stroke-width=\"1\"/>\n", x, y, x + cell, y + cell,
-				x + cell, y, x, y + cell);
+			fprintf(f, "<path class=\"bad\" d=\"M%u %uL%u %uM%u %uL%u %u\"/>", x, y,
+				x + cell, y + cell, x + cell, y, x, y + cell);
 		fprintf(f, "</g>\n");
 	}
 	/* legend */
-	static const char *const classes[] = { "meta", "none", "short", "medium", "long", "extreme" };
 	unsigned lx = mx;
-	for (size_t i = 0; i < ZF_ARRAY_SIZE(classes); i++) {
-		fprintf(f, "<rect x=\"%u\" y=\"%u\" width=\"12\" height=\"12\" fill=\"%s\"/>"
-			"<text x=\"%u\" y=\"%u\">%s</text>\n", lx, legend_y, class_color(classes[i]),
-			lx + 16, legend_y + 10, classes[i]);
-		lx += 22 + 7 * (unsigned)strlen(classes[i]) + 12;
+	for (size_t i = 0; i + 1 < ZF_ARRAY_SIZE(palette); i++) {
+		fprintf(f, "<rect class=\"k%zu\" x=\"%u\" y=\"%u\" width=\"12\" height=\"12\"/>"
+			"<text x=\"%u\" y=\"%u\">%s</text>\n", i, lx, legend_y, lx + 16, legend_y + 10,
+			palette[i].cls);
+		lx += 22 + 7 * (unsigned)strlen(palette[i].cls) + 12;
 	}
-	fprintf(f, "<text x=\"%u\" y=\"%u\" fill=\"#444444\">solid: valid bytes; pale: written, "
-		"now unreferenced (a reset frees it); tint: unwritten; white: free</text>\n", mx, legend_y + 30);
-	fprintf(f, "<text x=\"%u\" y=\"%u\" fill=\"#444444\">thick border: open zone; dashed "
+	fprintf(f, "<text class=\"note\" x=\"%u\" y=\"%u\">solid: valid bytes; pale: written, "
+		"now unreferenced (a reset frees it); tint: unwritten; white: free</text>\n", mx,
+		legend_y + 30);
+	fprintf(f, "<text class=\"note\" x=\"%u\" y=\"%u\">thick border: open zone; dashed "
 		"border: closed (active) zone; cross: offline/read-only</text>\n", mx, legend_y + 46);
 	fprintf(f, "</svg>\n");
 	return ferror(f) ? -EIO : 0;

@@ -245,9 +245,12 @@ svg = os.path.join(WORK, "map.svg")
 subprocess.run([STAT, "--svg", svg, M], check=True, capture_output=True)
 root = ET.parse(svg).getroot()
 assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
-cells = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "cell"]
+cls_of = lambda r: (r.get("class") or "").split()
+cells = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "cell" in cls_of(r)]
 assert len(cells) == 64, len(cells)
-opens = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "open"]
+opens = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "open" in cls_of(r)]
+free_cells = [r for r in cells if "free" in cls_of(r)]
+assert len(free_cells) == sum(r["class"] == "-" and r["leased"] == "0" for r in z), len(free_cells)
 assert len(opens) == opn, (len(opens), opn)
 r = subprocess.run([STAT, "--bogus", M], capture_output=True)
 assert r.returncode == 2
@@ -368,7 +371,8 @@ jf = json.loads(subprocess.run([STAT, "--json", p], capture_output=True, text=Tr
 assert len(jf["extents"]) == len(ex)
 svg = os.path.join(WORK, "many.svg")
 subprocess.run([STAT, "--svg", svg, M], check=True, capture_output=True)
-cells = [r for r in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "cell"]
+cells = [r for r in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}rect")
+         if "cell" in (r.get("class") or "").split()]
 assert len(cells) == 1500, len(cells)
 print(f"1500 zones in {pages} pages, {len(ex)} extents in {epages} pages")
 PY
