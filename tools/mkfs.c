@@ -126,7 +126,9 @@ static void usage(FILE *f, const char *prog)
 		"progress of the zone resets is shown on standard error.\n"
 		"\n"
 		"  -f, --force          overwrite an existing zonefuse file system\n"
-		"  -m, --meta-zones N   zones reserved for the metadata log (default 4, min 3)\n"
+		"  -m, --meta-zones N   zones reserved for the metadata log (default: enough\n"
+		"                       for about 256 MiB of log but at most 1/16 of the\n"
+		"                       zones, and at least 4; minimum 3)\n"
 		"  -L, --label NAME     a label of up to 31 characters\n"
 		"  -h, --help           show this help\n", prog);
 }
