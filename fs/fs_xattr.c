@@ -46,7 +46,8 @@ int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_
 
 	if (!copy)
 		return -ENOMEM;
-	memcpy(copy, v, size);
+	if (size)
+		memcpy(copy, v, size);
 	if (!x) {
 		x = calloc(1, sizeof(*x));
 		if (!x || !(x->name = strdup(name))) {
@@ -165,7 +166,8 @@ static void render_file_zones(struct fs_text *t, struct extmap_ext *v, size_t n,
 {
 	uint64_t cur = UINT64_MAX, bytes = 0, count = 0;
 
-	qsort(v, n, sizeof(*v), cmp_ext_dev);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_ext_dev);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t dev = v[i].dev, len = v[i].len;
 		while (len) {
@@ -251,7 +253,8 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size
 			if (size && t.n > size) {
 				ret = -ERANGE;
 			} else if (size) {
-				memcpy(value, t.s, t.n);
+				if (t.n)
+					memcpy(value, t.s, t.n);
 			} else if (strcmp(name, FS_XATTR_LIFETIME) != 0) {
 				/* Size probe: the value changes all the time; leave
 				 * room for the next read to be a little longer. */
@@ -321,7 +324,7 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	else if (size && t.n > size)
 		ret = -ERANGE;
 	else {
-		if (size)
+		if (size && t.n)
 			memcpy(list, t.s, t.n);
 		ret = (int)t.n;
 	}
