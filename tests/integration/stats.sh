@@ -76,6 +76,9 @@ files = {                       # name: (size, lifetime set, expected class, sou
 for i, (name, (size, cls, _, _)) in enumerate(files.items()):
     write_file(os.path.join(M, name), size, cls, seed=i)
 os.setxattr(os.path.join(M, "a"), "user.note", b"stored")
+open(os.path.join(M, "empty"), "wb").close()      # no extents: empty lists
+assert gx(os.path.join(M, "empty"), "user.zonefuse.extents") == ""
+assert gx(os.path.join(M, "empty"), "user.zonefuse.zones") == ""
 user_total = sum(v[0] for v in files.values())
 valid_total = sum(up(v[0]) for v in files.values())
 
@@ -234,7 +237,7 @@ j = json.loads(subprocess.run([STAT, "--json", M], capture_output=True, text=Tru
 assert len(j["zones"]) == 64 and j["stats"]["zones"] == 64 and j["stats"]["backend"] == "emulated"
 assert j["top_files"][0]["path"] == "big", j["top_files"][:2]
 assert j["top_files"][0]["zones"] == len(fzones(os.path.join(M, "big")))
-assert j["files"] == len(files)
+assert j["files"] == len(files) + 1, j["files"]      # + empty
 jf = json.loads(subprocess.run([STAT, "--json", os.path.join(M, "dir/c")], capture_output=True,
                                text=True, check=True).stdout)
 assert jf["class"] == "long" and len(jf["extents"]) == len(extents(os.path.join(M, "dir/c")))
