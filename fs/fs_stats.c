@@ -285,7 +285,9 @@ int fs_stats_render_zones(struct fs *fs, uint32_t first, struct fs_text *t)
 	const struct zdev_geometry *g = zdev_geometry(fs->dev);
 	if (first >= g->nr_zones)
 		return -ENODATA;
-	uint32_t n = g->nr_zones - first;
+	/* A page holds fewer than FS_STATS_MAX_TEXT / 70 lines: look at no
+	 * more zones than fit. */
+	uint32_t n = ZF_MIN(g->nr_zones - first, FS_STATS_MAX_TEXT / 70 + 1);
 	struct zrow *rows = calloc(n, sizeof(*rows));
 	uint32_t *files = calloc(n, sizeof(*files));
 	int ret = -ENOMEM;
@@ -312,6 +314,8 @@ int fs_stats_render_zones(struct fs *fs, uint32_t first, struct fs_text *t)
 		else
 			fs_text_printf(t, " resets=-");
 		fs_text_printf(t, " leased=%d\n", r->leased ? 1 : 0);
+		if (i + 1 == n && first + n < g->nr_zones)
+			fs_text_printf(t, "# next=%u\n", first + n);
 	}
 	ret = t->oom ? -ENOMEM : 0;
 out:
