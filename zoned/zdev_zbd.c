@@ -23,7 +23,9 @@
  *   - the device enforces the zone rules and reports them with the errno
  *     the kernel maps from the device status (-EIO, -ETOOMANYREFS,
  *     -EOVERFLOW); zone management on a conventional zone is refused here
- *     with -EINVAL;
+ *     with -EINVAL, and so is (with -EIO) a write crossing the zone
+ *     capacity, which the kernel would split at the zone boundary and let
+ *     through when the next zone's wp is at its start (see docs/qemu.md);
  *   - a FULL zone reports wp = start + capacity (the kernel reports
  *     start + len for NVMe);
  *   - reads may cross zones and read zeros at or beyond a zone's wp: reads
@@ -239,11 +241,30 @@ static void note_write(struct zbd *b, uint64_t off, size_t len)
 		atomic_store(&b->wp[z], end);
 }
 
+/* The zdev rule "a write must not cross the zone capacity" (and "a write to
+ * a conventional zone must not run into a sequential zone"), checked here:
+ * the kernel splits writes at zone boundaries, so on a device whose
+ * capacity equals its zone size a write running past the end of a zone
+ * into the next one succeeds when it happens to start that zone at its wp.
+ * The emulator refuses it with -EIO, and so do we. */
+static bool write_crosses(const struct zbd *b, uint64_t off, size_t len)
+{
+	uint32_t z = (uint32_t)(off / b->zone_size);
+	uint64_t rel = off - (uint64_t)z * b->zone_size;
+
+	if (z < b->nr_conv)
+		return (off + len - 1) / b->zone_size >= b->nr_conv;
+	return rel + len > b->capacity;
+}
+
 static ssize_t zbd_write_op(struct zdev *dev, uint64_t off, const void *buf, size_t len)
 {
 	struct zbd *b = Z(dev);
-	int ret = pio_full(b->fd, true, (void *)buf, len, off);
+	int ret;
 
+	if (write_crosses(b, off, len))
+		return -EIO;
+	ret = pio_full(b->fd, true, (void *)buf, len, off);
 	if (ret)
 		return ret;
 	note_write(b, off, len);
@@ -509,14 +530,15 @@ static int zbd_io_batch_op(struct zdev *dev, struct zdev_req **reqs, unsigned in
 		return 0;
 	}
 	/* runs of simple requests go through the ring; a read crossing zones
-	 * or reaching past the cached wp, or a request over 1 GiB, runs
-	 * synchronously in its place */
+	 * or reaching past the cached wp, a write crossing the zone capacity
+	 * (refused), or a request over 1 GiB, runs synchronously in its place */
 	while (i < nr) {
 		unsigned int j = i;
 
 		while (j < nr && reqs[j]->len <= ZBD_RING_MAX_LEN &&
-		       (reqs[j]->op == ZDEV_OP_WRITE ||
-			read_is_simple(b, reqs[j]->offset, reqs[j]->len)))
+		       (reqs[j]->op == ZDEV_OP_WRITE
+				? !write_crosses(b, reqs[j]->offset, reqs[j]->len)
+				: read_is_simple(b, reqs[j]->offset, reqs[j]->len)))
 			j++;
 		if (j > i && ring_batch(dev, zr, reqs + i, j - i) < 0)
 			for (unsigned int k = i; k < j; k++)	/* out of memory */
