@@ -10,7 +10,9 @@
  *                          reset punches holes (FALLOC_FL_PUNCH_HOLE)
  *
  * Zone rules (same errno as Linux reports for a real zoned device; the
- * transitions follow null_blk, drivers/block/null_blk/zoned.c):
+ * transitions follow null_blk, drivers/block/null_blk/zoned.c, except where
+ * an NVMe ZNS device under Linux (QEMU's, checked by scripts/qemu-zns.sh)
+ * differs: see docs/qemu.md):
  *   write not at wp, to FULL/READONLY/OFFLINE, crossing capacity -> -EIO
  *   a write to a conventional zone running into a sequential zone -> -EIO
  *   EMPTY/CLOSED zone written -> implicitly opened (IMP_OPEN); reaching
@@ -18,8 +20,11 @@
  *   open beyond max_open: an idle IMP_OPEN zone is closed to make room
  *     (round robin); if every open zone is explicitly open or busy
  *                                                             -> -ETOOMANYREFS
- *   EMPTY zone opened (implicitly, explicitly, or by finish) while
+ *   EMPTY zone opened (implicitly or explicitly) while
  *     open+closed >= max_active                               -> -EOVERFLOW
+ *   finish of an EMPTY zone: FULL, needs no open/active slot (NVMe)
+ *   close of an open zone: CLOSED, also with wp at the zone start (NVMe;
+ *     it stays active until reset or finish)
  *   zone management on a conventional zone                    -> -EINVAL
  *   open of a FULL zone, close of an EMPTY or FULL zone        -> -EIO
  *   open of EXP_OPEN, close of CLOSED, finish of FULL          -> 0 (no-op)
@@ -376,10 +381,8 @@ static int check_zone_table(struct emu *e, const char *path, bool fix)
 			if (n.wp)
 				n.cond = n.wp == cap ? ZDEV_COND_FULL : ZDEV_COND_CLOSED;
 			break;
-		case ZDEV_COND_CLOSED:
-			if (n.wp == 0)
-				n.cond = ZDEV_COND_EMPTY;
-			else if (n.wp == cap)
+		case ZDEV_COND_CLOSED:	/* with wp 0 too: closed after an open */
+			if (n.wp == cap)
 				n.cond = ZDEV_COND_FULL;
 			break;
 		case ZDEV_COND_IMP_OPEN:
@@ -517,12 +520,11 @@ static void close_zone_locked(struct emu *e, uint32_t z)
 		e->nr_exp--;
 	else
 		return;
-	if (s->wp == 0) {
-		s->cond = ZDEV_COND_EMPTY;
-	} else {
-		s->cond = ZDEV_COND_CLOSED;
-		e->nr_closed++;
-	}
+	/* NVMe ZNS (and Linux on a QEMU ZNS namespace): an open zone is CLOSED
+	 * after a close even with its wp at the zone start, and stays active
+	 * (null_blk and SCSI ZBC make such a zone EMPTY instead). */
+	s->cond = ZDEV_COND_CLOSED;
+	e->nr_closed++;
 }
 
 /* Close one idle implicitly open zone (round robin) to free an open slot. */
@@ -870,12 +872,11 @@ static int zone_op_locked(struct emu *e, enum zdev_zone_op op, uint32_t z,
 		case ZDEV_COND_FULL:
 			return 0;
 		case ZDEV_COND_EMPTY:
+			/* NVMe ZNS: EMPTY -> FULL directly, no open or active
+			 * resource needed (null_blk wants an active slot) */
+			break;
 		case ZDEV_COND_CLOSED:
-			ret = check_resources(e, z);
-			if (ret)
-				return ret;
-			if (s->cond == ZDEV_COND_CLOSED)
-				e->nr_closed--;
+			e->nr_closed--;
 			break;
 		case ZDEV_COND_IMP_OPEN:
 			e->nr_imp--;
