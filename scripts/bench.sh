@@ -1,0 +1,631 @@
+#!/bin/bash
+# The zonefuse benchmark suite: zonefuse side by side with what a user would
+# otherwise run, on the same machine, in one go, on the same backing storage
+# (by default a tmpfs mounted for the run, so the device is not the
+# bottleneck; --backing-dir puts the device file and images on a disk):
+#   1. fio (scripts/fio/): the IOzone-style matrix, crc32c verify runs and a
+#      small-file churn on zonefuse (emulated zoned device), ext4 on a loop
+#      device, tmpfs (the RAM ceiling) and zf-passthrough (a thin FUSE
+#      passthrough over the backing storage: the FUSE-overhead reference);
+#   2. RocksDB db_bench fillrandom,waitforcompaction / overwrite / readrandom
+#      on zonefuse and ext4-on-loop;
+#   3. LevelDB IoT ingest (zf-leveldb iot: 1, 2, 4, 8 threads x 1 and 10
+#      sensors per thread) on zonefuse and ext4-on-loop.
+# Prints a table with the ratio zonefuse / ext4 (and zonefuse / passthrough)
+# per row and writes results.json, results.md, chart.svg and every log under
+# results/bench-DATE/ (results/latest points at the last run).
+# Needs root (tmpfs, loop device, FUSE mounts).  Every mount, loop device and
+# daemon it made is removed on exit, whatever happens.
+# Usage: scripts/bench.sh [--quick] [options]   (--help for the list)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+
+quick=0
+parts=fio,dbbench,iot
+fio_targets=zonefuse,ext4,tmpfs,passthrough
+fio_size=512m
+fio_runs=5
+rand_runtime=2
+verify_size=64m
+churn_files=250
+churn_loops=2
+db_num=300000
+value_size=400
+iot_num=100000
+iot_threads=1,2,4,8
+iot_sensors=1,10
+zone_size=64M
+zones=
+backing=
+build_dir=$SRC/build
+results=$SRC/results
+mount_opts=
+do_deps=1
+do_build=1
+set_by_user=" "
+orig_args=("$@")
+
+usage() {
+	cat <<EOF
+Usage: scripts/bench.sh [--quick] [options]     (as root)
+  --quick               small sizes, every row still present (< 3 min)
+  --parts LIST          any of fio,dbbench,iot [$parts]
+  --fio-targets LIST    any of zonefuse,ext4,tmpfs,passthrough [$fio_targets]
+  --fio-size SIZE       matrix file size [$fio_size; quick 64m] (seed 003: 1g)
+  --fio-runs N          matrix passes, median reported [$fio_runs; quick 3]
+  --rand-runtime S      time cap of each random matrix row (s, or 500ms) [$rand_runtime; quick 500ms]
+  --verify-size SIZE    file size of each crc32c verify job [$verify_size; quick 8m]
+  --churn-files N       files per churn job (4 jobs) and round [$churn_files; quick 100]
+  --churn-loops N       churn rounds [$churn_loops; quick 1]
+  --db-num N            db_bench --num [$db_num; quick 50000]
+  --value-size B        db_bench --value_size [$value_size]
+  --iot-num N           zf-leveldb iot ops per configuration [$iot_num; quick 20000]
+  --iot-threads LIST    [$iot_threads]
+  --iot-sensors LIST    sensors per thread [$iot_sensors]
+  --zone-size SIZE      emulated zone size [$zone_size]
+  --zones N             emulated zones; the ext4 image gets the same size
+                        [enough for the largest part: 4 x fio size, 1 GiB min]
+  --backing-dir DIR     put the device file, the ext4 image and the
+                        passthrough's source there (e.g. a disk) instead of
+                        a tmpfs; the tmpfs row always uses a tmpfs
+  --build-dir DIR       meson build dir [build]
+  --results DIR         where results go [results]
+  -o OPTS               zonefuse mount options
+  --no-deps             do not run scripts/deps.sh
+  --no-build            use the existing build
+  -h, --help            this help
+MiB/s = 2^20 bytes/s; ops/s as db_bench and zf-leveldb report them.
+EOF
+}
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1 ;;
+	--parts) parts=$2; shift ;;
+	--fio-targets) fio_targets=$2; shift ;;
+	--fio-size) fio_size=$2; shift ;;
+	--fio-runs) fio_runs=$2; shift ;;
+	--rand-runtime) rand_runtime=$2; shift ;;
+	--verify-size) verify_size=$2; shift ;;
+	--churn-files) churn_files=$2; shift ;;
+	--churn-loops) churn_loops=$2; shift ;;
+	--db-num) db_num=$2; shift ;;
+	--value-size) value_size=$2; shift ;;
+	--iot-num) iot_num=$2; shift ;;
+	--iot-threads) iot_threads=$2; shift ;;
+	--iot-sensors) iot_sensors=$2; shift ;;
+	--zone-size) zone_size=$2; shift ;;
+	--zones) zones=$2; shift ;;
+	--backing-dir) backing=$2; shift ;;
+	--build-dir) build_dir=$(realpath -m "$2"); shift ;;
+	--results) results=$(realpath -m "$2"); shift ;;
+	-o) mount_opts=$2; shift ;;
+	--no-deps) do_deps=0 ;;
+	--no-build) do_build=0 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "bench: unknown option '$1' (try --help)" >&2; exit 2 ;;
+	esac
+	set_by_user+="$1 "
+	shift
+done
+# --quick changes the defaults of what was not given explicitly
+if [ $quick -eq 1 ]; then
+	quick_default() { [[ "$set_by_user" == *" $1 "* ]] || printf -v "$2" '%s' "$3"; }
+	quick_default --fio-size fio_size 64m
+	quick_default --fio-runs fio_runs 3
+	quick_default --rand-runtime rand_runtime 500ms
+	quick_default --verify-size verify_size 8m
+	quick_default --churn-files churn_files 100
+	quick_default --churn-loops churn_loops 1
+	quick_default --db-num db_num 50000
+	quick_default --iot-num iot_num 20000
+fi
+for p in ${parts//,/ }; do
+	case "$p" in fio | dbbench | iot) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
+done
+for t in ${fio_targets//,/ }; do
+	case "$t" in zonefuse | ext4 | tmpfs | passthrough) ;;
+	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
+done
+has_part() { [[ ",$parts," == *",$1,"* ]]; }
+
+T0=$(date +%s)
+blog=/dev/null
+msg() { echo "bench: [+$(($(date +%s) - T0))s] $*" | tee -a "$blog" >&2; }
+die() { echo "bench: FAILED: $*" >&2; exit 1; }
+skip() { echo "bench: SKIP: $*" >&2; exit 77; }
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "bench: needs root: it mounts a tmpfs, an ext4 image on a loop device and" >&2
+	echo "bench: FUSE file systems, and installs packages.  Run: sudo scripts/bench.sh" >&2
+	exit 1
+fi
+[ -c /dev/fuse ] || skip "/dev/fuse is missing (modprobe fuse, or run the container with --device /dev/fuse)"
+
+# ---- packages, build ---------------------------------------------------------
+if [ $do_deps -eq 1 ]; then
+	msg "packages (scripts/deps.sh)"
+	scripts/deps.sh
+fi
+for p in fio db_bench fusermount3 mkfs.ext4 losetup python3 getfattr; do
+	command -v "$p" >/dev/null || die "$p is missing (scripts/deps.sh installs it)"
+done
+if [ $do_build -eq 1 ]; then
+	msg "building into $build_dir"
+	if [ -d "$build_dir/meson-private" ]; then
+		meson setup --reconfigure "$build_dir" >/dev/null
+	else
+		meson setup "$build_dir" >/dev/null
+	fi
+	nlog=$build_dir/meson-logs/bench-ninja.log
+	ninja -C "$build_dir" >"$nlog" 2>&1 || { tail -n 30 "$nlog" >&2; die "build failed (log: $nlog)"; }
+fi
+ZONEFUSE=$build_dir/zonefuse
+EMU=$build_dir/zonefuse-emu
+MKFS=$build_dir/mkfs.zonefuse
+PASSTHROUGH=$build_dir/zf-passthrough
+LDB=$build_dir/zf-leveldb
+for b in "$ZONEFUSE" "$EMU" "$MKFS" "$PASSTHROUGH" "$LDB"; do
+	[ -x "$b" ] || die "$b was not built"
+done
+
+# ---- sizes --------------------------------------------------------------------
+to_bytes() { numfmt --from=iec "$(tr '[:lower:]' '[:upper:]' <<<"${1%[iI][bB]}")"; }
+zone_bytes=$(to_bytes "$zone_size")
+if [ -z "$zones" ]; then
+	need=$((4 * $(to_bytes "$fio_size")))
+	[ $need -ge $((1 << 30)) ] || need=$((1 << 30))
+	zones=$(((need + zone_bytes - 1) / zone_bytes))
+	[ "$zones" -ge 16 ] || zones=16
+fi
+dev_bytes=$((zone_bytes * zones))
+
+# ---- work dir, cleanup ----------------------------------------------------------
+stamp=$(date +%Y%m%d-%H%M%S)
+out=$results/bench-$stamp
+mkdir -p "$out/logs" "$out/raw"
+blog=$out/logs/bench.log
+work=$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/zonefuse-bench.XXXXXX")")
+ram=$work/ram          # the tmpfs: tmpfs row, and the backing store by default
+mnt=$work/mnt          # where the target under test is mounted
+mkdir "$ram" "$mnt"
+ram_mounted=0
+loopdev=
+daemon_pid=
+daemon_name=
+rows=$out/raw/rows.tsv
+: >"$rows"
+
+is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	set +e
+	cd /
+	if is_mounted "$mnt"; then
+		msg "cleanup: unmounting $mnt"
+		fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null ||
+			{ sleep 1; fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null; } ||
+			fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt"
+	fi
+	if [ -n "$daemon_pid" ]; then
+		for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$daemon_pid" 2>/dev/null
+		wait "$daemon_pid" 2>/dev/null
+	fi
+	[ -z "$loopdev" ] || losetup -d "$loopdev"
+	if [ $ram_mounted -eq 1 ]; then umount "$ram" 2>/dev/null || umount -l "$ram"; fi
+	[ -z "$backing_own" ] || rm -rf "$backing_own"
+	rm -rf "$work"
+	if [ "$rc" -ne 0 ]; then
+		echo "bench: FAILED (exit $rc) after $(($(date +%s) - T0)) s; logs kept in $out/logs" >&2
+	fi
+	exit "$rc"
+}
+backing_own=
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ram_bytes=$((dev_bytes + (2 << 30)))
+[ -n "$backing" ] || ram_bytes=$((dev_bytes + ram_bytes))
+avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
+if [ $((avail_kb * 1024)) -lt $((dev_bytes + (2 << 30))) ]; then
+	msg "warning: $((avail_kb >> 10)) MiB of memory available; the tmpfs may need up to $(((dev_bytes >> 20) + 2048)) MiB (use --backing-dir, --zones, --fio-size)"
+fi
+mount -t tmpfs -o size=$ram_bytes tmpfs "$ram"
+ram_mounted=1
+if [ -z "$backing" ]; then
+	backing=$ram/backing
+	mkdir "$backing"
+	backing_what="tmpfs"
+else
+	mkdir -p "$backing"
+	backing_own=$(realpath "$(mktemp -d "$backing/zonefuse-bench.XXXXXX")")
+	backing=$backing_own
+	backing_what="$(df --output=fstype "$backing" | tail -n 1) at $(df --output=target "$backing" | tail -n 1)"
+fi
+msg "results in $out; backing storage: $backing_what; device/image $((dev_bytes >> 20)) MiB ($zones x $zone_size)"
+
+# ---- targets -------------------------------------------------------------------
+# start_target NAME: mounts (or prepares) NAME; its directory is $tdir.
+# stop_target NAME: unmounts it, checks the daemon, removes its storage.
+tdir=
+
+wait_mounted() { # what, log
+	local i
+	for ((i = 0; i < 150; i++)); do
+		is_mounted "$mnt" && return 0
+		kill -0 "$daemon_pid" 2>/dev/null || { tail -n 20 "$2" >&2; daemon_pid=; die "$1 exited before mounting"; }
+		sleep 0.1
+	done
+	tail -n 20 "$2" >&2
+	die "$1 did not mount within 15 s"
+}
+
+start_target() {
+	case "$1" in
+	zonefuse)
+		"$EMU" create "$backing/zoned.img" --zone-size "$zone_size" --zones "$zones" \
+			>>"$out/logs/zonefuse-emu.log" 2>&1 || die "zonefuse-emu create failed"
+		"$MKFS" "$backing/zoned.img" >>"$out/logs/mkfs.log" 2>&1 || die "mkfs.zonefuse failed"
+		local args=(-f)
+		[ -z "$mount_opts" ] || args+=(-o "$mount_opts")
+		echo "=== $(date '+%F %T') zonefuse $backing/zoned.img $mnt ${args[*]}" >>"$out/logs/zonefuse.log"
+		"$ZONEFUSE" "$backing/zoned.img" "$mnt" "${args[@]}" >>"$out/logs/zonefuse.log" 2>&1 &
+		daemon_pid=$!
+		daemon_name=zonefuse
+		wait_mounted zonefuse "$out/logs/zonefuse.log"
+		tdir=$mnt
+		;;
+	ext4)
+		truncate -s "$dev_bytes" "$backing/ext4.img"
+		mkfs.ext4 -F -q "$backing/ext4.img"
+		loopdev=$(losetup --find --show "$backing/ext4.img")
+		mount "$loopdev" "$mnt"
+		tdir=$mnt
+		;;
+	tmpfs)
+		mkdir "$ram/tmpfs-target"
+		tdir=$ram/tmpfs-target
+		;;
+	passthrough)
+		mkdir "$backing/passthrough-src"
+		# same FUSE settings as zonefuse's defaults: 1 MiB readahead and
+		# writes, writeback cache, page cache kept across opens
+		echo "=== $(date '+%F %T') zf-passthrough $backing/passthrough-src $mnt" >>"$out/logs/passthrough.log"
+		"$PASSTHROUGH" "$backing/passthrough-src" "$mnt" -f -o readahead_kb=1024 \
+			>>"$out/logs/passthrough.log" 2>&1 &
+		daemon_pid=$!
+		daemon_name=zf-passthrough
+		wait_mounted zf-passthrough "$out/logs/passthrough.log"
+		tdir=$mnt
+		;;
+	esac
+}
+
+# stop_daemon LOG: unmount the FUSE mount; the daemon must exit 0 and log no error
+stop_daemon() {
+	local i st=0
+	for ((i = 0; i < 20; i++)); do
+		fusermount3 -u "$mnt" 2>/dev/null && break
+		sleep 0.5
+	done
+	is_mounted "$mnt" && die "cannot unmount $mnt"
+	for ((i = 0; i < 600; i++)); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$daemon_pid" 2>/dev/null && die "$daemon_name still running 60 s after unmount"
+	wait "$daemon_pid" || st=$?
+	daemon_pid=
+	[ "$st" -eq 0 ] || { tail -n 20 "$1" >&2; die "$daemon_name exited with status $st"; }
+	if grep -qi 'error:' "$1"; then
+		grep -i 'error:' "$1" | head -n 5 >&2
+		die "$daemon_name logged errors ($1)"
+	fi
+}
+
+stop_target() { # name, tag for the stats file
+	case "$1" in
+	zonefuse)
+		getfattr --only-values -n user.zonefuse.stats "$mnt" >"$out/logs/zonefuse-stats-$2.txt" 2>/dev/null ||
+			rm -f "$out/logs/zonefuse-stats-$2.txt"
+		stop_daemon "$out/logs/zonefuse.log"
+		rm -f "$backing/zoned.img"
+		;;
+	ext4)
+		umount "$mnt"
+		losetup -d "$loopdev"
+		loopdev=
+		rm -f "$backing/ext4.img"
+		;;
+	tmpfs)
+		rm -rf "$ram/tmpfs-target"
+		;;
+	passthrough)
+		stop_daemon "$out/logs/passthrough.log"
+		rm -rf "$backing/passthrough-src"
+		;;
+	esac
+	tdir=
+}
+
+# row GROUP NAME UNIT TARGET VALUE
+row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+
+# ---- 1. fio -------------------------------------------------------------------
+if has_part fio; then
+	for t in ${fio_targets//,/ }; do
+		msg "fio on $t: matrix $fio_runs x $fio_size, verify $verify_size, churn 4 x $churn_files x $churn_loops"
+		start_target "$t"
+		st=0
+		scripts/fio/run.sh --label "$t" --size "$fio_size" --runs "$fio_runs" \
+			--rand-runtime "$rand_runtime" --verify-size "$verify_size" \
+			--churn-files "$churn_files" --churn-loops "$churn_loops" \
+			--json "$out/raw/fio-$t.json" --raw "$out/raw/fio-$t" "$tdir" \
+			>"$out/logs/fio-$t.txt" 2>&1 || st=$?
+		if [ $st -ne 0 ]; then
+			tail -n 30 "$out/logs/fio-$t.txt" >&2
+			die "fio suite on $t failed (exit $st)"
+		fi
+		stop_target "$t" fio
+		python3 - "$out/raw/fio-$t.json" "$t" >>"$rows" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["rows"]:
+    print("\t".join(["fio " + r["test"], r["name"], r["unit"], sys.argv[2], str(r["value"])]))
+EOF
+	done
+fi
+
+# ---- 2. RocksDB db_bench ---------------------------------------------------------
+# Same settings as scripts/bench-dbbench.sh.
+db_benchmarks=fillrandom,waitforcompaction,overwrite,waitforcompaction,readrandom
+rocks=(--benchmarks="$db_benchmarks"
+	--num="$db_num" --value_size="$value_size" --compression_type=none
+	--write_buffer_size=8388608 --target_file_size_base=16777216
+	--max_bytes_for_level_base=67108864 --seed=42 --threads=1)
+run_db_bench() { # target
+	local o=$out/logs/db_bench-$1.txt st=0 b v
+	db_bench --db="$tdir/rocksdb" "${rocks[@]}" >"$o" 2>&1 || st=$?
+	tr '\r' '\n' <"$o" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$o.clean" || true
+	if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error' "$o.clean"; then
+		tail -n 15 "$o.clean" >&2
+		die "db_bench on $1 exited $st"
+	fi
+	while read -r b v; do
+		case "$b" in fillrandom | overwrite | readrandom) row rocksdb "$b" ops/s "$1" "$v" ;; esac
+	done < <(awk '$2 == ":" && / ops\/sec / { for (i = 3; i <= NF; i++) if ($i == "ops/sec") print $1, $(i - 1) }' "$o.clean")
+	grep -E '^(fillrandom|overwrite|readrandom) +:' "$o.clean" | sed "s/^/bench:   $1  /" | tee -a "$blog" >&2
+}
+if has_part dbbench; then
+	for t in zonefuse ext4; do
+		msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size"
+		start_target "$t"
+		run_db_bench "$t"
+		stop_target "$t" dbbench
+	done
+fi
+
+# ---- 3. LevelDB IoT ingest ---------------------------------------------------------
+if has_part iot; then
+	for t in zonefuse ext4; do
+		msg "LevelDB IoT ingest on $t: $iot_num ops per run, threads {$iot_threads} x sensors {$iot_sensors}"
+		start_target "$t"
+		for th in ${iot_threads//,/ }; do
+			for s in ${iot_sensors//,/ }; do
+				line=$("$LDB" iot --db "$tdir/iot" --num "$iot_num" --threads "$th" \
+					--sensors-per-thread "$s" --fresh 2>>"$out/logs/iot-$t.txt") ||
+					die "zf-leveldb iot on $t ($th threads x $s sensors) failed"
+				echo "$line" >>"$out/logs/iot-$t.txt"
+				v=$(sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' <<<"$line")
+				[ -n "$v" ] || die "cannot parse zf-leveldb output: $line"
+				row leveldb-iot "$th thr x $s sensors" ops/s "$t" "$v"
+				msg "  $t: $line"
+				rm -rf "$tdir/iot"
+			done
+		done
+		stop_target "$t" iot
+	done
+fi
+
+# ---- report ------------------------------------------------------------------------
+git_rev=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$SRC" diff --quiet HEAD 2>/dev/null || git_rev="$git_rev (with local changes)"
+cmdline="scripts/bench.sh${orig_args[*]+ ${orig_args[*]}}"
+machine="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs"
+grep -q hypervisor /proc/cpuinfo && machine+=" (VM)"
+machine+=", $(awk '/^MemTotal:/ { printf "%.0f GiB RAM", $2 / 1048576 }' /proc/meminfo)"
+# shellcheck disable=SC1091
+os="$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
+versions="fio $(fio --version | sed 's/fio-//'), RocksDB $(db_bench --version 2>/dev/null | awk '{print $NF}')"
+versions+=", LevelDB $(dpkg-query -W -f='${Version}' 'libleveldb1d*' 2>/dev/null | head -c 12)"
+versions+=", libfuse $(pkg-config --modversion fuse3 2>/dev/null || echo '?')"
+BENCH_CMD=$cmdline
+BENCH_GIT=$git_rev
+BENCH_BACKING=$backing_what
+BENCH_DEV="$zones x $zone_size emulated zones ($((dev_bytes >> 20)) MiB); ext4 image of the same size"
+BENCH_SECONDS=$(($(date +%s) - T0))
+BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime} s; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
+BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh)"
+BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts) per configuration"
+BENCH_MACHINE=$machine
+BENCH_OS=$os
+BENCH_VERSIONS=$versions
+export BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT \
+	BENCH_MACHINE BENCH_OS BENCH_VERSIONS
+python3 - "$rows" "$out" <<'EOF'
+import json, math, os, sys
+from html import escape
+
+rows_path, out = sys.argv[1], sys.argv[2]
+TARGETS = ["zonefuse", "ext4", "tmpfs", "passthrough"]
+table = {}   # (group, name) -> {"unit":, target: value}
+order = []
+for line in open(rows_path):
+    g, n, u, t, v = line.rstrip("\n").split("\t")
+    k = (g, n)
+    if k not in table:
+        table[k] = {"unit": u}
+        order.append(k)
+    table[k][t] = float(v)
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+res = []
+for g, n in order:
+    r = table[(g, n)]
+    vals = {t: r.get(t) for t in TARGETS}
+    res.append({"group": g, "name": n, "unit": r["unit"], "values": vals,
+                "zf_vs_ext4": ratio(vals["zonefuse"], vals["ext4"]),
+                "zf_vs_passthrough": ratio(vals["zonefuse"], vals["passthrough"])})
+
+env = os.environ
+meta = {"command": env["BENCH_CMD"], "git": env["BENCH_GIT"], "machine": env["BENCH_MACHINE"],
+        "os": env["BENCH_OS"], "versions": env["BENCH_VERSIONS"], "backing": env["BENCH_BACKING"],
+        "device": env["BENCH_DEV"], "fio": env["BENCH_FIO"], "db_bench": env["BENCH_DB"],
+        "iot": env["BENCH_IOT"], "seconds": int(env["BENCH_SECONDS"]),
+        "date": os.path.basename(out).replace("bench-", "")}
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"meta": meta, "rows": res}, f, indent=1)
+    f.write("\n")
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.1f}"
+
+def fr(v):
+    return "-" if v is None else f"{v:.2f}"
+
+hdr = ["group", "test", "unit", "zonefuse", "ext4-loop", "tmpfs", "passthrough", "zf/ext4", "zf/pt"]
+lines = [[r["group"], r["name"], r["unit"]] + [fmt(r["values"][t]) for t in TARGETS] +
+         [fr(r["zf_vs_ext4"]), fr(r["zf_vs_passthrough"])] for r in res]
+
+# terminal
+w = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(hdr)]
+def pl(cells):
+    return "  ".join(c.ljust(w[i]) if i < 3 else c.rjust(w[i]) for i, c in enumerate(cells))
+print()
+print(pl(hdr))
+print("  ".join("-" * x for x in w))
+prev = None
+for l in lines:
+    if prev is not None and l[0] != prev:
+        print()
+    prev = l[0]
+    print(pl(l))
+ratios = [r["zf_vs_ext4"] for r in res if r["zf_vs_ext4"]]
+if ratios:
+    gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+    below = sum(1 for x in ratios if x < 0.9)
+    print(f"\nzonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows; "
+          f"{below} rows below the 0.9 target")
+    meta["geomean_zf_vs_ext4"] = round(gm, 3)
+pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"]]
+if pr:
+    gp = math.exp(sum(math.log(x) for x in pr) / len(pr))
+    print(f"zonefuse / passthrough: geometric mean {gp:.2f} over {len(pr)} rows; "
+          f"{sum(1 for x in pr if x < 1)} rows behind the passthrough")
+    meta["geomean_zf_vs_passthrough"] = round(gp, 3)
+
+# markdown
+md = [f"# zonefuse benchmark {meta['date']}", "",
+      f"- command: `{meta['command']}` ({meta['seconds']} s), git {meta['git']}",
+      f"- machine: {meta['machine']}; {meta['os']}",
+      f"- software: {meta['versions']}",
+      f"- backing storage: {meta['backing']}; {meta['device']}",
+      f"- fio: {meta['fio']}", f"- RocksDB: {meta['db_bench']}", f"- LevelDB: {meta['iot']}", "",
+      "| " + " | ".join(hdr) + " |",
+      "|" + "|".join(["---"] * 3 + ["---:"] * 6) + "|"]
+for l in lines:
+    md.append("| " + " | ".join(l) + " |")
+md.append("")
+if ratios:
+    md.append(f"zonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows, "
+              f"{below} rows below 0.9.")
+if pr:
+    md.append(f"zonefuse / passthrough: geometric mean {gp:.2f} over {len(pr)} rows, "
+              f"{sum(1 for x in pr if x < 1)} rows behind.")
+with open(os.path.join(out, "results.md"), "w") as f:
+    f.write("\n".join(md) + "\n")
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"meta": meta, "rows": res}, f, indent=1)
+    f.write("\n")
+
+# SVG: one line per row, bars of zonefuse/ext4 and zonefuse/passthrough on a
+# log2 axis, with the 0.9x target and parity marked
+series = [("zf_vs_ext4", "zonefuse / ext4-on-loop", "#2b6cb0"),
+          ("zf_vs_passthrough", "zonefuse / zf-passthrough (FUSE reference)", "#dd6b20")]
+vals = [r[k] for r in res for k, _, _ in series if r[k]]
+lo = min([0.5] + vals)
+hi = max([2.0] + vals)
+lmin, lmax = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
+left, plot_w, right = 230, 560, 60
+bar_h, gap, top = 7, 6, 70
+heights = [(len([k for k, _, _ in series if r[k]]) or 1) * bar_h + gap for r in res]
+group_gap = 14
+groups = []
+for r in res:
+    if not groups or groups[-1] != r["group"]:
+        groups.append(r["group"])
+H = top + sum(heights) + group_gap * len(groups) + 50
+W = left + plot_w + right
+def x_of(v):
+    return left + (math.log2(v) - lmin) / (lmax - lmin) * plot_w
+s = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+     f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="11">',
+     f'<rect width="{W}" height="{H}" fill="white"/>',
+     f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">'
+     f'zonefuse relative to ext4-on-loop and to a FUSE passthrough (higher is better)</text>',
+     f'<text x="{W / 2}" y="34" text-anchor="middle" fill="#555">{escape(meta["machine"])}; '
+     f'backing: {escape(meta["backing"])}; {escape(meta["date"])}</text>']
+for i, (k, label, color) in enumerate(series):
+    lx = left + i * 290
+    s.append(f'<rect x="{lx}" y="44" width="12" height="10" fill="{color}"/>'
+             f'<text x="{lx + 16}" y="53">{escape(label)}</text>')
+yb = top + sum(heights) + group_gap * len(groups)
+for e in range(lmin, lmax + 1):
+    x = x_of(2.0 ** e)
+    s.append(f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{yb}" stroke="#ddd"/>')
+    lab = f"{2.0 ** e:g}x" if e >= 0 else f"1/{2 ** -e}x"
+    s.append(f'<text x="{x:.1f}" y="{yb + 14}" text-anchor="middle" fill="#555">{lab}</text>')
+x1 = x_of(1.0)
+x09 = x_of(0.9)
+s.append(f'<line x1="{x09:.1f}" y1="{top - 6}" x2="{x09:.1f}" y2="{yb}" stroke="#c53030" '
+         f'stroke-dasharray="4,3"/>')
+s.append(f'<text x="{x09 - 3:.1f}" y="{yb + 28}" text-anchor="end" fill="#c53030">0.9x target</text>')
+y = top
+cur = None
+for r, h in zip(res, heights):
+    if r["group"] != cur:
+        cur = r["group"]
+        y += group_gap
+        s.append(f'<text x="6" y="{y - 3}" font-weight="bold">{escape(cur)}</text>')
+    s.append(f'<text x="{left - 6}" y="{y + h / 2 + 1:.1f}" text-anchor="end">{escape(r["name"])}</text>')
+    yy = y
+    for k, _, color in series:
+        v = r[k]
+        if not v:
+            continue
+        xv = x_of(v)
+        xa, xb = min(x1, xv), max(x1, xv)
+        s.append(f'<rect x="{xa:.1f}" y="{yy}" width="{max(xb - xa, 1):.1f}" height="{bar_h - 1}" '
+                 f'fill="{color}"><title>{escape(r["name"])}: {v:.2f}x</title></rect>')
+        s.append(f'<text x="{max(xv, x1) + 3:.1f}" y="{yy + bar_h - 1}" font-size="8" '
+                 f'fill="#333">{v:.2f}</text>')
+        yy += bar_h
+    y += h
+s.append(f'<line x1="{x1:.1f}" y1="{top - 6}" x2="{x1:.1f}" y2="{yb}" stroke="black"/>')
+s.append(f'<text x="{W / 2}" y="{H - 6}" text-anchor="middle" fill="#555">ratio, log scale; '
+         f'bars start at parity (1x); fio in MiB/s or files/s, RocksDB and LevelDB in ops/s</text>')
+s.append("</svg>")
+with open(os.path.join(out, "chart.svg"), "w") as f:
+    f.write("\n".join(s) + "\n")
+EOF
+ln -sfn "bench-$stamp" "$results/latest"
+echo
+echo "bench: done in $(($(date +%s) - T0)) s: $out/results.md, results.json, chart.svg, logs/"
