@@ -56,7 +56,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 zone_size=16M zone_cap= max_open=14 max_active=14 ns_size=1G conv_ns= lba=4096
 image= build_dir=$src/build power_cut=0 timeout=1200 accel=tcg mem=2G smp=2
-no_install=0 keep=0 quiet=0
+no_install=${ZF_QEMU_NO_INSTALL:-0} keep=0 quiet=0
 extras=() modules_extra=()
 cache=${ZF_QEMU_CACHE:-/var/cache/zonefuse-qemu}
 
