@@ -80,6 +80,17 @@ static void teardown(void)
 	rmdir(dir);
 }
 
+/* A test that shows a bug in a file this suite may not fix stays in place
+ * but only reports it, unless ZF_STRICT_KNOWN_BUGS=1. */
+static void known_bug(bool failed, const char *what)
+{
+	if (!failed)
+		return;
+	if (getenv("ZF_STRICT_KNOWN_BUGS") && atoi(getenv("ZF_STRICT_KNOWN_BUGS")))
+		ck_abort_msg("known bug: %s", what);
+	fprintf(stderr, "SKIP (known bug, not failing the test): %s\n", what);
+}
+
 static int nproblems;
 static void count_report(void *arg, const char *fmt, ...)
 {
@@ -292,7 +303,14 @@ START_TEST(tail_unlinked_open)
 	write_fill(a, 2 << 20, 1 << 20, 7);
 	ck_assert_int_eq(fs_fsync(fs, a, false), 0);
 	ck_assert_int_eq(fs_fsync(fs, b, false), 0);
+	uint64_t errs = zf_log_error_count();
 	crash_and_remount();
+	/* Bug (fs.c mount_reconcile): orphans are destroyed with valid-byte
+	 * accounting on, before the valid bytes are counted, so every mount
+	 * after such a crash logs "zalloc: valid_sub ... below zero". */
+	known_bug(zf_log_error_count() != errs,
+		  "fs.c mount_reconcile: destroying an orphan (unlinked while open) at "
+		  "mount logs 'zalloc: valid_sub below zero' errors");
 	struct stat st;
 	ck_assert_int_eq(fs_getattr(fs, a, &st), -ENOENT);
 	ck_assert_uint_eq(lookup(FS_ROOT_INO, "keep"), b);
@@ -321,6 +339,44 @@ START_TEST(repeated_crashes)
 		ck_assert(got == size || got == size + 5000);
 		size = got;
 	}
+}
+END_TEST
+
+/* ---- regressions from the fsx model test -------------------------------- */
+
+/* Bug (fs_data.c / fs_prefetch.c, found by fsx.sh seed 5): a prefetch
+ * window filled while some of its pages were still buffered holds the OLD
+ * device bytes for them (the buffered pages are overlaid at read time).
+ * Writing the buffer out (fs_flush, release, fsync, memory pressure) moves
+ * those pages to the device without invalidating the window, so the next
+ * read served from the window returns the old bytes. */
+START_TEST(prefetch_after_flush)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	struct fs_opts o;
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.prefetch_bytes = 1 << 20;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+	uint64_t f = mk(FS_ROOT_INO, "seq", S_IFREG | 0644);
+	const size_t size = 6 << 20, off = (4 << 20) + 4096;
+	write_fill(f, 0, size, 1);
+	ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+	write_fill(f, off, 8192, 2);		/* buffered: newer than the device */
+	uint8_t *buf = malloc(128 << 10), *want = malloc(8192);
+	fill(want, 8192, 2);
+	for (uint64_t pos = 0; pos < (4 << 20); pos += 128 << 10)	/* sequential reader */
+		ck_assert_int_eq(fs_read(fs, f, pos, 128 << 10, buf), 128 << 10);
+	ck_assert_int_eq(fs_read(fs, f, off, 8192, buf), 8192);
+	ck_assert_int_eq(memcmp(buf, want, 8192), 0);	/* overlay from the buffer */
+	ck_assert_int_eq(fs_flush(fs, f), 0);		/* the pages go to the device */
+	ck_assert_int_eq(fs_read(fs, f, 4 << 20, 128 << 10, buf), 128 << 10);
+	known_bug(memcmp(buf + 4096, want, 8192) != 0,
+		  "fs_data.c: writing buffered pages out does not invalidate prefetch "
+		  "windows filled before: reads return the old device bytes (fsx seed 5)");
+	free(buf);
+	free(want);
 }
 END_TEST
 
@@ -774,6 +830,7 @@ int main(void)
 	tcase_add_test(tc, tail_namespace);
 	tcase_add_test(tc, tail_unlinked_open);
 	tcase_add_test(tc, repeated_crashes);
+	tcase_add_test(tc, prefetch_after_flush);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("malformed");
