@@ -26,13 +26,14 @@ parts=fio,dbbench,iot
 fio_targets=zonefuse,ext4,tmpfs,passthrough
 fio_size=512m
 fio_runs=5
-rand_runtime=2
+rand_runtime=1
 verify_size=64m
 churn_files=250
 churn_loops=2
 db_num=300000
 value_size=400
 iot_num=100000
+iot_runs=3
 iot_threads=1,2,4,8
 iot_sensors=1,10
 zone_size=64M
@@ -61,6 +62,7 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --db-num N            db_bench --num [$db_num; quick 50000]
   --value-size B        db_bench --value_size [$value_size]
   --iot-num N           zf-leveldb iot ops per configuration [$iot_num; quick 20000]
+  --iot-runs N          runs per configuration, median reported [$iot_runs; quick 1]
   --iot-threads LIST    [$iot_threads]
   --iot-sensors LIST    sensors per thread [$iot_sensors]
   --zone-size SIZE      emulated zone size [$zone_size]
@@ -93,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--db-num) db_num=$2; shift ;;
 	--value-size) value_size=$2; shift ;;
 	--iot-num) iot_num=$2; shift ;;
+	--iot-runs) iot_runs=$2; shift ;;
 	--iot-threads) iot_threads=$2; shift ;;
 	--iot-sensors) iot_sensors=$2; shift ;;
 	--zone-size) zone_size=$2; shift ;;
@@ -120,6 +123,7 @@ if [ $quick -eq 1 ]; then
 	quick_default --churn-loops churn_loops 1
 	quick_default --db-num db_num 50000
 	quick_default --iot-num iot_num 20000
+	quick_default --iot-runs iot_runs 1
 fi
 for p in ${parts//,/ }; do
 	case "$p" in fio | dbbench | iot) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
@@ -127,6 +131,9 @@ done
 for t in ${fio_targets//,/ }; do
 	case "$t" in zonefuse | ext4 | tmpfs | passthrough) ;;
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
+done
+for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$churn_files" "$churn_loops"; do
+	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
@@ -408,21 +415,28 @@ if has_part dbbench; then
 fi
 
 # ---- 3. LevelDB IoT ingest ---------------------------------------------------------
+# median of N runs per configuration, each on a fresh database
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 if has_part iot; then
 	for t in zonefuse ext4; do
-		msg "LevelDB IoT ingest on $t: $iot_num ops per run, threads {$iot_threads} x sensors {$iot_sensors}"
+		msg "LevelDB IoT ingest on $t: $iot_num ops per run, threads {$iot_threads} x sensors {$iot_sensors}, median of $iot_runs"
 		start_target "$t"
 		for th in ${iot_threads//,/ }; do
 			for s in ${iot_sensors//,/ }; do
-				line=$("$LDB" iot --db "$tdir/iot" --num "$iot_num" --threads "$th" \
-					--sensors-per-thread "$s" --fresh 2>>"$out/logs/iot-$t.txt") ||
-					die "zf-leveldb iot on $t ($th threads x $s sensors) failed"
-				echo "$line" >>"$out/logs/iot-$t.txt"
-				v=$(sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' <<<"$line")
-				[ -n "$v" ] || die "cannot parse zf-leveldb output: $line"
+				vals=()
+				for ((i = 0; i < iot_runs; i++)); do
+					line=$("$LDB" iot --db "$tdir/iot" --num "$iot_num" --threads "$th" \
+						--sensors-per-thread "$s" --fresh 2>>"$out/logs/iot-$t.txt") ||
+						die "zf-leveldb iot on $t ($th threads x $s sensors) failed"
+					echo "$line" >>"$out/logs/iot-$t.txt"
+					v=$(sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' <<<"$line")
+					[ -n "$v" ] || die "cannot parse zf-leveldb output: $line"
+					vals+=("$v")
+					rm -rf "$tdir/iot"
+				done
+				v=$(printf '%s\n' "${vals[@]}" | median)
 				row leveldb-iot "$th thr x $s sensors" ops/s "$t" "$v"
-				msg "  $t: $line"
-				rm -rf "$tdir/iot"
+				msg "  $t: $th threads x $s sensors: ${vals[*]} ops/s, median $v"
 			done
 		done
 		stop_target "$t" iot
@@ -448,7 +462,7 @@ BENCH_DEV="$zones x $zone_size emulated zones ($((dev_bytes >> 20)) MiB); ext4 i
 BENCH_SECONDS=$(($(date +%s) - T0))
 BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime} s; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
 BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh)"
-BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts) per configuration"
+BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of $iot_runs runs per configuration"
 BENCH_MACHINE=$machine
 BENCH_OS=$os
 BENCH_VERSIONS=$versions
