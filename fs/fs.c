@@ -34,6 +34,7 @@ void fs_opts_default(struct fs_opts *o)
 	o->reorder_chunks = 8;
 	o->prefetch_bytes = UINT64_MAX;	/* default: derived from the stripe */
 	o->prefetch_limit = 256ull << 20;
+	o->gc_mbps = 128;	/* lifetime GC (fs_gc.c) */
 }
 
 /* ---- inode table [L] ---- */
@@ -594,6 +595,8 @@ static int remove_name(struct fs *fs, uint64_t parent, const char *name, bool di
 		ret = -ENOTEMPTY;
 	if (!ret)
 		ret = fs_log_unlink(fs, parent, name);
+	if (!ret && !in->dir && in->nlink <= 1)
+		fs_lifetime_note_unlink(fs, in, 0);	/* lifetime inference (fs_lifetime.c) */
 	if (!ret)
 		ret = fs_apply_unlink(fs, parent, name);
 	pthread_mutex_unlock(&fs->lock);
@@ -846,6 +849,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	pthread_mutex_lock(&fs->lock);
 	st->inodes = fs->ninodes;
 	pthread_mutex_unlock(&fs->lock);
+	fs_gc_fill_stats(fs, st);	/* GC, placement, WA (fs_gc.c) */
 }
 
 /* ---- commit ---- */
@@ -1073,6 +1077,7 @@ static void fs_free(struct fs *fs)
 	}
 	free(fs->itab);
 	free(fs->dtab);
+	fs_lifetime_fini(fs);	/* lifetime state (fs_lifetime.c) */
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->cmt_lock);
 	pthread_cond_destroy(&fs->cmt_cond);
@@ -1262,6 +1267,8 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	}
 	zalloc_set_need_space_cb(fs->za, need_space, fs);
 	ret = mount_reconcile(fs);
+	if (!ret)
+		ret = fs_lifetime_init(fs);	/* rules file, inference (fs_lifetime.c) */
 	if (ret)
 		goto fail;
 	if (!fs->read_only) {
@@ -1293,6 +1300,8 @@ fail:
 int fs_start(struct fs *fs)
 {
 	int ret = fs_pf_start(fs);
+	if (!ret)
+		ret = fs_gc_start(fs);	/* lifetime GC thread (fs_gc.c) */
 	if (ret || fs->read_only || !fs->opts.commit_interval_ms || fs->committer_running)
 		return ret;
 	ret = -pthread_create(&fs->committer, NULL, committer_main, fs);
@@ -1305,6 +1314,7 @@ int fs_unmount(struct fs *fs)
 {
 	int ret = 0;
 
+	fs_gc_stop(fs);	/* lifetime GC thread (fs_gc.c) */
 	if (fs->committer_running) {
 		pthread_mutex_lock(&fs->cmt_lock);
 		fs->cmt_stop = true;

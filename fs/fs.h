@@ -46,6 +46,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
+#include "lifetime_hints/lifetime.h"
 #include "zoned/zdev.h"
 
 #define FS_ROOT_INO 1
@@ -72,6 +73,12 @@ struct fs_opts {
 					 * 0 = prefetch off) */
 	uint64_t prefetch_limit;	/* prefetch memory bound, daemon-wide (default 256 MiB) */
 	bool read_only;
+	/* lifetime placement and GC (fs_lifetime.c, fs_gc.c) */
+	const char *hints_file;		/* rules file "GLOB CLASS" lines (-o hints=FILE), NULL = none;
+					 * read at mount */
+	bool placement_off;		/* every file in one class (-o placement=off) */
+	uint32_t gc_mbps;		/* background GC copy rate bound, MB/s (default 128;
+					 * 0 = unbounded); GC for waiting writers is unbounded */
 };
 void fs_opts_default(struct fs_opts *o);
 
@@ -183,6 +190,25 @@ struct fs_stats {
 	uint64_t inodes;
 	uint64_t commits;
 	uint64_t snapshots;
+	/* lifetime placement and GC (fs_gc_fill_stats).  Device data bytes =
+	 * data_bytes_written + gc_bytes_written; write amplification =
+	 * (data + gc + meta bytes) / user bytes. */
+	uint64_t gc_bytes_written;	/* bytes the collector copied */
+	uint64_t gc_runs;		/* victim zones collected */
+	uint64_t gc_zones_freed;	/* ... of which emptied completely */
+	uint64_t gc_skipped_busy;	/* extents left: their file stayed locked */
+	uint64_t gc_waits;		/* writer allocations that waited for GC */
+	uint64_t gc_wait_ms;		/* total time they waited */
+	uint64_t write_amp_milli;	/* write amplification x 1000 (0: nothing written) */
+	uint64_t zone_resets;
+	uint64_t zone_finishes;
+	uint64_t free_zones;		/* data zones EMPTY now */
+	uint64_t class_bytes_written[LIFETIME_NR];	/* device bytes by class (incl. GC) */
+	uint64_t class_gc_bytes_written[LIFETIME_NR];
+	uint64_t class_zone_resets[LIFETIME_NR];
+	uint64_t class_zone_finishes[LIFETIME_NR];
+	uint64_t lifetime_tables;	/* tables whose level was inferred */
+	uint64_t lifetime_tables_corrected;	/* levels corrected after their job */
 };
 void fs_get_stats(struct fs *fs, struct fs_stats *st);
 

@@ -165,6 +165,12 @@ struct fs {
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
 	_Atomic uint64_t commits;
+
+	/* lifetime placement (fs_lifetime.c) and garbage collection (fs_gc.c) */
+	struct lifetime_infer *lt;	/* inference state (own leaf lock) */
+	struct lifetime_rules *lt_rules;	/* -o hints=FILE, or NULL */
+	uint8_t lt_map_logged[LIFETIME_MAX_LEVELS];	/* level classes last logged [L] */
+	struct fs_gc *gc;		/* collector thread, or NULL */
 };
 
 /* fs.c */
@@ -212,6 +218,24 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW 
  * inference); called with fs->lock held. */
 void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		      const struct fs_ctx *ctx, struct fs_inode *in);
+/* After replay (rules file, inference state); 0 or -errno. */
+int fs_lifetime_init(struct fs *fs);
+void fs_lifetime_fini(struct fs *fs);
+/* The last name of `in` is about to go (tid: 0 if unknown). [L] */
+void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);
+void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
+
+/* fs_gc.c: the garbage collector (thread started by fs_start). */
+int fs_gc_start(struct fs *fs);		/* no-op when read-only */
+void fs_gc_stop(struct fs *fs);		/* before the final commit */
+void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
+/* Room for `bytes` more of buffered data, waiting for the collector while
+ * it can free space: 0, or -ENOSPC when valid data fills the device.
+ * No locks held (the writer-side wait for fs_data.c's check_space). */
+int fs_gc_wait_space(struct fs *fs, uint64_t bytes);
+/* Collect one victim now (tests): 1 collected, 0 none, -errno. */
+int fs_gc_run_once(struct fs *fs);
+void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st);	/* no locks */
 
 /* fs_prefetch.c */
 int fs_pf_start(struct fs *fs);

@@ -1,41 +1,291 @@
-/* fs_lifetime — choosing a new file's lifetime class (see lifetime.h for the
- * sources and their order).  Today: the parent directory's
- * user.zonefuse.lifetime xattr, then the RocksDB/LevelDB name presets.
- * Inference from reads (fs_note_read) is not implemented yet.
- * Locking: fs_lifetime_pick runs with fs->lock held; fs_note_read takes
- * nothing and must stay cheap (it runs after every read).
+/* fs_lifetime — choosing a new file's lifetime class, and feeding the LSM
+ * level inference (lifetime_hints/lifetime.h has the model, the decision
+ * table and the sources in order).
+ *
+ *   fs_lifetime_init()   at mount, after replay: the rules file
+ *                        (opts.hints_file), the inference state, and the
+ *                        tables/WALs that exist already (their level from
+ *                        their class when it was inferred)
+ *   fs_lifetime_pick()   CREATE: facts -> lifetime_decide() -> in->cls
+ *   fs_note_read()       READ by a thread (only on page-cache misses)
+ *   fs_lifetime_note_unlink()  a file's last name goes: lifetimes, and the
+ *                        level corrections of finished compaction jobs
+ *                        (in->cls follows, for files whose class was
+ *                        inferred: GC then moves their data to that class)
+ *
+ * Every inference is logged at debug level (-o zf_verbose) as
+ *   lifetime: create NAME ino N tid T level L why W -> CLASS/SOURCE
+ *   lifetime: fix ino N level A -> B -> CLASS
+ * which scripts/bench-placement.sh compares with RocksDB's LOG.
+ *
+ * Lifetimes are measured in bytes written to the file system (fs->user_bytes).
+ * Locking: pick and note_unlink run with fs->lock held; note_read takes no
+ * fs lock (only the inference state's leaf mutex).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/zf_common.h"
 #include "fs/fs_internal.h"
+
+#define HINTS_MAX_BYTES (1u << 20)
+
+static enum lifetime_kind kind_of(const char *name)
+{
+	if (lifetime_is_table(name))
+		return LIFETIME_KIND_TABLE;
+	if (lifetime_is_wal(name))
+		return LIFETIME_KIND_WAL;
+	return LIFETIME_KIND_OTHER;
+}
+
+/* The class in a user.zonefuse.lifetime value ("long", "long rule\n"...),
+ * or -1. */
+static int xattr_class(struct fs_inode *in)
+{
+	struct fs_xattr *x = in ? fs_xattr_find(in, FS_XATTR_LIFETIME) : NULL;
+	enum lifetime_class cls;
+	char buf[32];
+
+	if (!x || x->size == 0 || x->size >= sizeof(buf))
+		return -1;
+	memcpy(buf, x->value, x->size);
+	buf[x->size] = 0;
+	buf[strcspn(buf, " \n")] = 0;
+	return lifetime_class_parse(buf, &cls) == 0 ? (int)cls : -1;
+}
+
+static int load_rules(struct fs *fs, const char *path)
+{
+	unsigned int bad = 0;
+	char *text;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		zf_err("hints file %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	text = malloc(HINTS_MAX_BYTES + 1);
+	if (!text) {
+		close(fd);
+		return -ENOMEM;
+	}
+	n = read(fd, text, HINTS_MAX_BYTES + 1);
+	ret = n < 0 ? -errno : 0;
+	close(fd);
+	if (!ret && n > HINTS_MAX_BYTES) {
+		zf_err("hints file %s: larger than %u bytes", path, HINTS_MAX_BYTES);
+		ret = -EFBIG;
+	}
+	if (!ret) {
+		text[n] = 0;
+		ret = lifetime_rules_parse(text, &fs->lt_rules, &bad);
+		if (ret == -EINVAL)
+			zf_err("hints file %s, line %u: expected \"GLOB CLASS\" with CLASS one of none, short, medium, long, extreme",
+			       path, bad);
+	} else if (ret != -EFBIG) {
+		zf_err("hints file %s: %s", path, strerror(-ret));
+	}
+	free(text);
+	if (!ret)
+		zf_info("lifetime rules: %zu from %s", lifetime_rules_count(fs->lt_rules), path);
+	return ret;
+}
+
+static int level_of_class(uint8_t cls)
+{
+	switch (cls) {
+	case LIFETIME_SHORT: return 0;
+	case LIFETIME_MEDIUM: return 1;
+	case LIFETIME_LONG: return 2;
+	case LIFETIME_EXTREME: return 3;
+	default: return -1;
+	}
+}
+
+int fs_lifetime_init(struct fs *fs)
+{
+	int ret;
+
+	if (fs->opts.hints_file && *fs->opts.hints_file) {
+		ret = load_rules(fs, fs->opts.hints_file);
+		if (ret)
+			return ret;
+	}
+	fs->lt = lifetime_infer_new();
+	if (!fs->lt)
+		return -ENOMEM;
+	/* Files that exist already: tables keep the level their class says
+	 * (when the class was inferred), WALs count as live WALs. */
+	pthread_mutex_lock(&fs->lock);
+	for (size_t b = 0; b < fs->dtab_size; b++) {
+		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
+			struct fs_inode *in = fs_inode_get(fs, d->ino);
+			enum lifetime_kind k = kind_of(d->name);
+
+			if (!in || !S_ISREG(in->mode) || k == LIFETIME_KIND_OTHER)
+				continue;
+			lifetime_infer_adopt(fs->lt, in->ino, k,
+					     in->cls_src == LIFETIME_SRC_INFERRED
+						     ? level_of_class(in->cls) : -1,
+					     fs->user_bytes);
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+void fs_lifetime_fini(struct fs *fs)
+{
+	lifetime_infer_free(fs->lt);
+	fs->lt = NULL;
+	lifetime_rules_free(fs->lt_rules);
+	fs->lt_rules = NULL;
+}
+
+/* Path of dir/name relative to the root, for rules with '/' ([L]).
+ * Returns false if it does not fit. */
+static bool rel_path(struct fs *fs, struct fs_inode *dir, const char *name,
+		     char *buf, size_t size)
+{
+	size_t len = strlen(name);
+	uint64_t ino = dir->ino;
+
+	if (len + 1 > size)
+		return false;
+	memmove(buf + size - len - 1, name, len + 1);
+	size_t pos = size - len - 1;
+	for (int depth = 0; ino != FS_ROOT_INO && depth < 256; depth++) {
+		struct fs_inode *d = fs_inode_get(fs, ino), *p;
+		const char *comp = NULL;
+
+		if (!d || !d->dir || !(p = fs_inode_get(fs, d->dir->parent)) || !p->dir)
+			return false;
+		for (size_t i = 0; i < p->dir->n && !comp; i++)
+			if (p->dir->ents[i] && p->dir->ents[i]->ino == ino)
+				comp = p->dir->ents[i]->name;
+		if (!comp)
+			return false;
+		size_t cl = strlen(comp);
+		if (cl + 1 > pos)
+			return false;
+		buf[--pos] = '/';
+		pos -= cl;
+		memcpy(buf + pos, comp, cl);
+		ino = d->dir->parent;
+	}
+	memmove(buf, buf + pos, size - pos);
+	return true;
+}
+
+static uint64_t size_of(void *arg, uint64_t file)
+{
+	struct fs_inode *in = fs_inode_get(arg, file);	/* fs->lock held */
+
+	return in ? in->size : 0;
+}
 
 void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		      const struct fs_ctx *ctx, struct fs_inode *in)
 {
+	struct lifetime_facts f = {
+		.forced = fs->opts.placement_off,
+		.file_xattr = -1,
+		.dir_xattr = xattr_class(dir),
+		.rule = -1,
+		.name = name,
+		.level = -1,
+	};
+	struct lifetime_guess g = { .level = -1 };
+	uint8_t map[LIFETIME_MAX_LEVELS];
 	enum lifetime_class cls;
-	struct fs_xattr *x = fs_xattr_find(dir, FS_XATTR_LIFETIME);
+	enum lifetime_source src;
+	enum lifetime_kind kind = S_ISREG(in->mode) ? kind_of(name) : LIFETIME_KIND_OTHER;
 
-	(void)fs;
-	(void)ctx;
-	if (x && x->size < 32) {
-		char buf[32];
-		memcpy(buf, x->value, x->size);
-		buf[x->size] = 0;
-		buf[strcspn(buf, " \n")] = 0;
-		if (lifetime_class_parse(buf, &cls) == 0) {
-			in->cls = (uint8_t)cls;
-			in->cls_src = LIFETIME_SRC_DIR_XATTR;
-			return;
+	if (fs->lt_rules) {
+		char path[4096];
+		bool have = lifetime_rules_need_path(fs->lt_rules) &&
+			    rel_path(fs, dir, name, path, sizeof(path));
+
+		f.rule = lifetime_rules_match(fs->lt_rules, name, have ? path : NULL);
+	}
+	/* Infer even when a stronger source decides: the state must see
+	 * every table (and the accuracy is measured in all modes). */
+	if (fs->lt && kind != LIFETIME_KIND_OTHER)
+		lifetime_infer_create(fs->lt, in->ino, kind, ctx ? ctx->pid : 0,
+				      zf_now_ns(), fs->user_bytes, size_of, fs, &g);
+	if (kind == LIFETIME_KIND_TABLE) {
+		f.level = g.level;
+		lifetime_infer_level_classes(fs->lt, map);
+		f.level_class = map;
+	}
+	src = lifetime_decide(&f, &cls);
+	in->cls = (uint8_t)cls;
+	in->cls_src = (uint8_t)src;
+	if (kind == LIFETIME_KIND_TABLE)
+		zf_dbg("lifetime: create %s ino %llu tid %u level %d why %s job %llu -> %s/%s",
+		       name, (unsigned long long)in->ino, ctx ? ctx->pid : 0, g.level,
+		       lifetime_why_name(g.why), (unsigned long long)g.job,
+		       lifetime_class_name(cls), lifetime_source_name(src));
+}
+
+void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid)
+{
+	struct lifetime_fix fixes[LIFETIME_MAX_FIXES];
+	uint8_t map[LIFETIME_MAX_LEVELS];
+	size_t n;
+
+	if (!fs->lt || !in || !S_ISREG(in->mode))
+		return;
+	n = lifetime_infer_unlink(fs->lt, in->ino, tid, zf_now_ns(), fs->user_bytes, fixes);
+	lifetime_infer_level_classes(fs->lt, map);
+	if (memcmp(map, fs->lt_map_logged, sizeof(map)) != 0) {
+		struct lifetime_infer_stats st;
+		char b[256];
+		int k = 0;
+
+		memcpy(fs->lt_map_logged, map, sizeof(map));
+		lifetime_infer_get_stats(fs->lt, &st);
+		k += snprintf(b + k, sizeof(b) - (size_t)k, "wal %llu/%.1f",
+			      (unsigned long long)st.wal.n, st.wal.log2_life);
+		for (int l = 0; l < 5 && k < (int)sizeof(b); l++)
+			k += snprintf(b + k, sizeof(b) - (size_t)k, ", L%d %s %llu/%.1f", l,
+				      lifetime_class_name(map[l]),
+				      (unsigned long long)st.level[l].n, st.level[l].log2_life);
+		zf_dbg("lifetime: level classes now (deaths/log2 lifetime in bytes): %s", b);
+	}
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct fs_inode *o = fs_inode_get(fs, fixes[i].file);
+		int l = fixes[i].new_level;
+
+		if (l >= LIFETIME_MAX_LEVELS)
+			l = LIFETIME_MAX_LEVELS - 1;
+		zf_dbg("lifetime: fix ino %llu level %d -> %d -> %s",
+		       (unsigned long long)fixes[i].file, fixes[i].old_level,
+		       fixes[i].new_level, lifetime_class_name(map[l]));
+		if (o && o->cls_src == LIFETIME_SRC_INFERRED && o->cls != map[l]) {
+			o->cls = map[l];
+			o->attr_dirty = true;
 		}
 	}
-	in->cls_src = (uint8_t)lifetime_preset(name, &cls);
-	in->cls = (uint8_t)cls;
 }
 
 void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes)
 {
-	(void)fs;
-	(void)ino;
-	(void)tid;
-	(void)bytes;
+	if (fs->lt && tid)
+		lifetime_infer_read(fs->lt, ino, tid, bytes, zf_now_ns());
+}
+
+void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st)
+{
+	lifetime_infer_get_stats(fs->lt, st);
 }

@@ -26,6 +26,8 @@ struct conf {
 	unsigned commit_ms;
 	unsigned reorder;
 	char *hints;
+	int gc_mbps;		/* -1 = default */
+	char *placement;	/* "on" | "off" */
 	unsigned readahead_kb;
 	int prefetch_kb;	/* -1 = default */
 	int no_killpriv;
@@ -42,6 +44,8 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("commit_ms=%u", commit_ms),
 	OPT("reorder_chunks=%u", reorder),
 	OPT("hints=%s", hints),
+	OPT("gc_mbps=%d", gc_mbps),
+	OPT("placement=%s", placement),
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
@@ -69,7 +73,14 @@ static void usage(const char *prog)
 	       "    -o buffer_mb=N         write-buffer memory bound in MiB (default 256)\n"
 	       "    -o commit_ms=N         periodic metadata commit interval (default 5000, 0=off)\n"
 	       "    -o reorder_chunks=N    complete chunks held to write files in order (default 8)\n"
-	       "    -o hints=FILE          lifetime rules file (accepted; rules are not applied yet)\n"
+	       "    -o hints=FILE          lifetime rules: lines \"GLOB CLASS\" (CLASS: none, short,\n"
+	       "                           medium, long, extreme; GLOB with '/' matches the path\n"
+	       "                           from the mount root, else the name; first match wins)\n"
+	       "    -o placement=on|off    place files in zones by lifetime class (default on;\n"
+	       "                           off: every file in one class, for comparison)\n"
+	       "    -o gc_mbps=N           background garbage collection copy rate in MB/s\n"
+	       "                           (default 128, 0 = unbounded; GC for waiting writers\n"
+	       "                           is never slowed)\n"
 	       "    -o readahead_kb=N      max kernel readahead per request (default 1024)\n"
 	       "    -o prefetch_kb=N       per-buffer read-ahead for sequential readers, two\n"
 	       "                           buffers per file (default 2 x stripe_width x\n"
@@ -127,6 +138,7 @@ int main(int argc, char *argv[])
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	c.commit_ms = UINT32_MAX;	/* "not given" */
 	c.prefetch_kb = -1;
+	c.gc_mbps = -1;
 	if (fuse_opt_parse(&args, &c, conf_opts, opt_proc) == -1)
 		return 2;
 	if (c.show_help) {
@@ -171,6 +183,14 @@ int main(int argc, char *argv[])
 	if (c.prefetch_kb >= 0)
 		fo.prefetch_bytes = (uint64_t)c.prefetch_kb << 10;
 	fo.read_only = c.ro;
+	if (c.gc_mbps >= 0)
+		fo.gc_mbps = (uint32_t)c.gc_mbps;
+	if (c.placement && strcmp(c.placement, "on") != 0 && strcmp(c.placement, "off") != 0) {
+		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c.placement);
+		goto out_args;
+	}
+	fo.placement_off = c.placement && strcmp(c.placement, "off") == 0;
+	fo.hints_file = c.hints;	/* read at mount (fs_lifetime.c) */
 	if (c.hints && access(c.hints, R_OK) != 0) {
 		fprintf(stderr, "zonefuse: cannot read hints file %s: %s\n", c.hints, strerror(errno));
 		goto out_args;
@@ -250,6 +270,7 @@ out_args:
 	free(c.device);
 	free(c.stripe_unit);
 	free(c.hints);
+	free(c.placement);
 	fuse_opt_free_args(&args);
 	return ret;
 }

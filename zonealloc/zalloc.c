@@ -68,11 +68,15 @@
  * wait for each other.  Release first, or use zalloc_acquire_many(), whose
  * extra leases never wait.
  *
- * GC (later): the state a collector needs is here: per zone valid bytes,
- * written bytes and wseq (a global write sequence of the zone's last write:
- * age); the hook is in can_wait(): instead of -ENOSPC, ask the collector to
- * relocate the FULL zone with the least valid bytes (then the oldest) and
- * wait on the same condvar.  Relocation writes go through ordinary leases.
+ * GC (zalloc.h has the protocol): zalloc_set_gc() turns it on.  Writers
+ * leave gc_reserve FREE zones to the collector while it can help (a FULL
+ * zone with invalid bytes exists, or a victim is being collected) and wait
+ * for it (can_wait() -> ZA_WAIT_GC: kick, timed waits) instead of failing;
+ * after ZALLOC_GC_PATIENCE_NS without progress they take a reserved zone,
+ * then -ENOSPC.  Victims: cost-benefit over FULL zones (zalloc_gc_pick()),
+ * pinned (z->gc: never queued for reset) until zalloc_gc_done().  The age
+ * of a zone is za->dev_bytes minus its value at the zone's last write
+ * (z->wclock).  GC leases (z->lease_gc) count as gc bytes.
  *
  * Locking: one mutex (za->mu), a leaf lock.  Zone management I/O at run time
  * (finish/close in acquire, report/finish in release after an error, reset in
@@ -112,6 +116,7 @@ struct za_zone {
 	uint64_t resets;	/* since mount */
 	uint64_t reset_stamp;	/* commit stamp when queued for reset */
 	uint64_t wseq;		/* write sequence of the last write (age, for GC) */
+	uint64_t wclock;	/* za->dev_bytes after its last write (GC age) */
 	uint64_t lease_len;	/* bytes of the outstanding lease */
 	uint32_t nunclaimed;	/* unclaimed ranges of this zone in za->ur */
 	uint32_t prev, next;	/* list links (zone indices relative to first) */
@@ -124,6 +129,9 @@ struct za_zone {
 	bool resetting;		/* reset I/O in flight */
 	bool retired;		/* damaged: never written or reset again */
 	bool was_closed;	/* leased from CLOSED */
+	bool gc;		/* being collected: never queued for reset */
+	uint64_t gc_retry_ns;	/* not a victim again before this time */
+	bool lease_gc;		/* the outstanding lease is the collector's */
 };
 
 struct za_list {
@@ -165,6 +173,18 @@ struct zalloc {
 
 	void (*need_space_cb)(void *arg);
 	void *need_space_arg;
+
+	/* garbage collection (zalloc_set_gc) */
+	bool gc_enabled;
+	uint32_t gc_reserve;	/* FREE zones only the collector may take */
+	void (*gc_kick)(void *arg);
+	void *gc_arg;
+	uint32_t gc_waiters;	/* acquirers waiting for the collector now */
+	uint32_t gc_active;	/* victims being collected */
+	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];
+	uint64_t gc_runs, gc_waits, gc_wait_ns, gc_reserve_grants;
+	uint64_t gc_evacuated;	/* valid bytes that left zones being collected */
+	uint64_t class_resets[ZALLOC_NR_CLASSES], class_finishes[ZALLOC_NR_CLASSES];
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -326,7 +346,7 @@ static void unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
 static void queue_reset(struct zalloc *za, struct za_zone *z)
 {
 	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
-	    z->busy || z->resetting || z->retired ||
+	    z->busy || z->resetting || z->retired || z->gc ||
 	    z->list == ZA_L_PENDING || !za->mounted)
 		return;
 	/* Bytes written through a lease but not yet accounted may still be
@@ -375,10 +395,11 @@ static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
 /* Grant a lease on z (an open zone of cls with room, a CLOSED zone of cls, or
  * a FREE zone) for want bytes (already rounded to the block size). */
 static void lease_zone(struct zalloc *za, struct za_zone *z,
-		       enum lifetime_class cls, uint64_t want,
+		       enum lifetime_class cls, uint64_t want, bool gc,
 		       struct zalloc_lease *out)
 {
 	z->was_closed = false;
+	z->lease_gc = gc;
 	if (z->cond == ZDEV_COND_EMPTY) {
 		z->cls = (uint8_t)cls;
 		z->written = 0;
@@ -403,6 +424,7 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 static void unlease(struct zalloc *za, struct za_zone *z)
 {
 	z->leased = false;
+	z->lease_gc = false;
 	z->lease_len = 0;
 	za->leased_total--;
 	za->leased_cls[z->cls]--;
@@ -427,10 +449,50 @@ static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls)
 	return best;
 }
 
-/* Step 2: a FREE zone if the budget allows a new active zone. */
-static struct za_zone *pick_free(struct zalloc *za)
+/* Can the collector free space: a FULL zone, not in anyone's hands, that
+ * holds fewer valid bytes than its capacity? */
+static bool gc_candidate(const struct za_zone *z, uint64_t now)
 {
-	if (za->lists[ZA_L_FREE].head == ZA_NIL || !budget_allows_new(za))
+	return z->cond == ZDEV_COND_FULL && !z->retired && !z->leased &&
+	       !z->busy && !z->resetting && !z->gc && z->list != ZA_L_PENDING &&
+	       !z->nunclaimed && z->valid < z->capacity &&
+	       (!now || z->gc_retry_ns <= now);
+}
+
+static bool gc_possible(const struct zalloc *za)
+{
+	uint64_t now;
+
+	if (!za->gc_enabled)
+		return false;
+	now = zf_now_ns();
+	for (uint32_t i = 0; i < za->nr; i++)
+		if (gc_candidate(&za->z[i], now) &&
+		    za->z[i].capacity - za->z[i].valid >= za->bs)
+			return true;
+	return false;
+}
+
+/* FREE zones this acquirer may take: the collector (and everyone, once
+ * the collector cannot help any more) may take all of them; others leave
+ * gc_reserve zones to it. */
+static uint32_t free_usable(const struct zalloc *za, bool gc)
+{
+	uint32_t n = za->lists[ZA_L_FREE].count;
+
+	if (gc || !za->gc_enabled)
+		return n;
+	if (n > za->gc_reserve)
+		return n - za->gc_reserve;
+	/* only the reserve is left: the collector's, while it can help */
+	return za->gc_active || gc_possible(za) ? 0 : n;
+}
+
+/* Step 2: a FREE zone if the budget allows a new active zone. */
+static struct za_zone *pick_free(struct zalloc *za, bool gc)
+{
+	if (za->lists[ZA_L_FREE].head == ZA_NIL || !budget_allows_new(za) ||
+	    !free_usable(za, gc))
 		return NULL;
 	return &za->z[za->lists[ZA_L_FREE].head];
 }
@@ -478,11 +540,12 @@ static bool class_has_closed(struct zalloc *za, enum lifetime_class cls)
 	return false;
 }
 
-enum { ZA_WAIT_NO = 0, ZA_WAIT_COMMIT = 1, ZA_WAIT_YES = 2 };
+enum { ZA_WAIT_NO = 0, ZA_WAIT_COMMIT = 1, ZA_WAIT_YES = 2, ZA_WAIT_GC = 3 };
 
 /* Is there anything that a wait can bring?  (Nothing FREE or openable now.)
- * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can. */
-static int can_wait(struct zalloc *za, enum lifetime_class cls)
+ * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can.
+ * ZA_WAIT_GC: only the collector can (never for the collector itself). */
+static int can_wait(struct zalloc *za, enum lifetime_class cls, bool gc)
 {
 	/* A reset in flight makes a FREE zone; a finish in flight may queue
 	 * a reset or free a slot. */
@@ -493,14 +556,14 @@ static int can_wait(struct zalloc *za, enum lifetime_class cls)
 		return ZA_WAIT_YES;
 	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
 	 * release makes a slot or a finishable zone. */
-	if ((za->lists[ZA_L_FREE].count || class_has_closed(za, cls)) &&
+	if ((free_usable(za, gc) || class_has_closed(za, cls)) &&
 	    za->leased_total)
 		return ZA_WAIT_YES;
 	if (za->lists[ZA_L_PENDING].count)
 		return ZA_WAIT_COMMIT;
-	/* GC hook (later): when FULL zones with few valid bytes exist, ask the
-	 * garbage collector to relocate a victim (pick: least valid_bytes,
-	 * then oldest wseq) and wait for it instead of failing. */
+	/* FULL zones hold invalid bytes: the collector can free one. */
+	if (!gc && za->gc_enabled && (za->gc_active || gc_possible(za)))
+		return ZA_WAIT_GC;
 	return ZA_WAIT_NO;
 }
 
@@ -533,8 +596,10 @@ static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 	z->busy = false;
 	za->nr_busy--;
 	if (rc == 1) {		/* failed: mirror what the device says */
-		if (!close)
+		if (!close) {
 			za->zone_finishes--;
+			za->class_finishes[z->cls]--;
+		}
 		if (dz.cond == ZDEV_COND_READONLY || dz.cond == ZDEV_COND_OFFLINE) {
 			retire(za, z, dz.cond);
 		} else if (cond_active(dz.cond)) {
@@ -737,6 +802,7 @@ int zalloc_mount_done(struct zalloc *za)
 			if (rc == 0) {
 				z->resets++;
 				za->zone_resets++;
+				za->class_resets[z->cls]++;
 				make_free(za, z);
 				nreset++;
 				continue;
@@ -792,6 +858,7 @@ int zalloc_mount_done(struct zalloc *za)
 			set_cond(za, v, ZDEV_COND_CLOSED);
 		} else {
 			za->zone_finishes++;
+			za->class_finishes[v->cls]++;
 			mark_full(za, v);
 		}
 	}
@@ -856,6 +923,8 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 			} else {
 				z->valid -= chunk;
 			}
+			if (z->gc)
+				za->gc_evacuated += chunk;
 			if (z->valid == 0)
 				queue_reset(za, z);
 		}
@@ -885,9 +954,11 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
 /* ---- leases -------------------------------------------------------------- */
 
 /* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
- * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3. */
+ * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3;
+ * gc: the collector's lease (may take the reserved FREE zones). */
 static int try_acquire(struct zalloc *za, enum lifetime_class cls,
-		       uint64_t want, bool may_finish, struct zalloc_lease *out)
+		       uint64_t want, bool may_finish, bool gc,
+		       struct zalloc_lease *out)
 {
 	struct za_zone *z;
 
@@ -895,14 +966,14 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		return -ENOMEM;
 	z = pick_open(za, cls);
 	if (!z)
-		z = pick_free(za);
+		z = pick_free(za, gc);
 	if (z) {
-		lease_zone(za, z, cls, want, out);
+		lease_zone(za, z, cls, want, gc, out);
 		return 0;
 	}
 	bool reopen = class_has_closed(za, cls), close;
 
-	if (!may_finish || (!za->lists[ZA_L_FREE].count && !reopen))
+	if (!may_finish || (!free_usable(za, gc) && !reopen))
 		return -EAGAIN;
 	struct za_zone *v = pick_victim(za, reopen, &close);
 
@@ -917,14 +988,15 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		set_cond(za, v, ZDEV_COND_FULL);
 		v->wp = v->start + v->capacity;
 		za->zone_finishes++;
+		za->class_finishes[v->cls]++;
 	}
 	v->busy = true;
 	za->nr_busy++;
 	z = pick_open(za, cls);
 	if (!z)
-		z = pick_free(za);
+		z = pick_free(za, gc);
 	if (z)
-		lease_zone(za, z, cls, want, out);
+		lease_zone(za, z, cls, want, gc, out);
 	mgmt_io(za, v, close);
 	return z ? 0 : -EAGAIN;
 }
@@ -944,22 +1016,37 @@ static uint64_t round_want(const struct zalloc *za, uint64_t want)
 	return ZF_ALIGN_UP(want, za->bs);
 }
 
-/* Blocking acquire with za->mu held. */
+/* Progress the collector makes for waiting writers: zones freed, bytes
+ * moved. */
+static uint64_t gc_progress(const struct zalloc *za)
+{
+	return za->zone_resets + za->gc_evacuated;
+}
+
+/* Blocking acquire with za->mu held.  gc: the collector's own lease (may
+ * use the reserve, never waits for the collector). */
 static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
-			  uint64_t want, struct zalloc_lease *out)
+			  uint64_t want, bool gc, struct zalloc_lease *out)
 {
 	uint64_t deadline = 0, seq = 0;
+	uint64_t gc_since = 0, gc_seen = 0, gc_t0 = 0;
+	bool reserve = gc;
+	int rc;
 
 	if (!za->mounted)
 		return -EBUSY;
 	for (;;) {
-		int w, rc = try_acquire(za, cls, want, true, out);
+		int w;
+
+		rc = try_acquire(za, cls, want, true, reserve, out);
 
 		if (rc != -EAGAIN)
-			return rc;
-		w = can_wait(za, cls);
-		if (w == ZA_WAIT_NO)
-			return -ENOSPC;
+			goto done;
+		w = can_wait(za, cls, reserve);
+		if (w == ZA_WAIT_NO) {
+			rc = -ENOSPC;
+			goto done;
+		}
 		if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
 			/* resets are waiting for a commit: tell the caller */
 			void (*cb)(void *) = za->need_space_cb;
@@ -968,12 +1055,14 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 			pthread_mutex_unlock(&za->mu);
 			cb(arg);
 			pthread_mutex_lock(&za->mu);
-			rc = try_acquire(za, cls, want, true, out);
+			rc = try_acquire(za, cls, want, true, reserve, out);
 			if (rc != -EAGAIN)
-				return rc;
-			w = can_wait(za, cls);
-			if (w == ZA_WAIT_NO)
-				return -ENOSPC;
+				goto done;
+			w = can_wait(za, cls, reserve);
+			if (w == ZA_WAIT_NO) {
+				rc = -ENOSPC;
+				goto done;
+			}
 		}
 		za->waiters++;
 		if (w == ZA_WAIT_COMMIT) {
@@ -989,17 +1078,62 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 				seq = za->commit_seq;
 			} else if (now >= deadline) {
 				za->waiters--;
-				return -ENOSPC;
+				rc = -ENOSPC;
+				goto done;
 			}
 			ts.tv_sec = (time_t)(deadline / 1000000000ull);
 			ts.tv_nsec = (long)(deadline % 1000000000ull);
 			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
+		} else if (w == ZA_WAIT_GC) {
+			/* Only the collector helps: kick it and wait.  If it
+			 * makes no progress for ZALLOC_GC_PATIENCE_NS (e.g. the
+			 * data it must move belongs to a file this writer holds),
+			 * take a reserved zone rather than wait for each other. */
+			uint64_t now = zf_now_ns(), until;
+			struct timespec ts;
+
+			deadline = 0;
+			if (!gc_t0) {
+				gc_t0 = now;
+				za->gc_waits++;
+			}
+			if (!gc_since || gc_progress(za) != gc_seen) {
+				gc_since = now;
+				gc_seen = gc_progress(za);
+			} else if (now - gc_since >= ZALLOC_GC_PATIENCE_NS) {
+				za->waiters--;
+				if (za->lists[ZA_L_FREE].count) {
+					reserve = true;
+					za->gc_reserve_grants++;
+					continue;
+				}
+				rc = -ENOSPC;
+				goto done;
+			}
+			za->gc_waiters++;
+			if (za->gc_kick) {
+				void (*kick)(void *) = za->gc_kick;
+				void *arg = za->gc_arg;
+
+				pthread_mutex_unlock(&za->mu);
+				kick(arg);
+				pthread_mutex_lock(&za->mu);
+			}
+			until = zf_now_ns() + 50000000ull;	/* re-check every 50 ms */
+			ts.tv_sec = (time_t)(until / 1000000000ull);
+			ts.tv_nsec = (long)(until % 1000000000ull);
+			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
+			za->gc_waiters--;
 		} else {
 			deadline = 0;
 			pthread_cond_wait(&za->cv, &za->mu);
 		}
 		za->waiters--;
 	}
+done:
+	if (gc_t0)
+		za->gc_wait_ns += zf_now_ns() - gc_t0;
+	return rc;
 }
 
 int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
@@ -1010,7 +1144,7 @@ int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&za->mu);
-	rc = acquire_locked(za, cls, round_want(za, want), out);
+	rc = acquire_locked(za, cls, round_want(za, want), false, out);
 	pthread_mutex_unlock(&za->mu);
 	return rc;
 }
@@ -1028,15 +1162,28 @@ int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
 	want_each = round_want(za, want_each);
-	rc = acquire_locked(za, cls, want_each, &out[0]);
+	rc = acquire_locked(za, cls, want_each, false, &out[0]);
 	if (rc == 0) {
 		/* extra stripes: only what is there now, no finishing */
-		while (got < n && try_acquire(za, cls, want_each, false,
+		while (got < n && try_acquire(za, cls, want_each, false, false,
 					      &out[got]) == 0)
 			got++;
 	}
 	pthread_mutex_unlock(&za->mu);
 	return rc ? rc : (int)got;
+}
+
+int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+		      struct zalloc_lease *out)
+{
+	int rc = check_acquire_args(za, cls, want, out);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&za->mu);
+	rc = acquire_locked(za, cls, round_want(za, want), true, out);
+	pthread_mutex_unlock(&za->mu);
+	return rc;
 }
 
 /* Called with za->mu held; z leased, lease validated. */
@@ -1049,6 +1196,11 @@ static void account_written(struct zalloc *za, struct za_zone *z, uint64_t n)
 	z->wseq = ++za->write_seq;
 	za->dev_bytes += n;
 	za->class_bytes[z->cls] += n;
+	z->wclock = za->dev_bytes;
+	if (z->lease_gc) {
+		za->gc_bytes += n;
+		za->gc_class_bytes[z->cls] += n;
+	}
 }
 
 /* After the lease on z ended: put z where it belongs. */
@@ -1273,6 +1425,7 @@ int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
 		if (rc == 0) {
 			z->resets++;
 			za->zone_resets++;
+			za->class_resets[z->cls]++;
 			make_free(za, z);
 			done++;
 		} else if (rrc == 1 && (dz.cond == ZDEV_COND_READONLY ||
@@ -1346,6 +1499,145 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	st->zone_resets = za->zone_resets;
 	st->zone_finishes = za->zone_finishes;
 	st->pending_resets = za->lists[ZA_L_PENDING].count + za->nr_resetting;
+	st->gc_bytes_written = za->gc_bytes;
+	memcpy(st->gc_class_bytes_written, za->gc_class_bytes,
+	       sizeof(st->gc_class_bytes_written));
+	memcpy(st->class_zone_resets, za->class_resets, sizeof(st->class_zone_resets));
+	memcpy(st->class_zone_finishes, za->class_finishes,
+	       sizeof(st->class_zone_finishes));
+	st->gc_runs = za->gc_runs;
+	st->gc_waits = za->gc_waits;
+	st->gc_wait_ns = za->gc_wait_ns;
+	st->gc_reserve_grants = za->gc_reserve_grants;
+	st->gc_reserve_zones = za->gc_enabled ? za->gc_reserve : 0;
+	st->gc_waiters = za->gc_waiters;
+	st->gc_active = za->gc_active;
+	for (uint32_t i = 0; i < za->nr; i++)
+		if (gc_candidate(&za->z[i], 0))
+			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
+	pthread_mutex_unlock(&za->mu);
+}
+
+/* ---- garbage collection support ------------------------------------------ */
+
+void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
+		   void (*kick)(void *arg), void *arg)
+{
+	if (!za)
+		return;
+	pthread_mutex_lock(&za->mu);
+	za->gc_enabled = kick != NULL;
+	za->gc_reserve = reserve_zones;
+	za->gc_kick = kick;
+	za->gc_arg = arg;
+	pthread_cond_broadcast(&za->cv);
+	pthread_mutex_unlock(&za->mu);
+}
+
+double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
+{
+	double u;
+
+	if (capacity == 0 || valid >= capacity)
+		return -1;
+	u = (double)valid / (double)capacity;
+	return (1.0 - u) * (double)(age + 1) / (1.0 + u);
+}
+
+int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
+		   struct zalloc_gc_victim *v)
+{
+	struct za_zone *best = NULL;
+	double best_score = 0;
+	uint64_t now = zf_now_ns();
+
+	if (!za || !v)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+		double sc;
+
+		if (!gc_candidate(z, now) || z->capacity - z->valid < za->bs)
+			continue;
+		if (skip && (skip[i / 64] >> (i % 64)) & 1)
+			continue;
+		sc = greedy ? (double)(z->capacity - z->valid)
+			    : zalloc_gc_score(z->capacity, z->valid, za->dev_bytes - z->wclock);
+		if (!best || sc > best_score) {
+			best = z;
+			best_score = sc;
+		}
+	}
+	if (!best) {
+		pthread_mutex_unlock(&za->mu);
+		return -ENOENT;
+	}
+	best->gc = true;
+	za->gc_active++;
+	za->gc_runs++;
+	v->zone = za->first + zidx(za, best);
+	v->cls = best->cls;
+	v->start = best->start;
+	v->capacity = best->capacity;
+	v->valid_bytes = best->valid;
+	v->age = za->dev_bytes - best->wclock;
+	v->score = best_score;
+	pthread_mutex_unlock(&za->mu);
+	return 0;
+}
+
+void zalloc_gc_done(struct zalloc *za, uint32_t zone)
+{
+	zalloc_gc_done_backoff(za, zone, 0);
+}
+
+void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_ns)
+{
+	struct za_zone *z;
+
+	if (!za)
+		return;
+	pthread_mutex_lock(&za->mu);
+	z = zone_of(za, zone);
+	if (!z || !z->gc) {
+		zf_err("zalloc: gc_done on zone %u which is not being collected", zone);
+	} else {
+		z->gc = false;
+		z->gc_retry_ns = backoff_ns ? zf_now_ns() + backoff_ns : 0;
+		za->gc_active--;
+		if (z->valid == 0)
+			queue_reset(za, z);
+	}
+	pthread_cond_broadcast(&za->cv);
+	pthread_mutex_unlock(&za->mu);
+}
+
+void zalloc_discard(struct zalloc *za, uint64_t dev_off, uint64_t len)
+{
+	if (!za || !len)
+		return;
+	pthread_mutex_lock(&za->mu);
+	while (len) {
+		uint64_t zi = dev_off / za->zone_size;
+		struct za_zone *z;
+		uint64_t chunk;
+
+		if (zi < za->first || zi - za->first >= za->nr) {
+			zf_err("zalloc: discard [%llu, +%llu) outside the data zones",
+			       (unsigned long long)dev_off, (unsigned long long)len);
+			break;
+		}
+		z = &za->z[zi - za->first];
+		chunk = ZF_MIN(len, z->start + za->zone_size - dev_off);
+		if (z->nunclaimed) {
+			unclaimed_trim(za, z, dev_off, dev_off + chunk);
+			if (!z->nunclaimed && z->valid == 0)
+				queue_reset(za, z);
+		}
+		dev_off += chunk;
+		len -= chunk;
+	}
 	pthread_mutex_unlock(&za->mu);
 }
 

@@ -137,11 +137,27 @@ struct zalloc_stats {
 	uint64_t free_bytes;		/* free zones' capacity + room left in open zones */
 	uint64_t valid_bytes;		/* referenced bytes */
 	uint64_t reclaimable_bytes;	/* written but no longer referenced */
-	uint64_t device_bytes_written;	/* data bytes written through leases */
-	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];
+	uint64_t device_bytes_written;	/* data bytes written through leases,
+					 * the collector's included */
+	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];	/* idem, per class */
 	uint64_t zone_resets;
 	uint64_t zone_finishes;
 	uint64_t pending_resets;	/* zones waiting for a commit to reset */
+	/* garbage collection (zalloc_set_gc) and per-class counters */
+	uint64_t gc_bytes_written;	/* bytes written through GC leases (part
+					 * of device_bytes_written) */
+	uint64_t gc_class_bytes_written[ZALLOC_NR_CLASSES];
+	uint64_t class_zone_resets[ZALLOC_NR_CLASSES];	/* by the zone's class */
+	uint64_t class_zone_finishes[ZALLOC_NR_CLASSES];
+	uint64_t gc_runs;		/* victims picked (zalloc_gc_pick) */
+	uint64_t gc_waits;		/* acquires that waited for the collector */
+	uint64_t gc_wait_ns;		/* total time they waited */
+	uint64_t gc_reserve_grants;	/* waits that ended taking a reserved zone */
+	uint64_t gc_reclaimable_bytes;	/* capacity - valid of FULL zones the
+					 * collector could pick now */
+	uint32_t gc_reserve_zones;	/* FREE zones kept for the collector */
+	uint32_t gc_waiters;		/* acquirers waiting for it now */
+	uint32_t gc_active;		/* victims being collected now */
 };
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
@@ -172,5 +188,82 @@ void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
 			      void *arg);
 /* Number of acquirers blocked right now (tests, stats). */
 unsigned int zalloc_waiters(struct zalloc *za);
+
+/* ---- Garbage collection ------------------------------------------------- *
+ * zalloc chooses victims and keeps space for the collector; the collector
+ * itself (fs/fs_gc.c) moves the data, because only the file system knows
+ * which file each valid byte belongs to.
+ *
+ * zalloc_set_gc(za, reserve, kick, arg) turns GC mode on (kick != NULL):
+ *   - ordinary acquires leave `reserve` FREE zones to the collector while a
+ *     victim exists (a FULL zone with fewer valid bytes than its capacity)
+ *     or one is being collected;
+ *   - an acquire that finds nothing, where only the collector can help,
+ *     calls kick(arg) (no zalloc lock held; it must only wake the
+ *     collector) and waits, re-checking every 50 ms, instead of failing.
+ *     If the collector makes no progress (no zone reset, no valid byte
+ *     leaving a zone being collected) for ZALLOC_GC_PATIENCE_NS, the waiter
+ *     takes a reserved
+ *     zone; with none left, -ENOSPC.  So -ENOSPC means: no FREE zone, no
+ *     reset pending, and no FULL zone with an invalid byte, i.e. valid data
+ *     fills the device (or the collector is stuck for that long);
+ *   - acquires never wait for leases held by the caller (see above).
+ *
+ * The collector's protocol for one victim:
+ *     zalloc_gc_pick(za, &v)            victim by cost-benefit, pinned
+ *     read its valid extents (device offsets in [v.start, v.start+capacity))
+ *     zalloc_acquire_gc(za, cls, ...)   leases that may use the reserve and
+ *     write, zalloc_release(...)        never wait for the collector
+ *     re-point each extent under the file's locks: log the new extent,
+ *       zalloc_valid_add(new), then drop the old one (valid_sub), exactly as
+ *       an overwrite does (the reset-safety contract above holds)
+ *     zalloc_discard(new bytes not used) (the extent changed meanwhile)
+ *     zalloc_gc_done(za, v.zone)        unpin; queued for reset if empty
+ *     commit (the reset happens after it, as for any zone)
+ * While pinned (between pick and done) a zone is never queued for reset, so
+ * its bytes stay readable even if its last valid byte dies meanwhile.
+ *
+ * Victim choice (cost-benefit, as in LFS): maximise
+ *     (1 - u) * age / (1 + u),  u = valid / capacity,
+ *     age = device bytes written since the zone's last write
+ * (or, "greedy", the most bytes freed when writers are waiting)
+ * over FULL zones that are not leased, busy, pending, being collected (or
+ * backing off), have no bytes in flight (unclaimed), and free at least one
+ * block. */
+#define ZALLOC_GC_PATIENCE_NS 3000000000ull	/* 3 s without progress */
+
+struct zalloc_gc_victim {
+	uint32_t zone;
+	uint8_t cls;		/* class of the data in it */
+	uint64_t start;		/* bytes, absolute */
+	uint64_t capacity;	/* bytes */
+	uint64_t valid_bytes;	/* when picked */
+	uint64_t age;		/* device bytes written since its last write */
+	double score;
+};
+
+void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
+		   void (*kick)(void *arg), void *arg);
+/* The cost-benefit score (pure; < 0 when nothing to gain). */
+double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age);
+/* Pick and pin the best victim: by cost-benefit, or with greedy the one
+ * that frees most (least valid bytes; when writers wait).  skip: NULL or a
+ * bitmap over the data zones (bit i = zone first_zone + i) of zones not to
+ * pick.  0, or -ENOENT when none. */
+int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
+		   struct zalloc_gc_victim *v);
+/* Unpin a victim (whatever was moved); queues it for reset if empty. */
+void zalloc_gc_done(struct zalloc *za, uint32_t zone);
+/* The same, and the zone is no victim again for backoff_ns (the collector
+ * could not move all of it: a file stayed locked). */
+void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_ns);
+/* zalloc_acquire() for the collector: may use the reserved FREE zones,
+ * waits for releases and commits like zalloc_acquire() but never for the
+ * collector; its bytes count as gc_bytes_written. */
+int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+		      struct zalloc_lease *out);
+/* Bytes written through a lease that will never be referenced (the caller
+ * gave up on them): they no longer keep their zone from being reset. */
+void zalloc_discard(struct zalloc *za, uint64_t dev_off, uint64_t len);
 
 #endif

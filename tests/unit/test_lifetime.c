@@ -1,2 +1,599 @@
-/* stub: being written */
-int main(void) { return 77; }
+/* test_lifetime — unit tests of lifetime_hints/: the decision table,
+ * presets, the rules file, the level -> class map, and the LSM level
+ * inference on synthetic RocksDB- and LevelDB-like event sequences (the
+ * patterns measured in ../shared/what-the-daemon-sees.md and in RocksDB's
+ * LOG: one flush thread, one compaction thread, inputs deleted in a batch
+ * after each compaction, often by another thread).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lifetime_hints/lifetime.h"
+
+#define MiB (1024ull * 1024ull)
+
+/* ---- decision table ------------------------------------------------------ */
+
+static enum lifetime_class decide(const struct lifetime_facts *f,
+				  enum lifetime_source *src)
+{
+	enum lifetime_class c = LIFETIME_NR;
+
+	*src = lifetime_decide(f, &c);
+	return c;
+}
+
+static struct lifetime_facts facts(const char *name)
+{
+	struct lifetime_facts f = { .file_xattr = -1, .dir_xattr = -1,
+				    .rule = -1, .name = name, .level = -1 };
+	return f;
+}
+
+START_TEST(presets)
+{
+	static const struct { const char *name; int cls; } t[] = {
+		{ "000012.log", LIFETIME_SHORT },
+		{ "LOG", LIFETIME_NONE }, { "LOG.old.1700000000", LIFETIME_NONE },
+		{ "MANIFEST-000005", LIFETIME_NONE }, { "CURRENT", LIFETIME_NONE },
+		{ "LOCK", LIFETIME_NONE }, { "OPTIONS-000007", LIFETIME_NONE },
+		{ "IDENTITY", LIFETIME_NONE }, { "000001.dbtmp", LIFETIME_NONE },
+		{ "000123.sst", LIFETIME_MEDIUM }, { "000123.ldb", LIFETIME_MEDIUM },
+		{ "000044.blob", LIFETIME_LONG }, { "x.tmp", LIFETIME_MEDIUM },
+	};
+	enum lifetime_class c;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		ck_assert_int_eq(lifetime_preset(t[i].name, &c), LIFETIME_SRC_PRESET);
+		ck_assert_msg((int)c == t[i].cls, "%s: %d", t[i].name, c);
+	}
+	ck_assert_int_eq(lifetime_preset("notes.txt", &c), LIFETIME_SRC_DEFAULT);
+	ck_assert_int_eq(c, LIFETIME_MEDIUM);
+	ck_assert(lifetime_is_table("1.sst") && lifetime_is_table("2.ldb"));
+	ck_assert(!lifetime_is_table("1.sst.tmp") && !lifetime_is_table("LOG"));
+	ck_assert(lifetime_is_wal("000004.log") && !lifetime_is_wal("LOG"));
+	ck_assert_str_eq(lifetime_source_name(LIFETIME_SRC_FORCED), "forced");
+	ck_assert_str_eq(lifetime_source_name(LIFETIME_SRC_NR), "invalid");
+	ck_assert_str_eq(lifetime_class_name(LIFETIME_EXTREME), "extreme");
+	ck_assert_int_eq(lifetime_class_parse("long", &c), 0);
+	ck_assert_int_eq(c, LIFETIME_LONG);
+	ck_assert_int_eq(lifetime_class_parse("4", &c), 0);
+	ck_assert_int_eq(c, LIFETIME_EXTREME);
+	ck_assert_int_eq(lifetime_class_parse("5", &c), -EINVAL);
+	ck_assert_int_eq(lifetime_class_parse("Long", &c), -EINVAL);
+}
+END_TEST
+
+/* Each row of the table in lifetime.h, and that a stronger source wins. */
+START_TEST(decide_table)
+{
+	struct lifetime_facts f;
+	enum lifetime_source s;
+	uint8_t map[LIFETIME_MAX_LEVELS] = { 1, 1, 3, 4, 4, 4, 4, 4 };
+
+	f = facts("000010.sst");
+	f.forced = true;
+	f.file_xattr = LIFETIME_LONG;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_MEDIUM);
+	ck_assert_int_eq(s, LIFETIME_SRC_FORCED);
+
+	f = facts("000010.sst");
+	f.file_xattr = LIFETIME_EXTREME;
+	f.dir_xattr = LIFETIME_SHORT;
+	f.rule = LIFETIME_NONE;
+	f.level = 0;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
+	ck_assert_int_eq(s, LIFETIME_SRC_XATTR);
+	f.file_xattr = -1;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_SHORT);
+	ck_assert_int_eq(s, LIFETIME_SRC_DIR_XATTR);
+	f.dir_xattr = 9;	/* invalid values are ignored */
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_NONE);
+	ck_assert_int_eq(s, LIFETIME_SRC_RULE);
+	f.rule = -1;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_MEDIUM);	/* default map: L0 */
+	ck_assert_int_eq(s, LIFETIME_SRC_INFERRED);
+	f.level = 2;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_LONG);
+	f.level = 7;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
+	f.level = 40;	/* beyond the table: the deepest entry */
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
+	f.level = 0;
+	f.level_class = map;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_SHORT);
+	f.level = 1;
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_SHORT);
+	f.level = -1;	/* table, level unknown: the preset */
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_MEDIUM);
+	ck_assert_int_eq(s, LIFETIME_SRC_PRESET);
+
+	f = facts("000010.log");
+	f.level = 3;	/* a level only applies to tables */
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_SHORT);
+	ck_assert_int_eq(s, LIFETIME_SRC_PRESET);
+	f = facts("data.bin");
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_MEDIUM);
+	ck_assert_int_eq(s, LIFETIME_SRC_DEFAULT);
+	f = facts(NULL);
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_MEDIUM);
+	ck_assert_int_eq(s, LIFETIME_SRC_DEFAULT);
+}
+END_TEST
+
+/* ---- rules file ----------------------------------------------------------- */
+
+START_TEST(rules_file)
+{
+	struct lifetime_rules *r;
+	unsigned int bad;
+
+	ck_assert_int_eq(lifetime_rules_parse(
+		"# comment\n"
+		"\n"
+		"   *.sst   long   # trailing comment\n"
+		"*.log\tshort\r\n"
+		"/db/archive/*  extreme\n"
+		"cache-*  0\n"
+		"*.sst  none\n", &r, &bad), 0);
+	ck_assert_uint_eq(lifetime_rules_count(r), 5);
+	ck_assert(lifetime_rules_need_path(r));
+	ck_assert_int_eq(lifetime_rules_match(r, "000001.sst", "db/000001.sst"), LIFETIME_LONG);
+	ck_assert_int_eq(lifetime_rules_match(r, "7.log", "db/7.log"), LIFETIME_SHORT);
+	/* path rule: the relative path, '/' not matched by '*' */
+	ck_assert_int_eq(lifetime_rules_match(r, "old.dat", "db/archive/old.dat"), LIFETIME_EXTREME);
+	ck_assert_int_eq(lifetime_rules_match(r, "old.dat", "db/archive/x/old.dat"), -1);
+	ck_assert_int_eq(lifetime_rules_match(r, "old.dat", NULL), -1);
+	ck_assert_int_eq(lifetime_rules_match(r, "cache-12", "cache-12"), LIFETIME_NONE);
+	ck_assert_int_eq(lifetime_rules_match(r, "other", "other"), -1);
+	lifetime_rules_free(r);
+
+	ck_assert_int_eq(lifetime_rules_parse("", &r, &bad), 0);
+	ck_assert_uint_eq(lifetime_rules_count(r), 0);
+	ck_assert(!lifetime_rules_need_path(r));
+	ck_assert_int_eq(lifetime_rules_match(r, "a.sst", NULL), -1);
+	lifetime_rules_free(r);
+	ck_assert_int_eq(lifetime_rules_match(NULL, "a.sst", NULL), -1);
+
+	ck_assert_int_eq(lifetime_rules_parse("*.sst long\n*.log shrt\n", &r, &bad), -EINVAL);
+	ck_assert_ptr_null(r);
+	ck_assert_uint_eq(bad, 2);
+	ck_assert_int_eq(lifetime_rules_parse("*.sst\n", &r, &bad), -EINVAL);
+	ck_assert_uint_eq(bad, 1);
+	ck_assert_int_eq(lifetime_rules_parse("ok short\n# x\n*.a long extra\n", &r, &bad), -EINVAL);
+	ck_assert_uint_eq(bad, 3);
+	ck_assert_int_eq(lifetime_rules_parse("/ long\n", &r, &bad), -EINVAL);
+	ck_assert_uint_eq(bad, 1);
+	{
+		char *big = malloc(3000);
+
+		memset(big, 'a', 2999);
+		big[2999] = 0;
+		ck_assert_int_eq(lifetime_rules_parse(big, &r, &bad), -EINVAL);
+		free(big);
+	}
+}
+END_TEST
+
+/* ---- level -> class --------------------------------------------------------- */
+
+static struct lifetime_level_obs obs(uint64_t n, double log2_life)
+{
+	struct lifetime_level_obs o = { n, log2_life };
+	return o;
+}
+
+START_TEST(level_classes)
+{
+	struct lifetime_level_obs lv[LIFETIME_MAX_LEVELS] = { { 0, 0 } };
+	struct lifetime_level_obs wal = obs(20, 23.0);
+	uint8_t m[LIFETIME_MAX_LEVELS];
+
+	/* nothing observed: the default map */
+	lifetime_level_classes(NULL, NULL, m);
+	ck_assert_int_eq(m[0], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
+	ck_assert_int_eq(m[7], LIFETIME_EXTREME);
+
+	/* RocksDB with random keys: L0 and L1 alike, L2 ~6x L0: L0/L1
+	 * share MEDIUM, L2 LONG, L3 (unseen) EXTREME; the WAL never matters */
+	lv[0] = obs(20, 25.3);
+	lv[1] = obs(20, 25.6);
+	lv[2] = obs(20, 27.9);
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[0], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
+	lv[0] = obs(20, 23.1);	/* L0 as short as the WAL: still MEDIUM */
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[0], LIFETIME_MEDIUM);
+
+	/* the anchor is the class's first level: slow growth still steps */
+	lv[0] = obs(20, 25.3);
+	lv[1] = obs(20, 26.5);	/* 2.3x L0: same class */
+	lv[2] = obs(20, 27.0);	/* 1.4x L1 but 3.2x L0: next class */
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	/* L1 living much longer than L0 gets its own class */
+	lv[1] = obs(20, 28.0);
+	lv[2] = obs(20, 29.0);	/* 2x L1: shares L1's */
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[1], LIFETIME_LONG);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
+
+	/* an L2 that dies as fast as L0 shares MEDIUM (merging saves zones);
+	 * too few deaths count as none */
+	lv[1] = obs(LIFETIME_MIN_OBS - 1, 30);
+	lv[2] = obs(20, 25.5);
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[2], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[3], LIFETIME_LONG);
+
+	/* never beyond EXTREME, never decreasing */
+	for (int l = 0; l < LIFETIME_MAX_LEVELS; l++)
+		lv[l] = obs(100, 24.0 + 4.0 * l);
+	lifetime_level_classes(&wal, lv, m);
+	for (int l = 1; l < LIFETIME_MAX_LEVELS; l++)
+		ck_assert_int_ge(m[l], m[l - 1]);
+	ck_assert_int_eq(m[LIFETIME_MAX_LEVELS - 1], LIFETIME_EXTREME);
+}
+END_TEST
+
+/* ---- inference --------------------------------------------------------------- */
+
+/* A small LSM simulator driving lifetime_infer_* the way the FUSE daemon
+ * would, with file sizes known to the size callback. */
+#define NF 4096
+struct sim {
+	struct lifetime_infer *li;
+	uint64_t size[NF];
+	int truth[NF];		/* true level, -1 = not a table */
+	bool live[NF];
+	uint64_t next;		/* next file id */
+	uint64_t now, clock;
+	uint64_t wal;		/* current WAL */
+	int right, total;	/* at-create level accuracy */
+	struct lifetime_fix fixes[LIFETIME_MAX_FIXES];
+	size_t nfix;
+};
+
+static uint64_t sim_size(void *arg, uint64_t f)
+{
+	struct sim *s = arg;
+	return f < NF ? s->size[f] : 0;
+}
+
+static void sim_tick(struct sim *s, uint64_t bytes)
+{
+	s->now += 1000000;	/* 1 ms */
+	s->clock += bytes;
+}
+
+static uint64_t sim_wal(struct sim *s, uint32_t tid)
+{
+	uint64_t f = s->next++;
+
+	lifetime_infer_create(s->li, f, LIFETIME_KIND_WAL, tid, s->now, s->clock,
+			      sim_size, s, NULL);
+	s->live[f] = true;
+	s->truth[f] = -1;
+	return f;
+}
+
+static uint64_t sim_table(struct sim *s, uint32_t tid, int level, uint64_t size,
+			  struct lifetime_guess *g)
+{
+	uint64_t f = s->next++;
+	struct lifetime_guess gg;
+
+	s->size[f] = 0;		/* data comes later */
+	lifetime_infer_create(s->li, f, LIFETIME_KIND_TABLE, tid, s->now, s->clock,
+			      sim_size, s, &gg);
+	s->size[f] = size;
+	s->truth[f] = level;
+	s->live[f] = true;
+	s->total++;
+	s->right += gg.level == level;
+	sim_tick(s, size);
+	if (g)
+		*g = gg;
+	return f;
+}
+
+static void sim_unlink(struct sim *s, uint64_t f, uint32_t tid)
+{
+	s->nfix += lifetime_infer_unlink(s->li, f, tid, s->now, s->clock,
+					 s->fixes + (s->nfix < LIFETIME_MAX_FIXES / 2 ? s->nfix : 0));
+	s->live[f] = false;
+	sim_tick(s, 0);
+}
+
+static void sim_init(struct sim *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->li = lifetime_infer_new();
+	ck_assert_ptr_nonnull(s->li);
+	s->next = 1;
+	s->now = 1000000000;
+}
+
+/* Tables of level l alive now. */
+static int sim_live(struct sim *s, int l, uint64_t *out, int max)
+{
+	int n = 0;
+
+	for (uint64_t f = 1; f < s->next && n < max; f++)
+		if (s->live[f] && s->truth[f] == l)
+			out[n++] = f;
+	return n;
+}
+
+/* One memtable: a new WAL (writer thread 100), the flush thread (200)
+ * writes the L0 table and deletes the old WAL. */
+static void rocks_flush(struct sim *s)
+{
+	uint64_t old = s->wal;
+	struct lifetime_guess g;
+
+	s->wal = sim_wal(s, 100);
+	sim_tick(s, 8 * MiB);
+	sim_table(s, 200, 0, 8 * MiB, &g);
+	if (old)
+		sim_unlink(s, old, 200);
+}
+
+/* A compaction by thread 300 of all level-l tables (and level l+1's) into
+ * k outputs of level l+1; the inputs are deleted by `deleter`. */
+static void rocks_compact(struct sim *s, int l, int k, uint32_t deleter)
+{
+	uint64_t in[256];
+	int n = sim_live(s, l, in, 128);
+
+	n += sim_live(s, l + 1, in + n, 128);
+	for (int i = 0; i < k; i++)
+		sim_table(s, 300, l + 1, 16 * MiB, NULL);
+	for (int i = 0; i < n; i++)
+		sim_unlink(s, in[i], deleter);
+}
+
+START_TEST(infer_rocksdb_flush_and_l0)
+{
+	struct sim s;
+	struct lifetime_infer_stats st;
+
+	sim_init(&s);
+	s.wal = sim_wal(&s, 100);
+	for (int round = 0; round < 30; round++) {
+		for (int i = 0; i < 4; i++)
+			rocks_flush(&s);
+		/* the inputs are deleted by the flush thread, as RocksDB's
+		 * FindObsoleteFiles in the next flush job often does */
+		rocks_compact(&s, 0, 3, 200);
+	}
+	/* every flush is L0 and every L0->L1 output is L1 (the first job
+	 * already: the L0 count is at the trigger) */
+	ck_assert_int_eq(s.right, s.total);
+	lifetime_infer_get_stats(s.li, &st);
+	ck_assert_uint_eq(st.tables, (uint64_t)s.total);
+	ck_assert_uint_eq(st.why[LIFETIME_WHY_FLUSH], 120);
+	ck_assert_uint_eq(st.jobs_resolved, 30);
+	ck_assert_uint_eq(st.tables_corrected, 0);
+	/* L0 and L1 die together: one class */
+	ck_assert_uint_ge(st.wal.n, LIFETIME_MIN_OBS);
+	ck_assert_uint_ge(st.level[0].n, LIFETIME_MIN_OBS);
+	ck_assert_msg(st.level_class[0] == LIFETIME_MEDIUM, "wal %llu/%.2f L0 %llu/%.2f",
+		      (unsigned long long)st.wal.n, st.wal.log2_life,
+		      (unsigned long long)st.level[0].n, st.level[0].log2_life);
+	ck_assert_int_eq(st.level_class[1], LIFETIME_MEDIUM);
+	for (uint64_t f = 1; f < s.next; f++)
+		if (s.live[f] && s.truth[f] >= 0)
+			ck_assert_int_eq(lifetime_infer_level(s.li, f), s.truth[f]);
+	lifetime_infer_free(s.li);
+}
+END_TEST
+
+/* L1 grows past its target; the picker must learn target(1) and predict
+ * L1->L2 jobs once it has seen one; wrong guesses are corrected when the
+ * inputs die. */
+START_TEST(infer_rocksdb_deeper_levels)
+{
+	struct sim s;
+	struct lifetime_infer_stats st;
+	int right_late = 0, total_late = 0;
+
+	sim_init(&s);
+	s.wal = sim_wal(&s, 100);
+	/* 38 rounds: L2 grows by one file a round and stays under its target
+	 * (10 x 64 MiB), as in RocksDB before L3 exists */
+	for (int round = 0; round < 38; round++) {
+		uint64_t l1[64];
+		int n1;
+
+		uint64_t tmp[64];
+
+		for (int i = 0; i < 4; i++)
+			rocks_flush(&s);
+		/* L0->L1 rewrites L1 one file larger */
+		rocks_compact(&s, 0, sim_live(&s, 1, tmp, 64) + 1, 300);
+		/* L1 over 64 MiB (5+ files of 16 MiB): push one L1 file down
+		 * with its overlapping L2 files */
+		n1 = sim_live(&s, 1, l1, 64);
+		if (n1 > 4) {
+			uint64_t l2[256];
+			int n2 = sim_live(&s, 2, l2, 256), k = n2 / 4 + 1;
+			int before_r = s.right, before_t = s.total;
+
+			for (int i = 0; i < k; i++)
+				sim_table(&s, 300, 2, 16 * MiB, NULL);
+			sim_unlink(&s, l1[0], 300);
+			for (int i = 0; i < n2 / 4; i++)
+				sim_unlink(&s, l2[i], 300);
+			if (round >= 10) {
+				right_late += s.right - before_r;
+				total_late += s.total - before_t;
+			}
+		}
+	}
+	lifetime_infer_get_stats(s.li, &st);
+	ck_assert_uint_gt(st.jobs_resolved, 60);
+	ck_assert_uint_gt(st.level_targets[1], 0);
+	/* learned target(1) lies between 64 and 80 MiB of L1 (4 and 5 files) */
+	ck_assert_msg(st.level_targets[1] >= 60 * MiB && st.level_targets[1] <= 84 * MiB,
+		      "target(1) = %llu", (unsigned long long)st.level_targets[1]);
+	ck_assert_int_gt(total_late, 0);
+	ck_assert_msg(right_late * 10 >= total_late * 9, "L1->L2 outputs right %d/%d",
+		      right_late, total_late);
+	ck_assert_msg(s.right * 10 >= s.total * 9, "overall %d/%d", s.right, s.total);
+	/* after the corrections every live table's level is right */
+	for (uint64_t f = 1; f < s.next; f++)
+		if (s.live[f] && s.truth[f] >= 0)
+			ck_assert_int_eq(lifetime_infer_level(s.li, f), s.truth[f]);
+	ck_assert_uint_gt(st.tables_corrected, 0);
+	lifetime_infer_free(s.li);
+}
+END_TEST
+
+/* Reads, when the daemon sees them, are the strongest signal: a table
+ * created by a thread that just read L2 and L3 tables is L3. */
+START_TEST(infer_from_reads)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_guess g;
+	uint64_t sz[16] = { 0 };
+
+	for (uint64_t f = 1; f <= 4; f++)
+		lifetime_infer_adopt(li, f, LIFETIME_KIND_TABLE, f <= 2 ? 2 : 3, 0);
+	ck_assert_int_eq(lifetime_infer_level(li, 3), 3);
+	ck_assert_int_eq(lifetime_infer_level(li, 99), -1);
+	/* too little read: not evidence */
+	lifetime_infer_read(li, 1, 7, 4096, 1000);
+	lifetime_infer_create(li, 10, LIFETIME_KIND_TABLE, 7, 2000, 0,
+			      sim_size, sz, &g);
+	ck_assert_int_ne(g.why, LIFETIME_WHY_READS);
+	/* whole inputs read */
+	lifetime_infer_read(li, 2, 8, 2 * MiB, 3000);
+	lifetime_infer_read(li, 3, 8, 2 * MiB, 3000);
+	lifetime_infer_read(li, 4, 8, 1 * MiB, 3000);
+	lifetime_infer_create(li, 11, LIFETIME_KIND_TABLE, 8, 4000, 0,
+			      sim_size, sz, &g);
+	ck_assert_int_eq(g.why, LIFETIME_WHY_READS);
+	ck_assert_int_eq(g.level, 3);
+	/* its own previous output read back does not count; the inputs
+	 * still do (same job) */
+	lifetime_infer_read(li, 11, 8, 4 * MiB, 5000);
+	lifetime_infer_create(li, 12, LIFETIME_KIND_TABLE, 8, 6000, 0,
+			      sim_size, sz, &g);
+	ck_assert_int_eq(g.level, 3);
+	/* reads older than the window do not count */
+	lifetime_infer_read(li, 1, 9, 4 * MiB, 7000);
+	lifetime_infer_create(li, 13, LIFETIME_KIND_TABLE, 9,
+			      7000 + LIFETIME_READ_WINDOW_NS + 1, 0, sim_size, sz, &g);
+	ck_assert_int_ne(g.why, LIFETIME_WHY_READS);
+	lifetime_infer_free(li);
+}
+END_TEST
+
+/* LevelDB: one background thread flushes (when a new log exists) and
+ * compacts; the flush must not be taken for a compaction output. */
+START_TEST(infer_leveldb_single_thread)
+{
+	struct sim s;
+
+	sim_init(&s);
+	s.wal = sim_wal(&s, 100);
+	for (int round = 0; round < 30; round++) {
+		/* 4 flushes (the first right after the previous compaction, by
+		 * the same thread), then the L0->L1 compaction */
+		for (int i = 0; i < 4; i++) {
+			uint64_t old = s.wal;
+
+			s.wal = sim_wal(&s, 100);
+			sim_tick(&s, 4 * MiB);
+			sim_table(&s, 500, 0, 4 * MiB, NULL);
+			sim_unlink(&s, old, 500);
+		}
+		rocks_compact(&s, 0, 2, 500);
+	}
+	ck_assert_msg(s.right * 100 >= s.total * 95, "%d/%d", s.right, s.total);
+	lifetime_infer_free(s.li);
+}
+END_TEST
+
+/* Robustness: unknown files, NULL state, unknown tid, files re-created,
+ * many threads (slot recycling), many files (table growth). */
+START_TEST(infer_corners)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_infer_stats st;
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+	struct lifetime_guess g;
+	uint8_t m[LIFETIME_MAX_LEVELS];
+
+	ck_assert_uint_eq(lifetime_infer_unlink(li, 12345, 1, 0, 0, fx), 0);
+	ck_assert_uint_eq(lifetime_infer_unlink(NULL, 1, 1, 0, 0, fx), 0);
+	lifetime_infer_create(NULL, 1, LIFETIME_KIND_TABLE, 1, 0, 0, NULL, NULL, &g);
+	ck_assert_int_eq(g.level, -1);
+	lifetime_infer_read(NULL, 1, 1, 1, 0);
+	lifetime_infer_level_classes(NULL, m);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	lifetime_infer_get_stats(NULL, &st);
+	ck_assert_uint_eq(st.tables, 0);
+	/* 100 threads, 20000 files: slots recycle, the table grows */
+	for (uint64_t f = 1; f <= 20000; f++) {
+		lifetime_infer_create(li, f, f % 3 ? LIFETIME_KIND_TABLE : LIFETIME_KIND_OTHER,
+				      (uint32_t)(f % 100), f * 1000, f, NULL, NULL, &g);
+		lifetime_infer_read(li, f, (uint32_t)(f % 100) + 1000, 4096, f * 1000);
+		if (f % 3)
+			ck_assert_int_ge(g.level, 0);
+	}
+	for (uint64_t f = 1; f <= 20000; f += 2)
+		lifetime_infer_unlink(li, f, 0, 30000000, 30000, fx);
+	/* re-creating an id replaces its record */
+	lifetime_infer_create(li, 2, LIFETIME_KIND_WAL, 1, 0, 0, NULL, NULL, &g);
+	ck_assert_int_eq(lifetime_infer_level(li, 2), -1);
+	lifetime_infer_get_stats(li, &st);
+	ck_assert_uint_gt(st.tables, 13000);
+	for (uint64_t f = 4; f <= 20000; f += 2)
+		ck_assert_int_ge(lifetime_infer_level(li, f), f % 3 ? 0 : -1);
+	lifetime_infer_free(li);
+	lifetime_infer_free(NULL);
+}
+END_TEST
+
+static Suite *lifetime_suite(void)
+{
+	Suite *s = suite_create("lifetime");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, presets);
+	tcase_add_test(tc, decide_table);
+	tcase_add_test(tc, rules_file);
+	tcase_add_test(tc, level_classes);
+	tcase_add_test(tc, infer_rocksdb_flush_and_l0);
+	tcase_add_test(tc, infer_rocksdb_deeper_levels);
+	tcase_add_test(tc, infer_from_reads);
+	tcase_add_test(tc, infer_leveldb_single_thread);
+	tcase_add_test(tc, infer_corners);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lifetime_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,779 @@
+/* fs_gc — the garbage collector: frees zones whose data is partly dead by
+ * moving their live extents to zones of the same lifetime class.  zalloc
+ * picks victims and keeps space for the collector (zonealloc/zalloc.h,
+ * "Garbage collection": protocol, victim choice, writers' waits); this file
+ * knows which file each live byte belongs to and moves it.
+ *
+ * When it runs (one thread, fs_gc_start/fs_gc_stop; it wakes every
+ * GC_TICK_MS and when kicked):
+ *   urgent      a writer waits for space (in zalloc, or in
+ *               fs_gc_wait_space), or FREE zones <= reserve: no rate limit;
+ *   background  FREE zones < low, then until FREE zones >= high, or the
+ *               free bytes do not cover the write buffers: at most
+ *               opts.gc_mbps MB/s of copying (token bucket).
+ *   Zones: reserve = GC_RESERVE; low = reserve + max(2, nr/32);
+ *   high = low + max(2, nr/64) (nr = data zones).  Zones whose data all
+ *   dies are reset without GC (zalloc), so with good placement the
+ *   collector rarely has anything to do.
+ *
+ * One victim (collect_one):
+ *   1. zalloc_gc_pick(): the best cost-benefit victim, pinned (its bytes
+ *      stay readable until zalloc_gc_done());
+ *   2. under fs->lock, every extent piece that lies in it: (ino, off, len,
+ *      dev), sorted by (ino, off) so each file's data lands in order;
+ *   3. per file, in batches of <= GC_BATCH bytes: read the pieces from the
+ *      victim (no file lock: the zone is pinned), write them sequentially
+ *      through zalloc_acquire_gc() leases of the file's class (its class
+ *      now: inference corrections apply), release the leases; then, with
+ *      the file's rw lock exclusive (timed: the file's own writer may hold
+ *      it while it waits for space) and fs->lock, re-point every sub-range
+ *      that still maps to the bytes read: fs_log_extent() + valid_add of
+ *      the new bytes + extmap_set() (whose drop callback subtracts the old
+ *      ones) -- the same order as an ordinary write, so the reset-after-
+ *      commit contract holds; new bytes not used (the file changed
+ *      meanwhile) are zalloc_discard()ed;
+ *   4. zalloc_gc_done(), then a commit: the victim is reset after it.
+ * A file whose lock cannot be had keeps its extents there; the victim is
+ * then left alone for GC_BACKOFF_NS (zalloc_gc_done_backoff()).
+ *
+ * Locking: the collector holds at most one file's rw lock, then fs->lock,
+ * then zalloc's (the documented order); device I/O is done without
+ * fs->lock.  fs_gc_wait_space() is called with no lock held.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+#define GC_TICK_MS 100
+#define GC_RESERVE 2			/* zones only the collector may take */
+#define GC_BATCH (4u << 20)		/* bytes read+written per step */
+#define GC_LOCK_WAIT_MS 50		/* one try for a file's rw lock */
+#define GC_LOCK_TRIES 4
+#define GC_BACKOFF_NS (2ull * 1000000000ull)
+#define GC_SPACE_PATIENCE_NS (10ull * 1000000000ull)
+
+struct fs_gc {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;		/* the collector sleeps here */
+	pthread_cond_t done_cv;		/* space waiters sleep here */
+	_Atomic bool stop;
+	bool kick;
+	uint32_t reserve, low, high;
+	uint64_t rate;			/* bytes/s, 0 = unbounded */
+	uint64_t tb_next_ns;		/* token bucket: next copy allowed */
+	uint32_t space_waiters;		/* in fs_gc_wait_space() */
+	uint64_t space_need;		/* bytes the largest of them needs */
+	uint64_t rounds;		/* progress marks for waiters */
+	uint8_t *buf;			/* GC_BATCH bytes, aligned */
+	uint64_t *skip;			/* bitmap over data zones (skip_zones) */
+	size_t skip_words;
+	_Atomic uint64_t runs, freed, moved, skipped, discarded;
+	_Atomic uint64_t space_waits, space_wait_ns;
+};
+
+struct gc_piece {
+	uint64_t ino, off, len, dev;
+};
+
+/* A part of a batch: file [off, off+len) read from old, written at new
+ * (new = 0 while not written). */
+struct gc_part {
+	uint64_t off, len, old, new;
+	uint64_t buf_off;
+};
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct gc_piece *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Every extent piece in [start, start + zone_size). [L] taken here */
+static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
+			  struct gc_piece **out, size_t *nout)
+{
+	struct gc_piece *v = NULL;
+	size_t n = 0, cap = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	for (size_t b = 0; b < fs->itab_size && !ret; b++) {
+		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext) {
+			if (!S_ISREG(in->mode))
+				continue;
+			for (size_t i = 0; i < in->map.n; i++) {
+				const struct extmap_ext *e = &in->map.v[i];
+				uint64_t a = ZF_MAX(e->dev, start);
+				uint64_t z = ZF_MIN(e->dev + e->len, start + zsize);
+
+				if (a >= z)
+					continue;
+				if (n == cap) {
+					size_t nc = cap ? 2 * cap : 64;
+					struct gc_piece *nv = realloc(v, nc * sizeof(*nv));
+
+					if (!nv) {
+						ret = -ENOMEM;
+						break;
+					}
+					v = nv;
+					cap = nc;
+				}
+				v[n++] = (struct gc_piece){ in->ino, e->off + (a - e->dev),
+							    z - a, a };
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	qsort(v, n, sizeof(*v), piece_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static bool gc_urgent(struct fs *fs)
+{
+	struct fs_gc *gc = fs->gc;
+	bool u;
+
+	pthread_mutex_lock(&gc->mu);
+	u = gc->space_waiters > 0;
+	pthread_mutex_unlock(&gc->mu);
+	return u || zalloc_waiters(fs->za) > 0;
+}
+
+/* Background rate limit: wait until n more bytes may be copied. */
+static void throttle(struct fs *fs, uint64_t n)
+{
+	struct fs_gc *gc = fs->gc;
+	uint64_t now = zf_now_ns(), at;
+
+	if (!gc->rate)
+		return;
+	at = ZF_MAX(gc->tb_next_ns, now);
+	gc->tb_next_ns = at + n * 1000000000ull / gc->rate;
+	/* sleep in small steps so urgency (a waiting writer) cuts it short */
+	while (now < at && !gc_urgent(fs) && !gc->stop) {
+		zf_sleep_until_ns(ZF_MIN(at, now + 10000000ull));
+		now = zf_now_ns();
+	}
+}
+
+static int timed_wrlock(pthread_rwlock_t *rw)
+{
+	for (int t = 0; t < GC_LOCK_TRIES; t++) {
+		struct timespec ts;
+		int r;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += GC_LOCK_WAIT_MS * 1000000l;
+		ts.tv_sec += ts.tv_nsec / 1000000000l;
+		ts.tv_nsec %= 1000000000l;
+		r = pthread_rwlock_timedwrlock(rw, &ts);
+		if (r == 0)
+			return 0;
+		if (r != ETIMEDOUT)
+			return -r;
+	}
+	return -ETIMEDOUT;
+}
+
+/* Re-point the parts of one file that were written; discard the bytes
+ * that cannot be used.  Returns bytes re-pointed, or -errno (lock). */
+static int64_t repoint(struct fs *fs, uint64_t ino, struct gc_part *parts,
+		       size_t np)
+{
+	struct fs_inode *in;
+	int64_t moved = 0;
+	int r;
+
+	pthread_mutex_lock(&fs->lock);
+	in = fs_inode_get(fs, ino);
+	if (in)
+		in->pins++;
+	pthread_mutex_unlock(&fs->lock);
+	if (!in) {
+		for (size_t k = 0; k < np; k++)
+			if (parts[k].new)
+				zalloc_discard(fs->za, parts[k].new, parts[k].len);
+		return 0;
+	}
+	r = timed_wrlock(&in->rw);
+	if (r) {
+		for (size_t k = 0; k < np; k++)
+			if (parts[k].new)
+				zalloc_discard(fs->za, parts[k].new, parts[k].len);
+		pthread_mutex_lock(&fs->lock);
+		in->pins--;
+		fs_inode_maybe_free(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+		return r;
+	}
+	fs_pf_invalidate(fs, in);	/* fills in flight may read the old bytes */
+	pthread_mutex_lock(&fs->lock);
+	for (size_t k = 0; k < np; k++) {
+		struct gc_part *p = &parts[k];
+		uint64_t end = p->off + p->len, pos = p->off;
+		struct { uint64_t a, b; } claim[16];
+		size_t nc = 0;
+
+		if (!p->new)
+			continue;
+		/* sub-ranges still mapped to the bytes we read (few: at most
+		 * the extents the part overlaps; more than 16 is handled by
+		 * discarding the rest, the next pass moves them) */
+		for (size_t i = extmap_find(&in->map, p->off);
+		     i < in->map.n && in->map.v[i].off < end && nc < 16; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			uint64_t a = ZF_MAX(p->off, e->off);
+			uint64_t b = ZF_MIN(end, e->off + e->len);
+
+			if (a < b && e->dev + (a - e->off) == p->old + (a - p->off)) {
+				claim[nc].a = a;
+				claim[nc].b = b;
+				nc++;
+			}
+		}
+		for (size_t c = 0; c < nc; c++) {
+			uint64_t a = claim[c].a, b = claim[c].b;
+			uint64_t nd = p->new + (a - p->off);
+			int e;
+
+			if (a > pos)
+				zalloc_discard(fs->za, p->new + (pos - p->off), a - pos);
+			pos = b;
+			e = fs_log_extent(fs, ino, a, b - a, nd, ZF_MIN(in->size, b));
+			if (e) {
+				zalloc_discard(fs->za, nd, b - a);
+				continue;
+			}
+			zalloc_valid_add(fs->za, nd, b - a);
+			e = extmap_set(&in->map, a, b - a, nd, fs_drop_valid, fs);
+			if (e) {
+				zalloc_valid_sub(fs->za, nd, b - a);
+				continue;
+			}
+			moved += (int64_t)(b - a);
+		}
+		if (end > pos)
+			zalloc_discard(fs->za, p->new + (pos - p->off), end - pos);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	pthread_rwlock_unlock(&in->rw);
+	pthread_mutex_lock(&fs->lock);
+	in->pins--;
+	fs_inode_maybe_free(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	return moved;
+}
+
+/* Move one batch of one file: read parts (from the victim), write them to
+ * leases of cls, re-point.  Returns bytes moved or -errno. */
+static int64_t move_batch(struct fs *fs, uint64_t ino, enum lifetime_class cls,
+			  struct gc_part *parts, size_t np, uint64_t total,
+			  bool urgent)
+{
+	struct fs_gc *gc = fs->gc;
+	struct zdev_req rq[64];
+	uint64_t pos = 0;
+	int ret = 0;
+	int64_t moved;
+
+	/* read */
+	for (size_t k = 0; k < np;) {
+		unsigned n = 0;
+
+		while (k < np && n < 64) {
+			rq[n++] = (struct zdev_req){ .op = ZDEV_OP_READ,
+				.offset = parts[k].old, .buf = gc->buf + parts[k].buf_off,
+				.len = parts[k].len };
+			k++;
+		}
+		int r = zdev_io_batch(fs->dev, rq, n);
+
+		for (unsigned j = 0; j < n && r >= 0; j++)
+			if (rq[j].result < 0)
+				r = (int)rq[j].result;
+		if (r < 0) {
+			zf_err("gc: reading inode %llu's data from the victim: %s",
+			       (unsigned long long)ino, strerror(-r));
+			return r;
+		}
+	}
+	if (!urgent)
+		throttle(fs, total);
+	/* write, sequentially, lease by lease */
+	while (pos < total) {
+		struct zalloc_lease l;
+		uint64_t n;
+
+		ret = zalloc_acquire_gc(fs->za, cls, total - pos, &l);
+		if (ret)
+			break;
+		n = ZF_MIN(l.len, total - pos);
+		ssize_t w = zdev_write(fs->dev, l.offset, gc->buf + pos, n);
+
+		if (w != (ssize_t)n) {
+			ret = w < 0 ? (int)w : -EIO;
+			zalloc_release(fs->za, &l, 0, ret);
+			zf_err("gc: writing %llu bytes at %llu: %s", (unsigned long long)n,
+			       (unsigned long long)l.offset, strerror(-ret));
+			break;
+		}
+		zalloc_release(fs->za, &l, n, 0);	/* unclaimed until re-pointed */
+		/* parts lying in [pos, pos + n) got their new place; a part cut
+		 * by the lease end is split into two parts */
+		for (size_t k = 0; k < np; k++) {
+			struct gc_part *p = &parts[k];
+
+			if (p->new || p->buf_off < pos || p->buf_off >= pos + n)
+				continue;
+			if (p->buf_off + p->len > pos + n) {
+				/* caller sized parts[] with room for splits */
+				uint64_t head = pos + n - p->buf_off;
+
+				parts[np] = (struct gc_part){ p->off + head, p->len - head,
+							      p->old + head, 0,
+							      p->buf_off + head };
+				np++;
+				p->len = head;
+			}
+			p->new = l.offset + (p->buf_off - pos);
+		}
+		pos += n;
+	}
+	moved = repoint(fs, ino, parts, np);
+	if (moved < 0)
+		return moved;
+	return ret ? ret : moved;
+}
+
+/* Zones holding data of files that are being written (on the dirty list:
+ * their writer may hold the file's rw lock while it waits for space, and
+ * their newest data lives in those zones anyway) are no victims now. */
+static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	uint64_t first = fs->sb.data_first, nr = fs->sb.data_count;
+
+	memset(skip, 0, words * sizeof(*skip));
+	pthread_mutex_lock(&fs->lock);
+	for (struct fs_inode *in = fs->dirty_head; in; in = in->dnext) {
+		for (size_t i = 0; i < in->map.n; i++) {
+			uint64_t z = in->map.v[i].dev / g->zone_size;
+
+			if (z >= first && z - first < nr && (z - first) / 64 < words)
+				skip[(z - first) / 64] |= 1ull << ((z - first) % 64);
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* Collect one victim.  1: one collected (moved or not), 0: no victim,
+ * -errno. */
+static int collect_one(struct fs *fs, bool urgent)
+{
+	struct fs_gc *gc = fs->gc;
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	struct zalloc_gc_victim v;
+	struct gc_piece *pcs = NULL;
+	struct gc_part *parts = NULL;
+	size_t npcs = 0, maxparts;
+	uint64_t moved = 0, skipped = 0;
+	int ret;
+
+	if (gc->skip)
+		skip_zones(fs, gc->skip, gc->skip_words);
+	ret = zalloc_gc_pick(fs->za, urgent, gc->skip, &v);
+	if (ret == -ENOENT && gc->skip)	/* only busy files' zones: try them */
+		ret = zalloc_gc_pick(fs->za, urgent, NULL, &v);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return ret;
+	gc->runs++;
+	ret = collect_pieces(fs, v.start, g->zone_size, &pcs, &npcs);
+	/* parts of one batch: pieces cut to GC_BATCH, plus one split per lease */
+	maxparts = 2 * (GC_BATCH / fs->bs) + 2;
+	if (!ret && npcs && !(parts = calloc(maxparts, sizeof(*parts))))
+		ret = -ENOMEM;
+	for (size_t i = 0; !ret && i < npcs && !gc->stop;) {
+		uint64_t ino = pcs[i].ino, total = 0;
+		size_t np = 0;
+		enum lifetime_class cls;
+		struct fs_inode *in;
+
+		pthread_mutex_lock(&fs->lock);
+		in = fs_inode_get(fs, ino);
+		cls = in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM;
+		pthread_mutex_unlock(&fs->lock);
+		/* one batch: this file's pieces up to GC_BATCH bytes, a piece
+		 * larger than what is left of the batch is cut */
+		while (i < npcs && pcs[i].ino == ino && total < GC_BATCH &&
+		       np < maxparts / 2) {
+			struct gc_piece *p = &pcs[i];
+			uint64_t n = ZF_MIN(p->len, GC_BATCH - total);
+
+			parts[np++] = (struct gc_part){ p->off, n, p->dev, 0, total };
+			total += n;
+			p->off += n;
+			p->dev += n;
+			p->len -= n;
+			if (!p->len)
+				i++;
+		}
+		if (!in) {
+			continue;	/* file gone: its extents went with it */
+		}
+		int64_t r = move_batch(fs, ino, cls, parts, np, total, urgent);
+
+		if (r == -ETIMEDOUT || r == -EDEADLK) {
+			skipped += total;
+			while (i < npcs && pcs[i].ino == ino)	/* skip the file */
+				skipped += pcs[i++].len;
+		} else if (r < 0) {
+			ret = (int)r;
+		} else {
+			moved += (uint64_t)r;
+		}
+		if (urgent && !gc_urgent(fs))
+			urgent = false;
+		else if (!urgent && gc_urgent(fs))
+			urgent = true;
+	}
+	gc->moved += moved;
+	gc->skipped += skipped;
+	{
+		struct zalloc_zone_info zi;
+
+		zalloc_gc_done_backoff(fs->za, v.zone, skipped ? GC_BACKOFF_NS : 0);
+		if (zalloc_zone_info(fs->za, v.zone, &zi) == 0 && zi.valid_bytes == 0)
+			gc->freed++;
+		zf_dbg("gc: zone %u (%s, %llu valid, score %.3g): moved %llu, skipped %llu, valid now %llu",
+		       v.zone, lifetime_class_name(v.cls), (unsigned long long)v.valid_bytes,
+		       v.score, (unsigned long long)moved, (unsigned long long)skipped,
+		       (unsigned long long)zi.valid_bytes);
+	}
+	free(parts);
+	free(pcs);
+	if (ret == -ENOSPC) {
+		zf_warn("gc: no room to move zone %u's data", v.zone);
+		return 0;
+	}
+	return ret ? ret : 1;
+}
+
+static void wake_waiters(struct fs_gc *gc)
+{
+	pthread_mutex_lock(&gc->mu);
+	gc->rounds++;
+	pthread_cond_broadcast(&gc->done_cv);
+	pthread_mutex_unlock(&gc->mu);
+}
+
+/* Work while there is a reason to (see the header). */
+static void gc_round(struct fs *fs)
+{
+	struct fs_gc *gc = fs->gc;
+	bool active = false;
+
+	while (!gc->stop) {
+		struct zalloc_stats zs;
+		uint64_t need;
+		bool urgent, bg;
+		int r;
+
+		zalloc_get_stats(fs->za, &zs);
+		pthread_mutex_lock(&gc->mu);
+		need = fs->buffered + gc->space_need;
+		urgent = gc->space_waiters > 0;
+		pthread_mutex_unlock(&gc->mu);
+		urgent = urgent || zs.gc_waiters > 0 || zalloc_waiters(fs->za) > 0 ||
+			 zs.free_zones <= gc->reserve;
+		bg = zs.free_zones < (active ? gc->high : gc->low) || zs.free_bytes < need;
+		if (!urgent && !bg)
+			break;
+		if (zs.pending_resets) {
+			/* zones that only wait for a commit: free, no copying */
+			fs_commit(fs);
+			wake_waiters(gc);
+			zalloc_get_stats(fs->za, &zs);
+			if (zs.free_zones > gc->reserve &&
+			    zs.free_zones >= (active ? gc->high : gc->low) &&
+			    zs.free_bytes >= need)
+				break;
+		}
+		r = collect_one(fs, urgent);
+		if (r <= 0) {
+			if (r < 0)
+				zf_warn("gc: %s", strerror(-r));
+			wake_waiters(gc);
+			break;
+		}
+		active = true;
+		fs_commit(fs);	/* the victim resets after the commit */
+		wake_waiters(gc);
+	}
+}
+
+static void *gc_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_gc *gc = fs->gc;
+
+	pthread_mutex_lock(&gc->mu);
+	while (!gc->stop) {
+		if (!gc->kick) {
+			struct timespec ts;
+			uint64_t at = zf_now_ns() + GC_TICK_MS * 1000000ull;
+
+			ts.tv_sec = (time_t)(at / 1000000000ull);
+			ts.tv_nsec = (long)(at % 1000000000ull);
+			pthread_cond_timedwait(&gc->cv, &gc->mu, &ts);
+		}
+		gc->kick = false;
+		if (gc->stop)
+			break;
+		pthread_mutex_unlock(&gc->mu);
+		gc_round(fs);
+		pthread_mutex_lock(&gc->mu);
+	}
+	pthread_mutex_unlock(&gc->mu);
+	return NULL;
+}
+
+void fs_gc_kick(struct fs *fs)
+{
+	struct fs_gc *gc = fs->gc;
+
+	if (!gc)
+		return;
+	pthread_mutex_lock(&gc->mu);
+	gc->kick = true;
+	pthread_cond_signal(&gc->cv);
+	pthread_mutex_unlock(&gc->mu);
+}
+
+static void kick_cb(void *arg)
+{
+	fs_gc_kick(arg);
+}
+
+int fs_gc_start(struct fs *fs)
+{
+	struct zalloc_stats zs;
+	struct fs_gc *gc;
+	pthread_condattr_t ca;
+	int r;
+
+	if (fs->read_only || fs->gc)
+		return 0;
+	gc = calloc(1, sizeof(*gc));
+	if (!gc)
+		return -ENOMEM;
+	zalloc_get_stats(fs->za, &zs);
+	gc->buf = zdev_buf_alloc(GC_BATCH);
+	gc->skip_words = (zs.nr_zones + 63) / 64;
+	gc->skip = calloc(gc->skip_words, sizeof(*gc->skip));
+	if (!gc->buf || !gc->skip) {
+		zdev_buf_free(gc->buf);
+		free(gc->skip);
+		free(gc);
+		return -ENOMEM;
+	}
+	gc->reserve = GC_RESERVE;
+	gc->low = gc->reserve + ZF_MAX(2u, zs.nr_zones / 32);
+	gc->high = gc->low + ZF_MAX(2u, zs.nr_zones / 64);
+	gc->rate = (uint64_t)fs->opts.gc_mbps * 1000000ull;
+	pthread_mutex_init(&gc->mu, NULL);
+	pthread_condattr_init(&ca);	/* deadlines come from zf_now_ns() */
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&gc->cv, &ca);
+	pthread_cond_init(&gc->done_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	fs->gc = gc;
+	r = -pthread_create(&gc->th, NULL, gc_main, fs);
+	if (r) {
+		fs->gc = NULL;
+		zdev_buf_free(gc->buf);
+		free(gc->skip);
+		free(gc);
+		return r;
+	}
+	zalloc_set_gc(fs->za, gc->reserve, kick_cb, fs);
+	zf_dbg("gc: started (reserve %u, low %u, high %u zones of %u; %u MB/s in the background)",
+	       gc->reserve, gc->low, gc->high, zs.nr_zones, fs->opts.gc_mbps);
+	return 0;
+}
+
+void fs_gc_stop(struct fs *fs)
+{
+	struct fs_gc *gc = fs->gc;
+
+	if (!gc)
+		return;
+	zalloc_set_gc(fs->za, 0, NULL, NULL);
+	pthread_mutex_lock(&gc->mu);
+	gc->stop = true;
+	pthread_cond_signal(&gc->cv);
+	pthread_cond_broadcast(&gc->done_cv);
+	pthread_mutex_unlock(&gc->mu);
+	pthread_join(gc->th, NULL);
+	/* space waiters (none should be left at unmount) see fs->gc == NULL
+	 * only after they leave; they hold no reference past the mutex */
+	pthread_mutex_lock(&gc->mu);
+	while (gc->space_waiters) {
+		pthread_cond_broadcast(&gc->done_cv);
+		pthread_mutex_unlock(&gc->mu);
+		zf_sleep_until_ns(zf_now_ns() + 1000000ull);
+		pthread_mutex_lock(&gc->mu);
+	}
+	pthread_mutex_unlock(&gc->mu);
+	fs->gc = NULL;
+	pthread_cond_destroy(&gc->cv);
+	pthread_cond_destroy(&gc->done_cv);
+	pthread_mutex_destroy(&gc->mu);
+	zdev_buf_free(gc->buf);
+	free(gc->skip);
+	free(gc);
+}
+
+int fs_gc_run_once(struct fs *fs)
+{
+	struct fs_gc tmp, *saved = fs->gc;
+	int r;
+
+	if (saved)
+		return -EBUSY;	/* the thread does it */
+	/* no thread: a temporary collector state on the stack */
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.buf = zdev_buf_alloc(GC_BATCH);
+	if (!tmp.buf)
+		return -ENOMEM;
+	pthread_mutex_init(&tmp.mu, NULL);
+	pthread_cond_init(&tmp.cv, NULL);
+	pthread_cond_init(&tmp.done_cv, NULL);
+	fs->gc = &tmp;
+	r = collect_one(fs, true);
+	fs->gc = NULL;
+	if (r > 0) {
+		int c = fs_commit(fs);
+
+		if (c)
+			r = c;
+	}
+	pthread_cond_destroy(&tmp.cv);
+	pthread_cond_destroy(&tmp.done_cv);
+	pthread_mutex_destroy(&tmp.mu);
+	zdev_buf_free(tmp.buf);
+	return r;
+}
+
+/* Free bytes the collector could still produce: zalloc's view. */
+int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
+{
+	struct fs_gc *gc = fs->gc;
+	uint64_t t0 = 0, since = 0, seen = 0;
+	bool counted = false;
+	int ret = -ENOSPC;
+
+	for (int attempt = 0;; attempt++) {
+		struct zalloc_stats zs;
+		uint64_t need = fs->buffered + bytes;
+
+		zalloc_get_stats(fs->za, &zs);
+		if (zs.free_bytes >= need) {
+			ret = 0;
+			break;
+		}
+		if (zs.pending_resets && attempt < 2 && fs_commit(fs) == 0)
+			continue;	/* as the writer path always did */
+		if (!gc)
+			break;		/* no collector: full means full */
+		/* Can the collector make room at all?  Valid data plus the
+		 * buffers must fit in the capacity. */
+		if (zs.free_bytes + zs.gc_reclaimable_bytes < need && !zs.gc_active &&
+		    !zs.pending_resets)
+			break;
+		uint64_t now = zf_now_ns();
+
+		pthread_mutex_lock(&gc->mu);
+		if (!counted) {
+			counted = true;
+			t0 = now;
+			since = now;
+			seen = gc->rounds;
+			gc->space_waits++;
+		} else if (gc->rounds != seen) {
+			seen = gc->rounds;
+			since = now;
+		}
+		if (now - since > GC_SPACE_PATIENCE_NS || gc->stop) {
+			pthread_mutex_unlock(&gc->mu);
+			break;
+		}
+		gc->space_waiters++;
+		gc->space_need = ZF_MAX(gc->space_need, bytes);
+		gc->kick = true;
+		pthread_cond_signal(&gc->cv);
+		struct timespec ts;
+		uint64_t at = now + 50000000ull;
+
+		ts.tv_sec = (time_t)(at / 1000000000ull);
+		ts.tv_nsec = (long)(at % 1000000000ull);
+		pthread_cond_timedwait(&gc->done_cv, &gc->mu, &ts);
+		if (--gc->space_waiters == 0)
+			gc->space_need = 0;
+		pthread_mutex_unlock(&gc->mu);
+	}
+	if (counted && gc)
+		gc->space_wait_ns += zf_now_ns() - t0;
+	return ret;
+}
+
+void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
+{
+	struct zalloc_stats zs;
+	struct lifetime_infer_stats ls;
+	struct fs_gc *gc = fs->gc;
+	uint64_t dev;
+
+	zalloc_get_stats(fs->za, &zs);
+	st->gc_bytes_written = zs.gc_bytes_written;
+	st->gc_runs = zs.gc_runs;
+	st->gc_waits = zs.gc_waits;
+	st->gc_wait_ms = zs.gc_wait_ns / 1000000ull;
+	if (gc) {
+		st->gc_zones_freed = gc->freed;
+		st->gc_skipped_busy = gc->skipped;
+		st->gc_waits += gc->space_waits;
+		st->gc_wait_ms += gc->space_wait_ns / 1000000ull;
+	}
+	st->zone_resets = zs.zone_resets;
+	st->zone_finishes = zs.zone_finishes;
+	st->free_zones = zs.free_zones;
+	for (int c = 0; c < LIFETIME_NR; c++) {
+		st->class_bytes_written[c] = zs.class_bytes_written[c];
+		st->class_gc_bytes_written[c] = zs.gc_class_bytes_written[c];
+		st->class_zone_resets[c] = zs.class_zone_resets[c];
+		st->class_zone_finishes[c] = zs.class_zone_finishes[c];
+	}
+	dev = st->data_bytes_written + st->gc_bytes_written + st->meta_bytes_written;
+	st->write_amp_milli = st->user_bytes_written
+				      ? dev * 1000 / st->user_bytes_written : 0;
+	fs_lifetime_get_stats(fs, &ls);
+	st->lifetime_tables = ls.tables;
+	st->lifetime_tables_corrected = ls.tables_corrected;
+}
