@@ -288,14 +288,14 @@ else
 	truncate -s "$nsb" "$image"
 fi
 nvme_args=(-device nvme,id=nvme0,serial=zonefuse0
-	-drive "file=$image,if=none,id=zns,format=raw,cache=writeback,discard=unmap"
+	-drive "file=$image,if=none,id=zns,format=raw,cache=unsafe,discard=unmap"
 	-device "nvme-ns,drive=zns,bus=nvme0,nsid=1,logical_block_size=$lba,physical_block_size=$lba,zoned=true,zoned.zone_size=$zs,zoned.zone_capacity=$zc,zoned.max_open=$max_open,zoned.max_active=$max_active")
 echo 1 >"$run/namespaces"
 if [ -n "$conv_ns" ]; then
 	cb=$(bytes "$conv_ns")
 	if [ -n "$tmp_image" ]; then conv=$run/conv.img; tmp_conv=$conv; else conv=$image.conv; fi
 	[ -f "$conv" ] || truncate -s "$cb" "$conv"
-	nvme_args+=(-drive "file=$conv,if=none,id=conv,format=raw,cache=writeback"
+	nvme_args+=(-drive "file=$conv,if=none,id=conv,format=raw,cache=unsafe"
 		-device "nvme-ns,drive=conv,bus=nvme0,nsid=2,logical_block_size=$lba,physical_block_size=$lba")
 	echo 2 >"$run/namespaces"
 fi
