@@ -266,8 +266,8 @@ if [ ! -f "$initrd" ]; then
 	echo 'root:x:0:0:root:/root:/bin/bash' >"$ir/etc/passwd"
 	echo 'root:x:0:' >"$ir/etc/group"
 	: >"$ir/etc/fuse.conf"
-	(cd "$ir" && find . | cpio -o -H newc --quiet) >"$initrd.tmp"
-	mv "$initrd.tmp" "$initrd"
+	(cd "$ir" && find . | cpio -o -H newc --quiet) >"$initrd.$$.tmp"
+	mv "$initrd.$$.tmp" "$initrd"
 	rm -rf "$ir"
 	# keep the three newest images
 	ls -t "$cache"/initrd-*.cpio | tail -n +4 | xargs -r rm -f
