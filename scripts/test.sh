@@ -10,7 +10,10 @@ cd "$(dirname "$0")/.."
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
-scripts/deps.sh
+# The QEMU packages let the integration suite run the guest tests on a real
+# kernel zoned device (NVMe ZNS); set ZF_NO_QEMU=1 to skip installing them.
+if [ -n "${ZF_NO_QEMU:-}" ]; then scripts/deps.sh
+else scripts/deps.sh qemu-system-x86 busybox-static cpio kmod; fi
 
 build() { # dir, extra meson args...
   local dir=$1; shift
