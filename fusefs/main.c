@@ -50,7 +50,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
 	OPT("zf_verbose", verbose),
-	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	FUSE_OPT_KEY("ro", 'r'),	/* noted, and passed on to FUSE */
 	FUSE_OPT_KEY("-h", 'h'),
 	FUSE_OPT_KEY("--help", 'h'),
 	FUSE_OPT_KEY("-V", 'V'),
@@ -105,9 +105,8 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 			return 0;
 		}
 		return 1;
-	case FUSE_OPT_KEY_KEEP:
-		if (strcmp(arg, "ro") == 0)
-			c->ro = 1;
+	case 'r':
+		c->ro = 1;
 		return 1;
 	case 'h':
 		c->show_help = 1;
