@@ -547,14 +547,19 @@ static void learn_targets(struct lifetime_infer *li)
 			if (lo <= 0)
 				lo = best_c * 0.9;
 			t = (best_c + lo) / 2;
-		} else if (k > 1 && li->target[k - 1] > 0) {
-			t = li->target[k - 1] * LIFETIME_LEVEL_MULT;
-		} else if (nn) {
-			/* no job from this level yet: above everything seen */
+		} else if (np) {
+			/* one job from this level (k >= 2): the default
+			 * multiplier, but above every size at which the level
+			 * was NOT chosen */
+			if (li->target[k - 1] > 0)
+				t = li->target[k - 1] * LIFETIME_LEVEL_MULT;
 			for (unsigned i = 0; i < nn; i++)
-				if (neg[i] * 1.5 > t)
-					t = neg[i] * 1.5;
+				if (neg[i] * 1.25 > t)
+					t = neg[i] * 1.25;
 		}
+		/* else: no job from this level seen yet: not predicted (a new
+		 * level is usually filled by moving tables down without
+		 * rewriting them; its first real compaction teaches us) */
 		li->target[k] = t;
 	}
 	li->targets_dirty = false;

@@ -74,8 +74,13 @@
  *      simulating the compaction picker on the LSM as we see it: scores
  *      L0 = files/LIFETIME_L0_TRIGGER, Lk = bytes(Lk)/target(k); the
  *      highest score wins and the output level is its level + 1.  The
- *      targets are learned (target(1) from the jobs seen so far, deeper ones
- *      x LIFETIME_LEVEL_MULT unless learned from >= 2 jobs).
+ *      targets are learned from the jobs seen so far: target(k) is the
+ *      score threshold that best separates the jobs that compacted level k
+ *      from the others (with one job from level k >= 2 only: target(k-1) x
+ *      LIFETIME_LEVEL_MULT, raised above every size at which level k was
+ *      not chosen).  A level no job has compacted yet is never predicted:
+ *      RocksDB fills a new level by moving tables down without rewriting
+ *      them (invisible to us), its first real compaction teaches us.
  * After the fact, the first table unlinks after a job (its inputs) give
  * the job's true level (min + 1): the job's outputs are corrected (GC then
  * moves their data to the right class), and the targets are learned from

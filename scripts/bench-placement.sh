@@ -9,10 +9,12 @@
 # LSM level of a table was right (checked against RocksDB's own LOG, which
 # names every flush and compaction output and its level).
 #
-# Utilisation: N keys are chosen so that the live data (unique keys x
-# ~440 bytes x 1.1 for RocksDB's own space amplification) fills the
-# requested share of the data zones' capacity; the table shows the average
-# and peak of valid bytes / capacity measured every 2 s during the run.
+# Utilisation = valid bytes / capacity of the data zones, sampled every
+# 2 s during the overwrite passes; the table shows its average and peak.
+# --num is N = UTIL x capacity / 500 bytes: calibrated on this setup (with
+# 3 overwrite passes nearly every key exists, and RocksDB keeps ~1.3x the
+# 416-byte entries in live tables: dead versions in upper levels, the L0
+# backlog and compaction outputs written before their inputs die).
 # RocksDB settings keep its transient space (L0 backlog, compaction output
 # written before the inputs die) small enough for a 2 GiB device: 4 MiB
 # write buffer, 8 MiB files, 32 MiB L1, L0 slowdown/stop at 8/12 files.
@@ -152,17 +154,17 @@ run() {
 		sleep 0.1
 	done
 	is_mounted "$mnt" || die "zonefuse did not mount"
-	getfattr --only-values -n user.zonefuse.stats "$mnt" >"$d/stats0" || die "no stats xattr"
+	getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" >"$d/stats0" || die "no stats xattr"
 	local cap num
 	cap=$(stat_of "$d/stats0" capacity_bytes)
-	# unique keys wanted; after fillrandom + P overwrite passes of N random
-	# keys, 1 - e^-(P+1) of the key space exists
-	num=$(python3 -c "import math; print(int($util / 100.0 * $cap / (440 * 1.1) / (1 - math.exp(-($passes + 1)))))")
+	num=$((util * cap / 100 / ${BYTES_PER_KEY:-500}))
 	echo "$num" >"$d/num"
 	( while :; do
-		getfattr --only-values -n user.zonefuse.stats "$mnt" 2>/dev/null |
-			awk -F= -v t="$(date +%s)" '$1 == "valid_bytes" { v = $2 } $1 == "capacity_bytes" { c = $2 }
-				END { if (c) print t, v, c }'
+		ph=0	# 1 once fillrandom has finished
+		grep -q '^fillrandom' "$d/db_bench.out" 2>/dev/null && ph=1
+		getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" 2>/dev/null |
+			awk -F= -v t="$(date +%s)" -v ph=$ph '$1 == "valid_bytes" { v = $2 } $1 == "capacity_bytes" { c = $2 }
+				END { if (c) print t, v, c, ph }'
 		sleep 2
 	  done >"$d/util" ) &
 	mon_pid=$!
@@ -171,7 +173,7 @@ run() {
 	kill "$mon_pid" 2>/dev/null; wait "$mon_pid" 2>/dev/null || true
 	mon_pid=
 	tr '\r' '\n' <"$d/db_bench.out" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$d/db_bench.clean" || true
-	getfattr --only-values -n user.zonefuse.stats "$mnt" >"$d/stats" 2>/dev/null || true
+	getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" >"$d/stats" 2>/dev/null || true
 	cp "$mnt/db/LOG" "$d/LOG" 2>/dev/null || true
 	fusermount3 -u "$mnt"
 	local zst=0
@@ -270,11 +272,17 @@ for u in utils:
         r['resets'] = int(s.get('data_zone_resets', s.get('zone_resets', 0)))
         r['finishes'] = int(s.get('data_zone_finishes', s.get('zone_finishes', 0)))
         r['gc_runs'] = int(s.get('gc_runs', 0))
+        if os.path.exists(os.path.join(d, 'zonefuse.log')):
+            for line in open(os.path.join(d, 'zonefuse.log'), errors='replace'):
+                mm = re.search(r'gc: at unmount: (\d+) victims', line)
+                if mm:
+                    r['gc_runs'] = int(mm.group(1))
         us = []
         if os.path.exists(os.path.join(d, 'util')):
             for line in open(os.path.join(d, 'util')):
-                t, v, c = map(int, line.split())
-                us.append(100.0 * v / c)
+                t, v, c, ph = map(int, line.split())
+                if ph:
+                    us.append(100.0 * v / c)
         r['util_avg'] = sum(us) / len(us) if us else 0
         r['util_max'] = max(us) if us else 0
         r['num'] = open(os.path.join(d, 'num')).read().strip() if os.path.exists(os.path.join(d, 'num')) else '?'
@@ -294,6 +302,7 @@ lines = [
     ('fillrandom ops/s', lambda r: f"{r['fill']:,}"),
     (f'overwrite ops/s (avg of {passes})', lambda r: f"{r['over']:,}"),
     ('utilisation avg / peak', lambda r: f"{r['util_avg']:.0f}% / {r['util_max']:.0f}%"),
+    ('GC victim zones', lambda r: f"{r['gc_runs']:,}"),
     ('user bytes written', lambda r: mb(r['user'])),
     ('device bytes written', lambda r: mb(r['dev'])),
     ('GC bytes written', lambda r: mb(r['gc'])),

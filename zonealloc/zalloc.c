@@ -184,6 +184,7 @@ struct zalloc {
 	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];
 	uint64_t gc_runs, gc_waits, gc_wait_ns, gc_reserve_grants;
 	uint64_t gc_evacuated;	/* valid bytes that left zones being collected */
+	uint64_t reserve_taken;	/* FREE zones leased by others out of the reserve */
 	uint64_t class_resets[ZALLOC_NR_CLASSES], class_finishes[ZALLOC_NR_CLASSES];
 };
 
@@ -400,6 +401,9 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 {
 	z->was_closed = false;
 	z->lease_gc = gc;
+	if (z->cond == ZDEV_COND_EMPTY && za->gc_enabled && !gc &&
+	    za->lists[ZA_L_FREE].count <= za->gc_reserve)
+		za->reserve_taken++;
 	if (z->cond == ZDEV_COND_EMPTY) {
 		z->cls = (uint8_t)cls;
 		z->written = 0;
@@ -1509,6 +1513,7 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	st->gc_waits = za->gc_waits;
 	st->gc_wait_ns = za->gc_wait_ns;
 	st->gc_reserve_grants = za->gc_reserve_grants;
+	st->gc_reserve_taken = za->reserve_taken;
 	st->gc_reserve_zones = za->gc_enabled ? za->gc_reserve : 0;
 	st->gc_waiters = za->gc_waiters;
 	st->gc_active = za->gc_active;

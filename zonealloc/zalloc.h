@@ -153,6 +153,8 @@ struct zalloc_stats {
 	uint64_t gc_waits;		/* acquires that waited for the collector */
 	uint64_t gc_wait_ns;		/* total time they waited */
 	uint64_t gc_reserve_grants;	/* waits that ended taking a reserved zone */
+	uint64_t gc_reserve_taken;	/* reserved zones leased by others (the
+					 * collector could not help, or a grant) */
 	uint64_t gc_reclaimable_bytes;	/* capacity - valid of FULL zones the
 					 * collector could pick now */
 	uint32_t gc_reserve_zones;	/* FREE zones kept for the collector */

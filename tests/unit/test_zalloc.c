@@ -1557,6 +1557,420 @@ START_TEST(threads_stress)
 }
 END_TEST
 
+/* ---- garbage collection -------------------------------------------------- */
+
+/* Write a whole zone of class cls with valid data; returns its zone. */
+static uint32_t fill_zone(struct tdev *t, enum lifetime_class cls)
+{
+	struct zalloc_lease l;
+
+	ck_assert_int_eq(zalloc_acquire(t->za, cls, ZCAP, &l), 0);
+	ck_assert_uint_eq(l.len, ZCAP);
+	lwrite(t, &l, l.len);
+	zalloc_valid_add(t->za, l.offset, l.len);
+	zalloc_release(t->za, &l, l.len, 0);
+	return l.zone;
+}
+
+static uint64_t zstart(uint32_t zone)
+{
+	return (uint64_t)zone * ZSZ;
+}
+
+START_TEST(gc_score_function)
+{
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP, 1000) < 0);
+	ck_assert(zalloc_gc_score(0, 0, 1000) < 0);
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 2, 2000) > zalloc_gc_score(ZCAP, ZCAP / 2, 1000));
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 4, 1000) > zalloc_gc_score(ZCAP, ZCAP / 2, 1000));
+	/* LFS: an old half-full zone beats a young nearly empty one */
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 2, 100000) > zalloc_gc_score(ZCAP, ZCAP / 10, 1000));
+	ck_assert(zalloc_gc_score(ZCAP, 0, 0) > 0);
+}
+END_TEST
+
+/* Victims: cost-benefit or greedy; pinned, skipped, backing-off, pending,
+ * open and fully valid zones are never picked; a pinned zone whose data
+ * all dies is reset only after gc_done (and a commit). */
+START_TEST(gc_victim_choice)
+{
+	struct tdev t;
+	struct zalloc_gc_victim v;
+	struct zalloc_stats st;
+	uint32_t z[6];
+	uint64_t skip[1] = { 0 }, tk;
+	/* valid share per zone, written oldest first */
+	const uint64_t keep[6] = { ZCAP * 3 / 4, ZCAP / 2, ZCAP / 4, ZCAP, ZCAP / 8, 0 };
+
+	tdev_std(&t, 1);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
+	for (int i = 0; i < 6; i++)
+		z[i] = fill_zone(&t, LIFETIME_MEDIUM);
+	for (int i = 0; i < 6; i++)
+		zalloc_valid_sub(t.za, zstart(z[i]) + keep[i], ZCAP - keep[i]);
+	/* an open zone with invalid bytes is no victim */
+	{
+		struct zalloc_lease l;
+
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 64 * KiB, &l), 0);
+		lwrite(&t, &l, l.len);
+		zalloc_release(t.za, &l, l.len, 0);
+		zalloc_valid_add(t.za, l.offset, l.len);
+		zalloc_valid_sub(t.za, l.offset, l.len / 2);
+	}
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);	/* z[5] */
+	ck_assert_uint_eq(st.gc_reclaimable_bytes,
+			  ZCAP / 4 + ZCAP / 2 + ZCAP * 3 / 4 + ZCAP * 7 / 8);
+	/* ages 5,4,3,..: scores z0 .25*5/1.75=.71, z1 .5*4/1.5=1.33,
+	 * z2 .75*3/1.25=1.8, z4 .875*1/1.125=.78 (x zone capacity) */
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, z[2]);
+	ck_assert_uint_eq(v.valid_bytes, ZCAP / 4);
+	ck_assert_uint_eq(v.cls, LIFETIME_MEDIUM);
+	ck_assert_uint_eq(v.start, zstart(z[2]));
+	ck_assert_uint_eq(v.capacity, ZCAP);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);	/* z2 is pinned */
+	ck_assert_uint_eq(v.zone, z[1]);
+	/* greedy: most bytes freed */
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, z[4]);
+	zalloc_gc_done(t.za, z[4]);
+	skip[0] = 1ull << (z[4] - FIRST);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), 0);
+	ck_assert_uint_eq(v.zone, z[0]);
+	zalloc_gc_done_backoff(t.za, z[0], 60ull * 1000000000ull);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), -ENOENT);	/* z0 backs off */
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, z[4]);
+	zalloc_gc_done(t.za, z[4]);
+
+	/* z2 dies while pinned: not queued until gc_done; then reset */
+	zalloc_valid_sub(t.za, zstart(z[2]), ZCAP / 4);
+	tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);	/* z5 only */
+	ck_assert_int_eq(dzone(&t, z[2]).cond, ZDEV_COND_FULL);
+	ck_assert_int_eq(dzone(&t, z[5]).cond, ZDEV_COND_EMPTY);
+	zalloc_gc_done(t.za, z[2]);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);
+	tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);
+	ck_assert_int_eq(dzone(&t, z[2]).cond, ZDEV_COND_EMPTY);
+	zalloc_gc_done(t.za, z[1]);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.gc_runs, 5);
+	ck_assert_uint_eq(st.gc_active, 0);
+	ck_assert_uint_eq(st.class_zone_resets[LIFETIME_MEDIUM], 2);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* A minimal collector, as fs_gc does it: the live ranges are tracked here
+ * (the file system's extent maps play that part in zonefuse). */
+#define MAXR 512
+static struct { uint64_t off, len; } live[MAXR];
+static int nlive;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void live_add(uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&live_mu);
+	ck_assert_int_lt(nlive, MAXR);
+	live[nlive].off = off;
+	live[nlive].len = len;
+	nlive++;
+	pthread_mutex_unlock(&live_mu);
+}
+
+/* Make [off, off+len) dead (it must be a whole tracked range's tail or all). */
+static void live_kill_tail(uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&live_mu);
+	for (int i = 0; i < nlive; i++) {
+		if (live[i].off <= off && off + len == live[i].off + live[i].len) {
+			live[i].len -= len;
+			if (!live[i].len)
+				live[i] = live[--nlive];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&live_mu);
+}
+
+struct collector {
+	struct tdev *t;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int kicks;
+	bool stop, lazy;	/* lazy: never collects */
+	int collected;
+	void *buf;
+};
+
+/* Collect one victim; 1 done, 0 none. */
+static int collect(struct collector *c)
+{
+	struct zalloc_gc_victim v;
+	struct zalloc *za = c->t->za;
+	uint64_t tk;
+
+	if (zalloc_gc_pick(za, true, NULL, &v))
+		return 0;
+	for (;;) {
+		uint64_t off = 0, len = 0;
+
+		pthread_mutex_lock(&live_mu);
+		for (int i = 0; i < nlive; i++) {
+			if (live[i].off >= v.start && live[i].off < v.start + ZSZ) {
+				off = live[i].off;
+				len = live[i].len;
+				live[i] = live[--nlive];
+				break;
+			}
+		}
+		pthread_mutex_unlock(&live_mu);
+		if (!len)
+			break;
+		ck_assert_int_eq(zdev_read(c->t->dev, off, c->buf, len), (ssize_t)len);
+		for (uint64_t done = 0; done < len;) {
+			struct zalloc_lease l;
+			uint64_t n;
+
+			ck_assert_int_eq(zalloc_acquire_gc(za, v.cls, len - done, &l), 0);
+			n = ZF_MIN(l.len, len - done);
+			ck_assert_int_eq(zdev_write(c->t->dev, l.offset, (char *)c->buf + done, n),
+					 (ssize_t)n);
+			zalloc_release(za, &l, n, 0);
+			zalloc_valid_add(za, l.offset, n);
+			live_add(l.offset, n);
+			done += n;
+		}
+		zalloc_valid_sub(za, off, len);
+	}
+	zalloc_gc_done(za, v.zone);
+	tk = zalloc_commit_begin(za);
+	ck_assert_int_ge(zalloc_commit_end(za, tk), 1);
+	c->collected++;
+	return 1;
+}
+
+static void *collector_main(void *arg)
+{
+	struct collector *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	while (!c->stop) {
+		if (!c->kicks) {
+			pthread_cond_wait(&c->cv, &c->mu);
+			continue;
+		}
+		c->kicks = 0;
+		pthread_mutex_unlock(&c->mu);
+		if (!c->lazy)
+			collect(c);
+		pthread_mutex_lock(&c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static void collector_kick(void *arg)
+{
+	struct collector *c = arg;
+
+	pthread_mutex_lock(&c->mu);
+	c->kicks++;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void collector_start(struct collector *c, struct tdev *t, pthread_t *th)
+{
+	c->t = t;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->buf = zdev_buf_alloc(ZSZ);
+	ck_assert_int_eq(pthread_create(th, NULL, collector_main, c), 0);
+	zalloc_set_gc(t->za, 2, collector_kick, c);
+}
+
+static void collector_stop(struct collector *c, pthread_t th)
+{
+	zalloc_set_gc(c->t->za, 0, NULL, NULL);
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(th, NULL);
+	zdev_buf_free(c->buf);
+}
+
+/* Every zone half valid: without GC an acquire fails; with GC writers wait
+ * for it (the reserve is never theirs while it can help) and keep going
+ * until valid data really fills the device.  Device B: 8 open / 14 active. */
+START_TEST(gc_writers_wait_instead_of_enospc)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(FIRST, NDATA, RES, 2);
+	struct zalloc_lease l;
+	struct zalloc_stats st;
+	struct collector c = { 0 };
+	pthread_t th;
+	int rc, n = 0;
+
+	nlive = 0;
+	tdev_make(&t, NZ, ZCAP, MAXO, MAXA_B);
+	tdev_alloc(&t, &p);
+	/* all zones but the collector's reserve of 2: half valid */
+	for (int i = 0; i < NDATA - 2; i++) {
+		uint32_t zn = fill_zone(&t, i % 2 ? LIFETIME_LONG : LIFETIME_SHORT);
+
+		live_add(zstart(zn), ZCAP);
+		live_kill_tail(zstart(zn) + ZCAP / 2, ZCAP / 2);
+		zalloc_valid_sub(t.za, zstart(zn) + ZCAP / 2, ZCAP / 2);
+	}
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.free_zones, 2);
+	ck_assert_uint_eq(st.pending_resets, 0);
+	collector_start(&c, &t, &th);
+	/* write until ENOSPC: 32 KiB pieces of live data; never from the
+	 * reserve while the collector can help */
+	for (;;) {
+		rc = zalloc_acquire(t.za, LIFETIME_MEDIUM, 32 * KiB, &l);
+		if (rc)
+			break;
+		zalloc_get_stats(t.za, &st);
+		if (st.gc_reclaimable_bytes >= 2 * ZCAP)
+			ck_assert_uint_eq(st.gc_reserve_taken, 0);
+		check_lease(&t, &l);
+		lwrite(&t, &l, l.len);
+		zalloc_valid_add(t.za, l.offset, l.len);
+		live_add(l.offset, l.len);
+		zalloc_release(t.za, &l, l.len, 0);
+		n++;
+	}
+	ck_assert_int_eq(rc, -ENOSPC);
+	zalloc_get_stats(t.za, &st);
+	/* ENOSPC only once valid data (nearly) fills the device: what is left
+	 * is the room in the open zones the writer's class cannot use */
+	ck_assert_msg(st.valid_bytes + 6 * ZCAP >= st.capacity_bytes,
+		      "ENOSPC with %llu of %llu bytes valid after %d writes",
+		      (unsigned long long)st.valid_bytes,
+		      (unsigned long long)st.capacity_bytes, n);
+	ck_assert_uint_gt(c.collected, 10);
+	ck_assert_uint_gt(st.gc_waits, 0);
+	ck_assert_uint_gt(st.gc_bytes_written, 0);
+	ck_assert_uint_eq(st.gc_bytes_written, st.gc_class_bytes_written[LIFETIME_SHORT] +
+			  st.gc_class_bytes_written[LIFETIME_LONG]);
+	ck_assert_uint_ge(st.zone_resets, (uint64_t)c.collected);
+	collector_stop(&c, th);
+	{
+		uint32_t op, ac;
+
+		dcount(&t, FIRST, NDATA, &op, &ac);
+		ck_assert_uint_le(op, MAXO - RES);
+		ck_assert_uint_le(ac, MAXA_B - RES);
+	}
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* The reserve: while the collector can help, ordinary writers leave the
+ * last reserved FREE zones alone and wait; a collector that makes no
+ * progress for ZALLOC_GC_PATIENCE_NS lets them take one. */
+START_TEST(gc_reserve_and_patience)
+{
+	struct tdev t;
+	struct zalloc_lease l;
+	struct zalloc_stats st;
+	struct collector c = { 0 };
+	pthread_t th;
+	uint64_t t0, dt;
+
+	nlive = 0;
+	tdev_std(&t, 1);
+	for (int i = 0; i < NDATA - 2; i++) {
+		uint32_t zn = fill_zone(&t, LIFETIME_MEDIUM);
+
+		zalloc_valid_sub(t.za, zstart(zn) + ZCAP / 2, ZCAP / 2);
+	}
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.free_zones, 2);
+	c.lazy = true;
+	collector_start(&c, &t, &th);
+	/* the collector (ZA GC lease) may take them */
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, BS, &l), 0);
+	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_EMPTY);
+	zalloc_release(t.za, &l, 0, 0);
+	/* an ordinary writer waits, then takes one */
+	t0 = zf_now_ns();
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &l), 0);
+	dt = zf_now_ns() - t0;
+	ck_assert_uint_ge(dt, ZALLOC_GC_PATIENCE_NS * 9 / 10);
+	ck_assert_uint_lt(dt, ZALLOC_GC_PATIENCE_NS * 3);
+	zalloc_release(t.za, &l, 0, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.gc_reserve_grants, 1);
+	ck_assert_uint_eq(st.gc_reserve_zones, 2);
+	ck_assert_uint_ge(st.gc_wait_ns, ZALLOC_GC_PATIENCE_NS * 9 / 10);
+	collector_stop(&c, th);
+	/* GC off: the reserve is anybody's at once */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &l), 0);
+	zalloc_release(t.za, &l, 0, 0);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
+/* Bytes written through a lease and given up (zalloc_discard) no longer
+ * keep their zone from being reset; per-class counters add up. */
+START_TEST(discard_and_class_counters)
+{
+	struct tdev t;
+	struct zalloc_lease a, b;
+	struct zalloc_stats st;
+	uint64_t tk;
+
+	tdev_std(&t, 1);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &a), 0);
+	lwrite(&t, &a, a.len);
+	zalloc_release(t.za, &a, a.len, 0);	/* never accounted */
+	tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 0);
+	ck_assert_int_eq(dzone(&t, a.zone).cond, ZDEV_COND_FULL);
+	zalloc_discard(t.za, a.offset, a.len / 2);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 0);	/* half still unclaimed */
+	zalloc_discard(t.za, a.offset + a.len / 2, a.len / 2);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.pending_resets, 1);
+	tk = zalloc_commit_begin(t.za);
+	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);
+	zalloc_discard(t.za, 0, BS);	/* outside the data zones: logged, ignored */
+
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, 64 * KiB, &b), 0);
+	lwrite(&t, &b, b.len);
+	zalloc_valid_add(t.za, b.offset, b.len);
+	zalloc_release(t.za, &b, b.len, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.class_bytes_written[LIFETIME_SHORT], ZCAP);
+	ck_assert_uint_eq(st.class_bytes_written[LIFETIME_LONG], 64 * KiB);
+	ck_assert_uint_eq(st.device_bytes_written, ZCAP + 64 * KiB);
+	ck_assert_uint_eq(st.class_zone_resets[LIFETIME_SHORT], 1);
+	ck_assert_uint_eq(st.gc_bytes_written, 0);
+	ck_assert_uint_eq(st.gc_reserve_zones, 0);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
 static Suite *zalloc_suite(void)
 {
 	Suite *s = suite_create("zalloc");
@@ -1583,6 +1997,11 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, accounting_bugs_clamped);
 	tcase_add_test(tc, create_rejects_bad_params);
 	tcase_add_loop_test(tc, threads_stress, 0, 2);
+	tcase_add_test(tc, gc_score_function);
+	tcase_add_test(tc, gc_victim_choice);
+	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
+	tcase_add_test(tc, gc_reserve_and_patience);
+	tcase_add_test(tc, discard_and_class_counters);
 	suite_add_tcase(s, tc);
 	return s;
 }
