@@ -138,6 +138,7 @@ done
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 T0=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 blog=/dev/null
 msg() { echo "bench: [+$(($(date +%s) - T0))s] $*" | tee -a "$blog" >&2; }
 die() { echo "bench: FAILED: $*" >&2; exit 1; }
@@ -195,33 +196,34 @@ mkdir -p "$out/logs" "$out/raw"
 blog=$out/logs/bench.log
 work=$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/zonefuse-bench.XXXXXX")")
 ram=$work/ram          # the tmpfs: tmpfs row, and the backing store by default
-mnt=$work/mnt          # where the target under test is mounted
-mkdir "$ram" "$mnt"
+mkdir "$ram" "$work/mnt-zonefuse" "$work/mnt-ext4" "$work/mnt-passthrough"
 ram_mounted=0
 loopdev=
-daemon_pid=
-daemon_name=
+declare -A pids=()     # FUSE daemons by target
+declare -A tdir=()     # directory under test by target
 rows=$out/raw/rows.tsv
 : >"$rows"
 
 is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
 cleanup() {
-	local rc=$?
+	local rc=$? t m
 	trap - EXIT INT TERM
 	set +e
 	cd /
-	if is_mounted "$mnt"; then
-		msg "cleanup: unmounting $mnt"
-		fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null ||
-			{ sleep 1; fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null; } ||
-			fusermount3 -u -z "$mnt" 2>/dev/null || umount -l "$mnt"
-	fi
-	if [ -n "$daemon_pid" ]; then
-		for _ in $(seq 100); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$daemon_pid" 2>/dev/null
-		wait "$daemon_pid" 2>/dev/null
-	fi
+	for t in zonefuse passthrough ext4; do
+		m=$work/mnt-$t
+		is_mounted "$m" || continue
+		msg "cleanup: unmounting $m"
+		fusermount3 -u "$m" 2>/dev/null || umount "$m" 2>/dev/null ||
+			{ sleep 1; fusermount3 -u "$m" 2>/dev/null || umount "$m" 2>/dev/null; } ||
+			fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
+	done
+	for t in "${!pids[@]}"; do
+		for _ in $(seq 100); do kill -0 "${pids[$t]}" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "${pids[$t]}" 2>/dev/null
+		wait "${pids[$t]}" 2>/dev/null
+	done
 	[ -z "$loopdev" ] || losetup -d "$loopdev"
 	if [ $ram_mounted -eq 1 ]; then umount "$ram" 2>/dev/null || umount -l "$ram"; fi
 	[ -z "$backing_own" ] || rm -rf "$backing_own"
@@ -236,11 +238,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# all targets are mounted at once during the fio part: two images + files
 ram_bytes=$((dev_bytes + (2 << 30)))
-[ -n "$backing" ] || ram_bytes=$((dev_bytes + ram_bytes))
+[ -n "$backing" ] || ram_bytes=$((2 * dev_bytes + ram_bytes))
 avail_kb=$(awk '/^MemAvailable:/ { print $2 }' /proc/meminfo)
-if [ $((avail_kb * 1024)) -lt $((dev_bytes + (2 << 30))) ]; then
-	msg "warning: $((avail_kb >> 10)) MiB of memory available; the tmpfs may need up to $(((dev_bytes >> 20) + 2048)) MiB (use --backing-dir, --zones, --fio-size)"
+if [ $((avail_kb * 1024)) -lt $((2 * dev_bytes + (2 << 30))) ]; then
+	msg "warning: $((avail_kb >> 10)) MiB of memory available; the tmpfs may need up to $(((dev_bytes >> 19) + 2048)) MiB (use --backing-dir, --zones, --fio-size)"
 fi
 mount -t tmpfs -o size=$ram_bytes tmpfs "$ram"
 ram_mounted=1
@@ -257,15 +260,18 @@ fi
 msg "results in $out; backing storage: $backing_what; device/image $((dev_bytes >> 20)) MiB ($zones x $zone_size)"
 
 # ---- targets -------------------------------------------------------------------
-# start_target NAME: mounts (or prepares) NAME; its directory is $tdir.
-# stop_target NAME: unmounts it, checks the daemon, removes its storage.
-tdir=
+# start_target NAME: mounts (or prepares) NAME, fresh; its directory is ${tdir[NAME]}.
+# stop_target NAME TAG: unmounts it, checks the daemon, removes its storage.
 
-wait_mounted() { # what, log
-	local i
+wait_mounted() { # target, log
+	local i m=$work/mnt-$1
 	for ((i = 0; i < 150; i++)); do
-		is_mounted "$mnt" && return 0
-		kill -0 "$daemon_pid" 2>/dev/null || { tail -n 20 "$2" >&2; daemon_pid=; die "$1 exited before mounting"; }
+		is_mounted "$m" && return 0
+		if ! kill -0 "${pids[$1]}" 2>/dev/null; then
+			unset "pids[$1]"
+			tail -n 20 "$2" >&2
+			die "$1 exited before mounting"
+		fi
 		sleep 0.1
 	done
 	tail -n 20 "$2" >&2
@@ -273,6 +279,7 @@ wait_mounted() { # what, log
 }
 
 start_target() {
+	local m=$work/mnt-$1
 	case "$1" in
 	zonefuse)
 		"$EMU" create "$backing/zoned.img" --zone-size "$zone_size" --zones "$zones" \
@@ -280,68 +287,66 @@ start_target() {
 		"$MKFS" "$backing/zoned.img" >>"$out/logs/mkfs.log" 2>&1 || die "mkfs.zonefuse failed"
 		local args=(-f)
 		[ -z "$mount_opts" ] || args+=(-o "$mount_opts")
-		echo "=== $(date '+%F %T') zonefuse $backing/zoned.img $mnt ${args[*]}" >>"$out/logs/zonefuse.log"
-		"$ZONEFUSE" "$backing/zoned.img" "$mnt" "${args[@]}" >>"$out/logs/zonefuse.log" 2>&1 &
-		daemon_pid=$!
-		daemon_name=zonefuse
+		echo "=== $(date '+%F %T') zonefuse $backing/zoned.img $m ${args[*]}" >>"$out/logs/zonefuse.log"
+		"$ZONEFUSE" "$backing/zoned.img" "$m" "${args[@]}" >>"$out/logs/zonefuse.log" 2>&1 &
+		pids[zonefuse]=$!
 		wait_mounted zonefuse "$out/logs/zonefuse.log"
-		tdir=$mnt
+		tdir[$1]=$m
 		;;
 	ext4)
 		truncate -s "$dev_bytes" "$backing/ext4.img"
 		mkfs.ext4 -F -q "$backing/ext4.img"
 		loopdev=$(losetup --find --show "$backing/ext4.img")
-		mount "$loopdev" "$mnt"
-		tdir=$mnt
+		mount "$loopdev" "$m"
+		tdir[$1]=$m
 		;;
 	tmpfs)
 		mkdir "$ram/tmpfs-target"
-		tdir=$ram/tmpfs-target
+		tdir[$1]=$ram/tmpfs-target
 		;;
 	passthrough)
 		mkdir "$backing/passthrough-src"
 		# same FUSE settings as zonefuse's defaults: 1 MiB readahead and
 		# writes, writeback cache, page cache kept across opens
-		echo "=== $(date '+%F %T') zf-passthrough $backing/passthrough-src $mnt" >>"$out/logs/passthrough.log"
-		"$PASSTHROUGH" "$backing/passthrough-src" "$mnt" -f -o readahead_kb=1024 \
+		echo "=== $(date '+%F %T') zf-passthrough $backing/passthrough-src $m" >>"$out/logs/passthrough.log"
+		"$PASSTHROUGH" "$backing/passthrough-src" "$m" -f -o readahead_kb=1024 \
 			>>"$out/logs/passthrough.log" 2>&1 &
-		daemon_pid=$!
-		daemon_name=zf-passthrough
-		wait_mounted zf-passthrough "$out/logs/passthrough.log"
-		tdir=$mnt
+		pids[passthrough]=$!
+		wait_mounted passthrough "$out/logs/passthrough.log"
+		tdir[$1]=$m
 		;;
 	esac
 }
 
-# stop_daemon LOG: unmount the FUSE mount; the daemon must exit 0 and log no error
+# stop_daemon TARGET LOG: unmount; the daemon must exit 0 and log no error
 stop_daemon() {
-	local i st=0
+	local i st=0 m=$work/mnt-$1 pid=${pids[$1]}
 	for ((i = 0; i < 20; i++)); do
-		fusermount3 -u "$mnt" 2>/dev/null && break
+		fusermount3 -u "$m" 2>/dev/null && break
 		sleep 0.5
 	done
-	is_mounted "$mnt" && die "cannot unmount $mnt"
-	for ((i = 0; i < 600; i++)); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
-	kill -0 "$daemon_pid" 2>/dev/null && die "$daemon_name still running 60 s after unmount"
-	wait "$daemon_pid" || st=$?
-	daemon_pid=
-	[ "$st" -eq 0 ] || { tail -n 20 "$1" >&2; die "$daemon_name exited with status $st"; }
-	if grep -qi 'error:' "$1"; then
-		grep -i 'error:' "$1" | head -n 5 >&2
-		die "$daemon_name logged errors ($1)"
+	is_mounted "$m" && die "cannot unmount $m"
+	for ((i = 0; i < 600; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$pid" 2>/dev/null && die "$1 daemon still running 60 s after unmount"
+	wait "$pid" || st=$?
+	unset "pids[$1]"
+	[ "$st" -eq 0 ] || { tail -n 20 "$2" >&2; die "$1 daemon exited with status $st"; }
+	if grep -qi 'error:' "$2"; then
+		grep -i 'error:' "$2" | head -n 5 >&2
+		die "$1 daemon logged errors ($2)"
 	fi
 }
 
 stop_target() { # name, tag for the stats file
 	case "$1" in
 	zonefuse)
-		getfattr --only-values -n user.zonefuse.stats "$mnt" >"$out/logs/zonefuse-stats-$2.txt" 2>/dev/null ||
+		getfattr --only-values -n user.zonefuse.stats "${tdir[$1]}" >"$out/logs/zonefuse-stats-$2.txt" 2>/dev/null ||
 			rm -f "$out/logs/zonefuse-stats-$2.txt"
-		stop_daemon "$out/logs/zonefuse.log"
+		stop_daemon zonefuse "$out/logs/zonefuse.log"
 		rm -f "$backing/zoned.img"
 		;;
 	ext4)
-		umount "$mnt"
+		umount "${tdir[$1]}"
 		losetup -d "$loopdev"
 		loopdev=
 		rm -f "$backing/ext4.img"
@@ -350,38 +355,55 @@ stop_target() { # name, tag for the stats file
 		rm -rf "$ram/tmpfs-target"
 		;;
 	passthrough)
-		stop_daemon "$out/logs/passthrough.log"
+		stop_daemon passthrough "$out/logs/passthrough.log"
 		rm -rf "$backing/passthrough-src"
 		;;
 	esac
-	tdir=
+	unset "tdir[$1]"
 }
 
 # row GROUP NAME UNIT TARGET VALUE
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+load() { cut -d' ' -f1 /proc/loadavg; }
 
 # ---- 1. fio -------------------------------------------------------------------
+# All targets are mounted together and the matrix passes are interleaved
+# (pass 1 on each target, then pass 2, ...), so a burst of load from elsewhere
+# hits every target alike; the median is taken per target over its passes.
+fio_run() { # target, run.sh args...
+	local t=$1 st=0
+	shift
+	scripts/fio/run.sh --label "$t" --size "$fio_size" --runs "$fio_runs" \
+		--rand-runtime "$rand_runtime" --verify-size "$verify_size" \
+		--churn-files "$churn_files" --churn-loops "$churn_loops" \
+		--raw "$out/raw/fio-$t" "$@" "${tdir[$t]}" >>"$out/logs/fio-$t.txt" 2>&1 || st=$?
+	if [ $st -ne 0 ]; then
+		tail -n 30 "$out/logs/fio-$t.txt" >&2
+		die "fio suite on $t failed (exit $st): $out/logs/fio-$t.txt"
+	fi
+}
 if has_part fio; then
-	for t in ${fio_targets//,/ }; do
-		msg "fio on $t: matrix $fio_runs x $fio_size, verify $verify_size, churn 4 x $churn_files x $churn_loops"
-		start_target "$t"
-		st=0
-		scripts/fio/run.sh --label "$t" --size "$fio_size" --runs "$fio_runs" \
-			--rand-runtime "$rand_runtime" --verify-size "$verify_size" \
-			--churn-files "$churn_files" --churn-loops "$churn_loops" \
-			--json "$out/raw/fio-$t.json" --raw "$out/raw/fio-$t" "$tdir" \
-			>"$out/logs/fio-$t.txt" 2>&1 || st=$?
-		if [ $st -ne 0 ]; then
-			tail -n 30 "$out/logs/fio-$t.txt" >&2
-			die "fio suite on $t failed (exit $st)"
-		fi
-		stop_target "$t" fio
+	read -ra ftargets <<<"${fio_targets//,/ }"
+	for t in "${ftargets[@]}"; do start_target "$t"; done
+	for ((r = 1; r <= fio_runs; r++)); do
+		for t in "${ftargets[@]}"; do
+			msg "fio matrix pass $r/$fio_runs on $t ($fio_size file; load $(load))"
+			fio_run "$t" --tests matrix --pass "$r" --no-summary
+		done
+	done
+	for t in "${ftargets[@]}"; do
+		msg "fio verify ($verify_size per job) and churn (4 x $churn_files files x $churn_loops) on $t (load $(load))"
+		fio_run "$t" --tests verify,churn --no-summary
+	done
+	for t in "${ftargets[@]}"; do
+		fio_run "$t" --summary-only --json "$out/raw/fio-$t.json"
 		python3 - "$out/raw/fio-$t.json" "$t" >>"$rows" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 for r in d["rows"]:
     print("\t".join(["fio " + r["test"], r["name"], r["unit"], sys.argv[2], str(r["value"])]))
 EOF
+		stop_target "$t" fio
 	done
 fi
 
@@ -394,7 +416,7 @@ rocks=(--benchmarks="$db_benchmarks"
 	--max_bytes_for_level_base=67108864 --seed=42 --threads=1)
 run_db_bench() { # target
 	local o=$out/logs/db_bench-$1.txt st=0 b v
-	db_bench --db="$tdir/rocksdb" "${rocks[@]}" >"$o" 2>&1 || st=$?
+	db_bench --db="${tdir[$1]}/rocksdb" "${rocks[@]}" >"$o" 2>&1 || st=$?
 	tr '\r' '\n' <"$o" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$o.clean" || true
 	if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error' "$o.clean"; then
 		tail -n 15 "$o.clean" >&2
@@ -404,43 +426,57 @@ run_db_bench() { # target
 		case "$b" in fillrandom | overwrite | readrandom) row rocksdb "$b" ops/s "$1" "$v" ;; esac
 	done < <(awk '$2 == ":" && / ops\/sec / { for (i = 3; i <= NF; i++) if ($i == "ops/sec") print $1, $(i - 1) }' "$o.clean")
 	grep -E '^(fillrandom|overwrite|readrandom) +:' "$o.clean" | sed "s/^/bench:   $1  /" | tee -a "$blog" >&2
+	rm -rf "${tdir[$1]}/rocksdb"
 }
 if has_part dbbench; then
+	start_target zonefuse
+	start_target ext4
 	for t in zonefuse ext4; do
-		msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size"
-		start_target "$t"
+		msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size (load $(load))"
 		run_db_bench "$t"
-		stop_target "$t" dbbench
 	done
+	stop_target zonefuse dbbench
+	stop_target ext4 dbbench
 fi
 
 # ---- 3. LevelDB IoT ingest ---------------------------------------------------------
-# median of N runs per configuration, each on a fresh database
+# median of N runs per configuration, each on a fresh database, zonefuse and
+# ext4 taking turns
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+iot_v=
+iot_once() { # target threads sensors: sets iot_v to ops/s
+	local line v
+	line=$("$LDB" iot --db "${tdir[$1]}/iot" --num "$iot_num" --threads "$2" \
+		--sensors-per-thread "$3" --fresh 2>>"$out/logs/iot-$1.txt") ||
+		die "zf-leveldb iot on $1 ($2 threads x $3 sensors) failed"
+	echo "$line" >>"$out/logs/iot-$1.txt"
+	v=$(sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' <<<"$line")
+	[ -n "$v" ] || die "cannot parse zf-leveldb output: $line"
+	rm -rf "${tdir[$1]}/iot"
+	iot_v=$v
+}
 if has_part iot; then
-	for t in zonefuse ext4; do
-		msg "LevelDB IoT ingest on $t: $iot_num ops per run, threads {$iot_threads} x sensors {$iot_sensors}, median of $iot_runs"
-		start_target "$t"
-		for th in ${iot_threads//,/ }; do
-			for s in ${iot_sensors//,/ }; do
-				vals=()
-				for ((i = 0; i < iot_runs; i++)); do
-					line=$("$LDB" iot --db "$tdir/iot" --num "$iot_num" --threads "$th" \
-						--sensors-per-thread "$s" --fresh 2>>"$out/logs/iot-$t.txt") ||
-						die "zf-leveldb iot on $t ($th threads x $s sensors) failed"
-					echo "$line" >>"$out/logs/iot-$t.txt"
-					v=$(sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' <<<"$line")
-					[ -n "$v" ] || die "cannot parse zf-leveldb output: $line"
-					vals+=("$v")
-					rm -rf "$tdir/iot"
-				done
-				v=$(printf '%s\n' "${vals[@]}" | median)
-				row leveldb-iot "$th thr x $s sensors" ops/s "$t" "$v"
-				msg "  $t: $th threads x $s sensors: ${vals[*]} ops/s, median $v"
+	start_target zonefuse
+	start_target ext4
+	msg "LevelDB IoT ingest: $iot_num ops per run, threads {$iot_threads} x sensors {$iot_sensors}, median of $iot_runs (load $(load))"
+	for th in ${iot_threads//,/ }; do
+		for s in ${iot_sensors//,/ }; do
+			zv=() ev=()
+			for ((i = 0; i < iot_runs; i++)); do
+				iot_once zonefuse "$th" "$s"
+				zv+=("$iot_v")
+				iot_once ext4 "$th" "$s"
+				ev+=("$iot_v")
 			done
+			z=$(printf '%s\n' "${zv[@]}" | median)
+			e=$(printf '%s\n' "${ev[@]}" | median)
+			row leveldb-iot "$th thr x $s sensors" ops/s zonefuse "$z"
+			row leveldb-iot "$th thr x $s sensors" ops/s ext4 "$e"
+			msg "  $th threads x $s sensors: zonefuse ${zv[*]} (median $z), ext4 ${ev[*]} (median $e) ops/s"
 		done
-		stop_target "$t" iot
 	done
+	stop_target zonefuse iot
+	stop_target ext4 iot
 fi
 
 # ---- report ------------------------------------------------------------------------
@@ -464,9 +500,10 @@ BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows cap
 BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh)"
 BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of $iot_runs runs per configuration"
 BENCH_MACHINE=$machine
+BENCH_LOAD="load average (1/5/15 min) at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 BENCH_OS=$os
 BENCH_VERSIONS=$versions
-export BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT \
+export BENCH_LOAD BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT \
 	BENCH_MACHINE BENCH_OS BENCH_VERSIONS
 python3 - "$rows" "$out" <<'EOF'
 import json, math, os, sys
@@ -499,7 +536,7 @@ env = os.environ
 meta = {"command": env["BENCH_CMD"], "git": env["BENCH_GIT"], "machine": env["BENCH_MACHINE"],
         "os": env["BENCH_OS"], "versions": env["BENCH_VERSIONS"], "backing": env["BENCH_BACKING"],
         "device": env["BENCH_DEV"], "fio": env["BENCH_FIO"], "db_bench": env["BENCH_DB"],
-        "iot": env["BENCH_IOT"], "seconds": int(env["BENCH_SECONDS"]),
+        "iot": env["BENCH_IOT"], "seconds": int(env["BENCH_SECONDS"]), "load": env["BENCH_LOAD"],
         "date": os.path.basename(out).replace("bench-", "")}
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump({"meta": meta, "rows": res}, f, indent=1)
@@ -549,7 +586,7 @@ if pr:
 # markdown
 md = [f"# zonefuse benchmark {meta['date']}", "",
       f"- command: `{meta['command']}` ({meta['seconds']} s), git {meta['git']}",
-      f"- machine: {meta['machine']}; {meta['os']}",
+      f"- machine: {meta['machine']}; {meta['os']}; {meta['load']}",
       f"- software: {meta['versions']}",
       f"- backing storage: {meta['backing']}; {meta['device']}",
       f"- fio: {meta['fio']}", f"- RocksDB: {meta['db_bench']}", f"- LevelDB: {meta['iot']}", "",

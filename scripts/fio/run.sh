@@ -27,6 +27,8 @@ label=
 json_out=
 raw=
 quiet=0
+pass=
+summary=1
 
 usage() {
 	cat <<EOF
@@ -47,6 +49,10 @@ at the end) and prints one line per result.  MiB/s = 2^20 bytes per second.
   --label NAME         name of this target in the output [DIR's name]
   --json FILE          also write the results as JSON
   --raw DIR            keep fio's own JSON outputs there
+  --pass N             run matrix pass N only (with --raw: passes can be
+                       spread over several calls, e.g. to interleave targets)
+  --no-summary         run, keep the raw outputs (--raw), print nothing
+  --summary-only       run nothing: summarize what --raw DIR holds
   --quiet              no table on stdout
   -h, --help           this help
 Exit status: 0 ok, 1 a fio run failed or data did not verify, 2 usage.
@@ -70,6 +76,9 @@ while [ $# -gt 0 ]; do
 	--label) label=$2; shift ;;
 	--json) json_out=$2; shift ;;
 	--raw) raw=$2; shift ;;
+	--pass) pass=$2; shift ;;
+	--no-summary) summary=0 ;;
+	--summary-only) tests= ;;
 	--quiet) quiet=1 ;;
 	-h | --help) usage; exit 0 ;;
 	-*) echo "fio-run: unknown option '$1' (try --help)" >&2; exit 2 ;;
@@ -84,6 +93,11 @@ for n in "$runs" "$verify_jobs" "$churn_jobs" "$churn_files" "$churn_loops"; do
 	[[ "$n" =~ ^[0-9]+$ ]] || { echo "fio-run: '$n' is not a number" >&2; exit 2; }
 done
 [ "$runs" -ge 1 ] || { echo "fio-run: --runs must be at least 1" >&2; exit 2; }
+[ -z "$pass" ] || [[ "$pass" =~ ^[1-9][0-9]*$ ]] || { echo "fio-run: --pass N, N >= 1" >&2; exit 2; }
+if [ -z "$raw" ] && { [ $summary -eq 0 ] || [ -z "$tests" ] || [ -n "$pass" ]; }; then
+	echo "fio-run: --pass, --no-summary and --summary-only need --raw DIR" >&2
+	exit 2
+fi
 for t in ${tests//,/ }; do
 	case "$t" in matrix | verify | churn) ;; *) echo "fio-run: unknown test '$t'" >&2; exit 2 ;; esac
 done
@@ -130,7 +144,9 @@ export FIO_SIZE=$size FIO_RAND_RUNTIME=$rand_runtime FIO_VSIZE=$verify_size \
 	FIO_VJOBS=$verify_jobs FIO_CJOBS=$churn_jobs FIO_CFILES=$churn_files FIO_CLOOPS=$churn_loops
 
 if [[ ",$tests," == *",matrix,"* ]]; then
-	for ((r = 1; r <= runs; r++)); do
+	first=1 last=$runs
+	[ -z "$pass" ] || first=$pass last=$pass
+	for ((r = first; r <= last; r++)); do
 		for bs in ${bs_list//,/ }; do
 			msg "matrix pass $r/$runs, $bs blocks, $size file"
 			rm -f "$dir/iozone.$bs"
@@ -161,6 +177,7 @@ if [[ ",$tests," == *",churn,"* ]]; then
 	rm -rf "$dir"/churn.*
 fi
 
+[ $summary -eq 1 ] || exit 0
 args=("$raw" --label "$label" --runs "$runs" --bs "$bs_list" --seq-bs "$seq_bs_list"
 	--size "$size" --churn-files $((churn_jobs * churn_files * churn_loops)))
 [ -z "$json_out" ] || args+=(--json "$json_out")
