@@ -39,6 +39,10 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	fs_opts_default(&o);
 	o.read_only = true;
 	o.commit_interval_ms = 0;
+	/* Nothing is written: a stripe unit that fits any supported zone
+	 * (capacity >= 128 KiB, blocks <= 64 KiB), or small-zone devices
+	 * could not be checked at all. */
+	o.stripe_unit = 64u << 10;
 	ret = fs_mount(dev, &o, &fs);
 	if (ret)
 		return ret;
@@ -97,7 +101,8 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 			}
 		}
 	}
-	qsort(all, nall, sizeof(*all), cmp_dext);
+	if (nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
+		qsort(all, nall, sizeof(*all), cmp_dext);
 	for (size_t i = 1; i < nall; i++)
 		if (all[i - 1].dev + all[i - 1].len > all[i].dev)
 			PROBLEM("device bytes at %llu belong to inode %llu and inode %llu",

@@ -464,6 +464,15 @@ static int replay_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_
 	return 0;
 }
 
+/* An extent's device range lies on the device and inside one zone (data is
+ * written zone by zone; mount_reconcile refuses anything else too). */
+static bool dev_range_ok(const struct fs *fs, uint64_t dev, uint64_t len)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	return len && dev < g->size && len <= g->size - dev &&
+	       dev / g->zone_size == (dev + len - 1) / g->zone_size;
+}
+
 static struct fs_inode *reg_inode(struct fs *fs, uint64_t ino)
 {
 	struct fs_inode *in = fs_inode_get(fs, ino);
@@ -578,7 +587,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		uint64_t dev = get_u64(&r), size_min = get_u64(&r);
 		if (r.bad)
 			break;
-		if (elen == 0 || off + elen < off || dev + elen < dev) {
+		if (elen == 0 || off + elen < off || !dev_range_ok(fs, dev, elen)) {
 			r.bad = true;
 			break;
 		}
@@ -600,7 +609,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		}
 		for (uint32_t i = 0; i < n && !ret; i++) {
 			uint64_t off = get_u64(&r), elen = get_u64(&r), dev = get_u64(&r);
-			if (elen == 0 || off + elen < off || dev + elen < dev) {
+			if (elen == 0 || off + elen < off || !dev_range_ok(fs, dev, elen)) {
 				r.bad = true;
 				break;
 			}
@@ -755,6 +764,16 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 				struct fs_dirent *d = in->dir->ents[i];
 				if (!d)
 					continue;
+				/* Never write a name that cannot be replayed: one
+				 * left pointing at an inode that is gone (only a
+				 * damaged log can leave that; fsck reports it). */
+				if (!fs_inode_get(fs, d->ino) || d->ino == FS_ROOT_INO) {
+					zf_warn("snapshot: name '%s' in directory %llu points at "
+						"missing inode %llu; dropped", d->name,
+						(unsigned long long)d->parent,
+						(unsigned long long)d->ino);
+					continue;
+				}
 				r->n = 0;
 				put_u64(r, d->parent);
 				put_u64(r, d->ino);
