@@ -203,6 +203,7 @@ struct fs_stats {
 	uint64_t zone_resets;
 	uint64_t zone_finishes;
 	uint64_t free_zones;		/* data zones EMPTY now */
+	uint64_t class_user_bytes_written[LIFETIME_NR];	/* fs_write bytes by the file's class */
 	uint64_t class_bytes_written[LIFETIME_NR];	/* device bytes by class (incl. GC) */
 	uint64_t class_gc_bytes_written[LIFETIME_NR];
 	uint64_t class_zone_resets[LIFETIME_NR];

@@ -364,9 +364,10 @@ static int64_t move_batch(struct fs *fs, uint64_t ino, enum lifetime_class cls,
 	return ret ? ret : moved;
 }
 
-/* Zones holding data of files that are being written (on the dirty list:
- * their writer may hold the file's rw lock while it waits for space, and
- * their newest data lives in those zones anyway) are no victims now. */
+/* Zones holding data of files being written whose rw lock is held right
+ * now (their writer may hold it while it waits for space: the collector
+ * could not move their data) are no victims now.  The try-lock under
+ * fs->lock never blocks, so the lock order is kept. */
 static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 {
 	const struct zdev_geometry *g = zdev_geometry(fs->dev);
@@ -375,6 +376,10 @@ static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 	memset(skip, 0, words * sizeof(*skip));
 	pthread_mutex_lock(&fs->lock);
 	for (struct fs_inode *in = fs->dirty_head; in; in = in->dnext) {
+		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
+			pthread_rwlock_unlock(&in->rw);
+			continue;
+		}
 		for (size_t i = 0; i < in->map.n; i++) {
 			uint64_t z = in->map.v[i].dev / g->zone_size;
 
@@ -737,6 +742,7 @@ int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 {
 	struct fs_gc *gc = fs->gc;
 	uint64_t t0 = 0, since = 0, seen = 0;
+	uint64_t last_free = 0;
 	bool counted = false;
 	int ret = -ENOSPC;
 
@@ -760,15 +766,19 @@ int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 			break;
 		uint64_t now = zf_now_ns();
 
+		/* progress = zones reset or free bytes growing, not mere rounds
+		 * (a collector without room keeps trying and failing) */
 		pthread_mutex_lock(&gc->mu);
 		if (!counted) {
 			counted = true;
 			t0 = now;
 			since = now;
-			seen = gc->rounds;
+			seen = zs.zone_resets;
+			last_free = zs.free_bytes;
 			gc->space_waits++;
-		} else if (gc->rounds != seen) {
-			seen = gc->rounds;
+		} else if (zs.zone_resets != seen || zs.free_bytes > last_free) {
+			seen = zs.zone_resets;
+			last_free = zs.free_bytes;
 			since = now;
 		}
 		if (now - since > GC_SPACE_PATIENCE_NS || gc->stop) {
@@ -816,6 +826,7 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 	st->zone_finishes = zs.zone_finishes;
 	st->free_zones = zs.free_zones;
 	for (int c = 0; c < LIFETIME_NR; c++) {
+		st->class_user_bytes_written[c] = fs->class_user_bytes[c];
 		st->class_bytes_written[c] = zs.class_bytes_written[c];
 		st->class_gc_bytes_written[c] = zs.gc_class_bytes_written[c];
 		st->class_zone_resets[c] = zs.class_zone_resets[c];

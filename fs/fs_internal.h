@@ -171,6 +171,8 @@ struct fs {
 	struct lifetime_rules *lt_rules;	/* -o hints=FILE, or NULL */
 	uint8_t lt_map_logged[LIFETIME_MAX_LEVELS];	/* level classes last logged [L] */
 	struct fs_gc *gc;		/* collector thread, or NULL */
+	_Atomic uint64_t class_user_bytes[LIFETIME_NR];	/* fs_write bytes by the
+					 * file's class (counted by fs_data.c) */
 };
 
 /* fs.c */

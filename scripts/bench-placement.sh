@@ -11,7 +11,7 @@
 #
 # Utilisation = valid bytes / capacity of the data zones, sampled every
 # 2 s during the overwrite passes; the table shows its average and peak.
-# --num is N = UTIL x capacity / 500 bytes: calibrated on this setup (with
+# --num is N = UTIL x capacity / 560 bytes: calibrated on this setup (with
 # 3 overwrite passes nearly every key exists, and RocksDB keeps ~1.3x the
 # 416-byte entries in live tables: dead versions in upper levels, the L0
 # backlog and compaction outputs written before their inputs die).
@@ -157,7 +157,7 @@ run() {
 	getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" >"$d/stats0" || die "no stats xattr"
 	local cap num
 	cap=$(stat_of "$d/stats0" capacity_bytes)
-	num=$((util * cap / 100 / ${BYTES_PER_KEY:-500}))
+	num=$((util * cap / 100 / ${BYTES_PER_KEY:-560}))
 	echo "$num" >"$d/num"
 	( while :; do
 		ph=0	# 1 once fillrandom has finished

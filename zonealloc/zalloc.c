@@ -1549,21 +1549,43 @@ double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 	return (1.0 - u) * (double)(age + 1) / (1.0 + u);
 }
 
+/* Bytes the collector could write for class cls now: FREE zones (all of
+ * them, the reserve included) and the room left in the class's unleased
+ * open or closed zones. */
+static uint64_t gc_room(const struct zalloc *za, uint8_t cls)
+{
+	uint64_t room = 0;
+
+	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL; i = za->z[i].next)
+		room += za->z[i].capacity;
+	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
+	     i = za->z[i].next)
+		if (!za->z[i].leased && !za->z[i].busy)
+			room += zremain(&za->z[i]);
+	return room;
+}
+
 int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 		   struct zalloc_gc_victim *v)
 {
 	struct za_zone *best = NULL;
 	double best_score = 0;
-	uint64_t now = zf_now_ns();
+	uint64_t now = zf_now_ns(), room[ZALLOC_NR_CLASSES];
 
 	if (!za || !v)
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
+		room[c] = gc_room(za, (uint8_t)c);
 	for (uint32_t i = 0; i < za->nr; i++) {
 		struct za_zone *z = &za->z[i];
 		double sc;
 
 		if (!gc_candidate(z, now) || z->capacity - z->valid < za->bs)
+			continue;
+		/* only victims whose live data fits: a victim moved in part
+		 * uses room and frees nothing */
+		if (z->valid > room[z->cls])
 			continue;
 		if (skip && (skip[i / 64] >> (i % 64)) & 1)
 			continue;

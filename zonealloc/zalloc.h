@@ -249,9 +249,12 @@ void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
 /* The cost-benefit score (pure; < 0 when nothing to gain). */
 double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age);
 /* Pick and pin the best victim: by cost-benefit, or with greedy the one
- * that frees most (least valid bytes; when writers wait).  skip: NULL or a
- * bitmap over the data zones (bit i = zone first_zone + i) of zones not to
- * pick.  0, or -ENOENT when none. */
+ * that frees most (least valid bytes; when writers wait).  Only zones whose
+ * valid bytes fit in the room the collector has for their class (FREE
+ * zones and the class's open zones) qualify.  skip: NULL or a bitmap over
+ * the data zones (bit i = zone first_zone + i) of zones not to pick.
+ * 0, or -ENOENT when none. */
+
 int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 		   struct zalloc_gc_victim *v);
 /* Unpin a victim (whatever was moved); queues it for reset if empty. */
