@@ -8,7 +8,7 @@
 # device).  Seeds are printed; a failure prints the last operations and the
 # command that replays it.
 # Env: ZF_FSX_SEED (default: clock), ZF_FSX_OPS (ops per phase, default
-# 1200), ZF_FSX_PHASES (default 3), ZF_FSX_MAXSIZE (bytes per file, 6 MiB),
+# 2000), ZF_FSX_PHASES (default 3), ZF_FSX_MAXSIZE (bytes per file, 6 MiB),
 # ZF_FSX_MOUNT_OPTS (extra daemon arguments, e.g. "-o prefetch_kb=0").
 #
 # Known bug (fs_data.c/fs_prefetch.c, reported; unit test
@@ -26,7 +26,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 zf_require_fuse
 zf_require_prog python3 python3
 seed=${ZF_FSX_SEED:-$(( $(date +%s) % 1000000 ))}
-ops=${ZF_FSX_OPS:-1200}
+ops=${ZF_FSX_OPS:-2000}
 phases=${ZF_FSX_PHASES:-3}
 maxsize=${ZF_FSX_MAXSIZE:-$((6 << 20))}
 zf_log "fsx: seed $seed, $phases phases of $ops operations (replay: ZF_FSX_SEED=$seed)"

@@ -157,7 +157,7 @@ static void workload(int round)
 			m->acked = false;
 			m->touched_after = false;
 		}
-		size_t n = (size_t)(i % 3 == 0 ? (1 << 20) - 5 : 70000 + i * 4099);
+		size_t n = (size_t)(i % 3 == 0 ? (300 << 10) - 5 : 30000 + i * 4099);
 		fill(buf, n, m->size, m->seed);
 		ssize_t w = fs_write(fs, m->ino, m->size, buf, n, false);
 		note((int)ZF_MIN(w, 0));
@@ -528,15 +528,20 @@ END_TEST
 
 int main(void)
 {
+	/* ZF_FAULT_POINTS: fault positions per sweep (default 10; the long
+	 * run uses more).  Each position is a separate fork. */
+	int pts = getenv("ZF_FAULT_POINTS") ? atoi(getenv("ZF_FAULT_POINTS")) : 10;
+	if (pts < 1)
+		pts = 1;
 	Suite *s = suite_create("faults");
 	TCase *tc = tcase_create("sweep");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, write_fault_sweep, 0, 24);
-	tcase_add_loop_test(tc, write_fault_burst, 0, 6);
-	tcase_add_loop_test(tc, flush_fault_sweep, 0, 10);
-	tcase_add_loop_test(tc, reset_fault_sweep, 0, 4);
-	tcase_add_loop_test(tc, nospace_write_fault, 0, 4);
+	tcase_add_loop_test(tc, write_fault_sweep, 0, pts);
+	tcase_add_loop_test(tc, write_fault_burst, 0, (pts + 2) / 3);
+	tcase_add_loop_test(tc, flush_fault_sweep, 0, (pts + 1) / 2);
+	tcase_add_loop_test(tc, reset_fault_sweep, 0, (pts + 2) / 3);
+	tcase_add_loop_test(tc, nospace_write_fault, 0, (pts + 3) / 4);
 	tcase_add_test(tc, fsync_reports_write_errors);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("other");
