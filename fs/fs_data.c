@@ -628,6 +628,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		fs_mark_dirty(fs, in);
 		pthread_mutex_unlock(&fs->lock);
 		fs->user_bytes += pos - off;
+		fs->class_user_bytes[in->cls < LIFETIME_NR ? in->cls : 0] += pos - off;
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
