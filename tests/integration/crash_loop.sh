@@ -113,6 +113,13 @@ for ((k = 1; k <= points; k++)); do
 	mkdir "$dir"	# while mounted: the checker refuses a missing DIR
 	python3 "$HERE/crashcheck.py" run "$dir" "$jr" --seed "$s" >"$ZF_WORK/run.$k.out" 2>&1 &
 	cpid=$!
+	# the delay counts from the checker's first operation (python start-up
+	# is slow and varies with the load)
+	for ((i = 0; i < 750; i++)); do
+		grep -q '^READY' "$jr" 2>/dev/null && break
+		kill -0 "$cpid" 2>/dev/null || break
+		sleep 0.02
+	done
 	sleep "$(delay_s "$d")"
 	crash "$mode" "$k"
 	reap "$cpid" checker
