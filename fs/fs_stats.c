@@ -387,7 +387,7 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	}
 	free(rows);
 
-	uint64_t gc_bytes = 0;
+	uint64_t gc_bytes = fst.gc_bytes_written;
 	uint64_t dev_bytes = fst.data_bytes_written + fst.meta_bytes_written + gc_bytes;
 	uint64_t used = zs.capacity_bytes > zs.free_bytes ? zs.capacity_bytes - zs.free_bytes : 0;
 
@@ -471,9 +471,9 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	KV("data_zone_resets", zs.zone_resets);
 	KV("data_zone_finishes", zs.zone_finishes);
 	KV("meta_zone_resets", ms.zone_resets);
-	/* garbage collection (not implemented yet: always 0) */
-	KV("gc_runs", 0);
-	KV("gc_zones_reclaimed", 0);
+	/* garbage collection */
+	KV("gc_runs", fst.gc_runs);
+	KV("gc_zones_reclaimed", fst.gc_zones_freed);
 	/* memory */
 	KV("buffer_bytes", fst.buffer_bytes);
 	KV("buffer_limit_bytes", fst.buffer_limit);
