@@ -3,14 +3,23 @@
  * inference on synthetic RocksDB- and LevelDB-like event sequences (the
  * patterns measured in ../shared/what-the-daemon-sees.md and in RocksDB's
  * LOG: one flush thread, one compaction thread, inputs deleted in a batch
- * after each compaction, often by another thread).
+ * after each compaction, often by another thread), and, through the fs
+ * core on the emulator, where classes come from (rules file, directory
+ * xattr, presets, inference, placement=off) and one garbage collection.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/zf_common.h"
+#include "fs/fs.h"
+#include "fs/fs_internal.h"
 #include "lifetime_hints/lifetime.h"
 
 #define MiB (1024ull * 1024ull)
@@ -569,6 +578,239 @@ START_TEST(infer_corners)
 }
 END_TEST
 
+/* ---- through the file system -------------------------------------------- */
+
+static char fdir[256], fdev[300], fhints[300];
+
+static void fs_dev_make(void)
+{
+	struct zdev_emu_params p = { 0 };
+
+	p.zone_size = 4ull << 20;
+	p.nr_zones = 32;
+	p.block_size = 4096;
+	p.max_open = 8;
+	p.max_active = 8;
+	strcpy(fdir, "/tmp/zf-test-lifetime-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(fdir));
+	snprintf(fdev, sizeof(fdev), "%s/dev.zdev", fdir);
+	snprintf(fhints, sizeof(fhints), "%s/hints", fdir);
+	ck_assert_int_eq(zdev_emu_create(fdev, &p, false), 0);
+}
+
+static struct fs *fs_up(struct zdev **dev, const char *hints, bool off)
+{
+	struct fs_opts o;
+	struct fs *fs;
+
+	ck_assert_int_eq(zdev_open(fdev, NULL, dev), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.stripe_width = 1;
+	o.hints_file = hints;
+	o.placement_off = off;
+	ck_assert_int_eq(fs_mount(*dev, &o, &fs), 0);
+	return fs;
+}
+
+static void fs_down(struct fs *fs, struct zdev *dev)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	zdev_close(dev);
+}
+
+static uint64_t mk(struct fs *fs, uint64_t parent, const char *name, uint32_t tid)
+{
+	struct fs_ctx ctx = { 0, 0, tid };
+	struct stat st;
+
+	ck_assert_int_eq(fs_mknod(fs, parent, name, S_IFREG | 0644, 0, &ctx, &st), 0);
+	return st.st_ino;
+}
+
+static void lifetime_is(struct fs *fs, uint64_t ino, const char *want)
+{
+	char v[64];
+	int n = fs_getxattr(fs, ino, "user.zonefuse.lifetime", v, sizeof(v) - 1);
+
+	ck_assert_int_gt(n, 0);
+	v[n] = 0;
+	ck_assert_msg(strcmp(v, want) == 0, "ino %llu: '%s', want '%s'",
+		      (unsigned long long)ino, v, want);
+}
+
+static void quiet(void *arg, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)arg;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+START_TEST(fs_class_sources)
+{
+	struct zdev *dev;
+	struct fs *fs;
+	struct stat st;
+	struct fs_ctx ctx = { 0, 0, 1 };
+	FILE *f;
+	uint64_t logs, hot, t;
+
+	fs_dev_make();
+	f = fopen(fhints, "w");
+	fputs("# test rules\n*.dat long\nlogs/*.txt extreme\n", f);
+	fclose(f);
+	{
+		struct zdev *d;
+
+		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
+		ck_assert_int_eq(fs_mkfs(d, NULL), 0);
+		zdev_close(d);
+	}
+	fs = fs_up(&dev, fhints, false);
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "a.dat", 1), "long rule\n");
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "logs", 0755, &ctx, &st), 0);
+	logs = st.st_ino;
+	lifetime_is(fs, mk(fs, logs, "x.txt", 1), "extreme rule\n");
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "x.txt", 1), "medium default\n");
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1), "none preset\n");
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "000003.log", 1), "short preset\n");
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "hot", 0755, &ctx, &st), 0);
+	hot = st.st_ino;
+	ck_assert_int_eq(fs_setxattr(fs, hot, "user.zonefuse.lifetime", "short", 5, 0), 0);
+	lifetime_is(fs, mk(fs, hot, "b.dat", 1), "short dir-xattr\n");
+	/* a table: a flush (a new WAL means a memtable waits), inferred */
+	mk(fs, FS_ROOT_INO, "000005.log", 2);
+	t = mk(fs, FS_ROOT_INO, "000006.sst", 3);
+	lifetime_is(fs, t, "medium inferred\n");
+	ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 0);
+	/* the file's own xattr wins from then on */
+	ck_assert_int_eq(fs_setxattr(fs, t, "user.zonefuse.lifetime", "extreme", 7, 0), 0);
+	lifetime_is(fs, t, "extreme xattr\n");
+	fs_down(fs, dev);
+	/* classes persist */
+	fs = fs_up(&dev, NULL, false);
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "a.dat", &st), 0);
+	lifetime_is(fs, st.st_ino, "long rule\n");
+	fs_down(fs, dev);
+	/* placement off: one class for everything */
+	fs = fs_up(&dev, fhints, true);
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "c.dat", 1), "medium forced\n");
+	lifetime_is(fs, mk(fs, FS_ROOT_INO, "000009.log", 1), "medium forced\n");
+	fs_down(fs, dev);
+	/* a bad rules file fails the mount */
+	f = fopen(fhints, "w");
+	fputs("*.dat lengthy\n", f);
+	fclose(f);
+	{
+		struct fs_opts o;
+		struct fs *bad = NULL;
+
+		ck_assert_int_eq(zdev_open(fdev, NULL, &dev), 0);
+		fs_opts_default(&o);
+		o.hints_file = fhints;
+		ck_assert_int_eq(fs_mount(dev, &o, &bad), -EINVAL);
+		o.hints_file = "/nonexistent/hints";
+		ck_assert_int_eq(fs_mount(dev, &o, &bad), -ENOENT);
+		zdev_close(dev);
+	}
+	unlink(fhints);
+	unlink(fdev);
+	rmdir(fdir);
+}
+END_TEST
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1103515245u + 12345u;
+		b[i] = (uint8_t)(seed >> 16);
+	}
+}
+
+/* Three files written side by side share zones; one dies; the collector
+ * moves the others' data out of a partly dead zone, which is reset; the
+ * data reads back, also after a remount, and fsck is clean. */
+START_TEST(fs_gc_moves_live_data)
+{
+	enum { GNF = 3, GSZ = 3 << 20, GPIECE = 64 << 10 };
+	struct zdev *dev;
+	struct fs *fs;
+	struct fs_stats st0, st1;
+	uint64_t ino[GNF];
+	uint8_t *want[GNF], *got = malloc(GSZ);
+	int r, runs = 0;
+
+	fs_dev_make();
+	{
+		struct zdev *d;
+
+		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
+		ck_assert_int_eq(fs_mkfs(d, NULL), 0);
+		zdev_close(d);
+	}
+	fs = fs_up(&dev, NULL, false);
+	for (int i = 0; i < GNF; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "g%d.bin", i);
+		ino[i] = mk(fs, FS_ROOT_INO, name, 1);
+		ck_assert_int_eq(fs_open(fs, ino[i], O_RDWR), 0);
+		want[i] = malloc(GSZ);
+		fill(want[i], GSZ, (uint32_t)i + 7);
+	}
+	for (size_t off = 0; off < GSZ; off += GPIECE)
+		for (int i = 0; i < GNF; i++) {
+			ck_assert_int_eq(fs_write(fs, ino[i], off, want[i] + off, GPIECE, false), GPIECE);
+			ck_assert_int_eq(fs_flush(fs, ino[i]), 0);	/* interleave in zones */
+		}
+	for (int i = 0; i < GNF; i++) {
+		ck_assert_int_eq(fs_fsync(fs, ino[i], false), 0);
+		ck_assert_int_eq(fs_release(fs, ino[i]), 0);
+	}
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "g1.bin"), 0);
+	fs_forget(fs, ino[1], 1);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	fs_get_stats(fs, &st0);
+	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
+		runs++;
+	ck_assert_int_ge(r, 0);
+	ck_assert_int_gt(runs, 0);
+	fs_get_stats(fs, &st1);
+	ck_assert_uint_gt(st1.gc_bytes_written, 0);
+	ck_assert_uint_gt(st1.zone_resets, st0.zone_resets);
+	ck_assert_uint_gt(st1.gc_runs, 0);
+	ck_assert_uint_gt(st1.write_amp_milli, 1000);
+	ck_assert_uint_eq(st1.class_gc_bytes_written[LIFETIME_MEDIUM], st1.gc_bytes_written);
+	for (int i = 0; i < GNF; i += 2) {
+		ck_assert_int_eq(fs_read(fs, ino[i], 0, GSZ, got), GSZ);
+		ck_assert(memcmp(got, want[i], GSZ) == 0);
+	}
+	fs_down(fs, dev);
+	{
+		struct zdev *d;
+
+		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
+		ck_assert_int_eq(fs_check(d, false, quiet, NULL), 0);
+		zdev_close(d);
+	}
+	fs = fs_up(&dev, NULL, false);
+	for (int i = 0; i < GNF; i += 2) {
+		ck_assert_int_eq(fs_read(fs, ino[i], 0, GSZ, got), GSZ);
+		ck_assert(memcmp(got, want[i], GSZ) == 0);
+	}
+	fs_down(fs, dev);
+	for (int i = 0; i < GNF; i++)
+		free(want[i]);
+	free(got);
+	unlink(fdev);
+	rmdir(fdir);
+}
+END_TEST
+
 static Suite *lifetime_suite(void)
 {
 	Suite *s = suite_create("lifetime");
@@ -583,6 +825,8 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_from_reads);
 	tcase_add_test(tc, infer_leveldb_single_thread);
 	tcase_add_test(tc, infer_corners);
+	tcase_add_test(tc, fs_class_sources);
+	tcase_add_test(tc, fs_gc_moves_live_data);
 	suite_add_tcase(s, tc);
 	return s;
 }
