@@ -331,3 +331,29 @@ void zdev_get_stats(const struct zdev *dev, struct zdev_stats *st)
 	st->opens = dev->st_opens;
 	st->closes = dev->st_closes;
 }
+
+int zdev_pio_full(int fd, bool write, void *buf, size_t len, uint64_t off,
+		  bool zero_at_eof)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = write ? pwrite(fd, p, len, (off_t)off)
+				  : pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0) {
+			if (write || !zero_at_eof)
+				return -EIO;
+			memset(p, 0, len);
+			return 0;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}

@@ -14,6 +14,7 @@
 #define ZONEFUSE_ZDEV_BACKEND_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "zoned/zdev.h"
 
@@ -63,5 +64,12 @@ static inline uint32_t zdev_zone_of(const struct zdev *dev, uint64_t off)
 {
 	return (uint32_t)(off / dev->geo.zone_size);
 }
+
+/* Positional I/O of exactly len bytes, retried on EINTR and short
+ * transfers (errno negated here, once).  A read that hits the end of the
+ * file fills the rest with zeros when zero_at_eof, else fails with -EIO;
+ * a write that makes no progress fails with -EIO. */
+int zdev_pio_full(int fd, bool write, void *buf, size_t len, uint64_t off,
+		  bool zero_at_eof);
 
 #endif

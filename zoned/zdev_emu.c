@@ -189,45 +189,13 @@ static inline uint64_t zcap(const struct emu *e, uint32_t z)
 
 static int pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
+	return zdev_pio_full(fd, true, (void *)buf, len, off, false);
 }
 
 /* Reads len bytes; bytes beyond the end of the file read as zeros. */
 static int pread_full(int fd, void *buf, size_t len, uint64_t off)
 {
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0) {
-			memset(p, 0, len);
-			return 0;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
+	return zdev_pio_full(fd, false, buf, len, off, true);
 }
 
 /* Make [off, off+len) of the file read as zeros, releasing the space. */

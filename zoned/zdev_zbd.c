@@ -213,23 +213,7 @@ static int zbd_reset_all_op(struct zdev *dev)
 
 static int pio_full(int fd, bool write, void *buf, size_t len, uint64_t off)
 {
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = write ? pwrite(fd, p, len, (off_t)off)
-				  : pread(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
+	return zdev_pio_full(fd, write, buf, len, off, false);
 }
 
 static void note_write(struct zbd *b, uint64_t off, size_t len)
