@@ -82,6 +82,7 @@ EOF
 }
 
 while [ $# -gt 0 ]; do
+	set_by_user+="$1 "
 	case "$1" in
 	--quick) quick=1 ;;
 	--parts) parts=$2; shift ;;
@@ -109,7 +110,6 @@ while [ $# -gt 0 ]; do
 	-h | --help) usage; exit 0 ;;
 	*) echo "bench: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
-	set_by_user+="$1 "
 	shift
 done
 # --quick changes the defaults of what was not given explicitly
@@ -496,9 +496,14 @@ BENCH_GIT=$git_rev
 BENCH_BACKING=$backing_what
 BENCH_DEV="$zones x $zone_size emulated zones ($((dev_bytes >> 20)) MiB); ext4 image of the same size"
 BENCH_SECONDS=$(($(date +%s) - T0))
-BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime} s; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
+rand_unit=
+[[ ! "$rand_runtime" =~ ^[0-9]+$ ]] || rand_unit=" s"
+BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime}${rand_unit}; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
 BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh)"
 BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of $iot_runs runs per configuration"
+has_part fio || BENCH_FIO="not run"
+has_part dbbench || BENCH_DB="not run"
+has_part iot || BENCH_IOT="not run"
 BENCH_MACHINE=$machine
 BENCH_LOAD="load average (1/5/15 min) at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 BENCH_OS=$os
