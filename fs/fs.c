@@ -1173,6 +1173,7 @@ static int mount_reconcile(struct fs *fs)
 	uint64_t data_start = (uint64_t)fs->sb.data_first * g->zone_size;
 	uint64_t data_end = (uint64_t)(fs->sb.data_first + fs->sb.data_count) * g->zone_size;
 
+	fs->replaying = true;	/* valid bytes are not counted yet */
 	for (size_t b = 0; b < fs->itab_size; b++) {
 		struct fs_inode *in = fs->itab[b];
 		while (in) {
@@ -1182,6 +1183,7 @@ static int mount_reconcile(struct fs *fs)
 			in = next;
 		}
 	}
+	fs->replaying = false;
 	for (size_t b = 0; b < fs->itab_size; b++) {
 		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
 			for (size_t i = 0; i < in->map.n; i++) {

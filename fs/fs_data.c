@@ -414,6 +414,9 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		for (uint32_t i = 0; i < n; i++)
 			chunk_free(fs, in, cs[i]);
 	}
+	/* A read-ahead window filled while these pages were buffered holds the
+	 * old device bytes for them; the overlay is gone now, so drop it. */
+	fs_pf_invalidate(fs, in);
 out:
 	if (st) {
 		for (uint32_t i = 0; i < n; i++) {
