@@ -5,7 +5,8 @@
  * knows which file each live byte belongs to and moves it.
  *
  * When it runs (one thread, fs_gc_start/fs_gc_stop; it wakes every
- * GC_TICK_MS and when kicked):
+ * GC_TICK_MS and when kicked; each time it also reads what was appended to
+ * the LSM stores' MANIFESTs, fs_lifetime_tail_manifests()):
  *   urgent      a writer waits for space (in zalloc, or in
  *               fs_gc_wait_space), or FREE zones <= reserve: no rate limit;
  *   background  FREE zones < low, then until FREE zones >= high, or the
@@ -48,7 +49,7 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
-#define GC_TICK_MS 100
+#define GC_TICK_MS 20		/* also the MANIFEST tailing period */
 #define GC_RESERVE 2			/* zones only the collector may take */
 #define GC_BATCH (4u << 20)		/* bytes read+written per step */
 #define GC_LOCK_WAIT_MS 50		/* one try for a file's rw lock */
@@ -601,6 +602,7 @@ static void *gc_main(void *arg)
 		if (gc->stop)
 			break;
 		pthread_mutex_unlock(&gc->mu);
+		fs_lifetime_tail_manifests(fs);	/* exact LSM levels (fs_lifetime.c) */
 		if (!gc_round(fs))	/* do not spin on kicks it cannot serve */
 			zf_sleep_until_ns(zf_now_ns() + GC_IDLE_NS);
 		pthread_mutex_lock(&gc->mu);

@@ -170,6 +170,12 @@ struct fs {
 	struct lifetime_infer *lt;	/* inference state (own leaf lock) */
 	struct lifetime_rules *lt_rules;	/* -o hints=FILE, or NULL */
 	uint8_t lt_map_logged[LIFETIME_MAX_LEVELS];	/* level classes last logged [L] */
+	/* MANIFEST files being followed (fs_lifetime.c): the list has its own
+	 * leaf lock; lt_tail_lock serialises the readers (taken with no other
+	 * lock held, before the file's locks) */
+	pthread_mutex_t lt_mf_lock, lt_tail_lock;
+	struct fs_lt_manifest { uint64_t ino, dir, pos; } lt_mf[8];
+	int lt_nmf;
 	struct fs_gc *gc;		/* collector thread, or NULL */
 	_Atomic uint64_t class_user_bytes[LIFETIME_NR];	/* fs_write bytes by the
 					 * file's class (counted by fs_data.c) */
@@ -226,6 +232,11 @@ void fs_lifetime_fini(struct fs *fs);
 /* The last name of `in` is about to go (tid: 0 if unknown). [L] */
 void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);
 void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
+/* Read what was appended to the MANIFESTs being followed and apply the
+ * exact levels.  No locks held.  Called by the collector thread every tick
+ * and, when fs_data.c calls it, right after a MANIFEST is fsync'ed. */
+void fs_lifetime_tail_manifests(struct fs *fs);
+void fs_lifetime_note_fsync(struct fs *fs, uint64_t ino);	/* no locks held */
 
 /* fs_gc.c: the garbage collector (thread started by fs_start). */
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */

@@ -12,10 +12,15 @@
  *                        level corrections of finished compaction jobs
  *                        (in->cls follows, for files whose class was
  *                        inferred: GC then moves their data to that class)
+ *   fs_lifetime_tail_manifests()  reads what RocksDB/LevelDB appended to
+ *                        their MANIFEST (followed from its CREATE, or found
+ *                        at mount): the exact level of every table, trivial
+ *                        moves included (lifetime_manifest_parse())
  *
  * Every inference is logged at debug level (-o zf_verbose) as
  *   lifetime: create NAME ino N tid T level L why W -> CLASS/SOURCE
- *   lifetime: fix ino N level A -> B -> CLASS
+ *   lifetime: fix ino N level A -> B -> CLASS        (a job's inputs died)
+ *   lifetime: exact ino N level A -> B -> CLASS      (from the MANIFEST)
  * which scripts/bench-placement.sh compares with RocksDB's LOG.
  *
  * Lifetimes are measured in bytes written to the file system (fs->user_bytes).
@@ -122,6 +127,8 @@ int fs_lifetime_init(struct fs *fs)
 	fs->lt = lifetime_infer_new();
 	if (!fs->lt)
 		return -ENOMEM;
+	pthread_mutex_init(&fs->lt_mf_lock, NULL);
+	pthread_mutex_init(&fs->lt_tail_lock, NULL);
 	/* Files that exist already: tables keep the level their class says
 	 * (when the class was inferred), WALs count as live WALs. */
 	pthread_mutex_lock(&fs->lock);
@@ -130,6 +137,9 @@ int fs_lifetime_init(struct fs *fs)
 			struct fs_inode *in = fs_inode_get(fs, d->ino);
 			enum lifetime_kind k = kind_of(d->name);
 
+			if (in && S_ISREG(in->mode) && strncmp(d->name, "MANIFEST-", 9) == 0 &&
+			    fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
+				fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ in->ino, d->parent, 0 };
 			if (!in || !S_ISREG(in->mode) || k == LIFETIME_KIND_OTHER)
 				continue;
 			lifetime_infer_adopt(fs->lt, in->ino, k,
@@ -144,6 +154,10 @@ int fs_lifetime_init(struct fs *fs)
 
 void fs_lifetime_fini(struct fs *fs)
 {
+	if (fs->lt) {
+		pthread_mutex_destroy(&fs->lt_mf_lock);
+		pthread_mutex_destroy(&fs->lt_tail_lock);
+	}
 	lifetime_infer_free(fs->lt);
 	fs->lt = NULL;
 	lifetime_rules_free(fs->lt_rules);
@@ -229,6 +243,12 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 	src = lifetime_decide(&f, &cls);
 	in->cls = (uint8_t)cls;
 	in->cls_src = (uint8_t)src;
+	if (fs->lt && S_ISREG(in->mode) && strncmp(name, "MANIFEST-", 9) == 0) {
+		pthread_mutex_lock(&fs->lt_mf_lock);
+		if (fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
+			fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ in->ino, dir->ino, 0 };
+		pthread_mutex_unlock(&fs->lt_mf_lock);
+	}
 	if (kind == LIFETIME_KIND_TABLE)
 		zf_dbg("lifetime: create %s ino %llu tid %u level %d why %s job %llu -> %s/%s",
 		       name, (unsigned long long)in->ino, ctx ? ctx->pid : 0, g.level,
@@ -244,6 +264,11 @@ void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid)
 
 	if (!fs->lt || !in || !S_ISREG(in->mode))
 		return;
+	pthread_mutex_lock(&fs->lt_mf_lock);
+	for (int i = 0; i < fs->lt_nmf; i++)
+		if (fs->lt_mf[i].ino == in->ino)
+			fs->lt_mf[i--] = fs->lt_mf[--fs->lt_nmf];
+	pthread_mutex_unlock(&fs->lt_mf_lock);
 	n = lifetime_infer_unlink(fs->lt, in->ino, tid, zf_now_ns(), fs->user_bytes, fixes);
 	lifetime_infer_level_classes(fs->lt, map);
 	if (memcmp(map, fs->lt_map_logged, sizeof(map)) != 0) {
@@ -277,6 +302,134 @@ void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid)
 			o->attr_dirty = true;
 		}
 	}
+}
+
+/* ---- MANIFEST tailing ---- */
+
+struct mf_entry { int level; uint64_t number; };
+struct mf_collect { struct mf_entry *v; size_t n, cap; };
+
+static void mf_collect_fn(void *arg, enum lifetime_manifest_op op, int level,
+			  uint64_t number)
+{
+	struct mf_collect *c = arg;
+
+	if (op != LIFETIME_MF_NEW)
+		return;
+	if (c->n == c->cap) {
+		size_t nc = c->cap ? 2 * c->cap : 64;
+		struct mf_entry *nv = realloc(c->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return;
+		c->v = nv;
+		c->cap = nc;
+	}
+	c->v[c->n++] = (struct mf_entry){ level, number };
+}
+
+/* Apply exact levels to the tables of directory dir. [L] */
+static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
+{
+	uint8_t map[LIFETIME_MAX_LEVELS];
+
+	lifetime_infer_level_classes(fs->lt, map);
+	for (size_t i = 0; i < c->n; i++) {
+		static const char *const ext[] = { "sst", "ldb" };
+		struct lifetime_fix fx;
+
+		for (size_t e = 0; e < ZF_ARRAY_SIZE(ext); e++) {
+			char name[40];
+			struct fs_dirent *d;
+			struct fs_inode *o;
+			int l;
+
+			snprintf(name, sizeof(name), "%06llu.%s",
+				 (unsigned long long)c->v[i].number, ext[e]);
+			d = fs_dirent_find(fs, dir, name);
+			if (!d || !(o = fs_inode_get(fs, d->ino)))
+				continue;
+			if (lifetime_infer_set_level(fs->lt, o->ino, c->v[i].level, &fx)) {
+				l = ZF_MIN(fx.new_level, LIFETIME_MAX_LEVELS - 1);
+				zf_dbg("lifetime: exact ino %llu level %d -> %d -> %s",
+				       (unsigned long long)o->ino, fx.old_level, fx.new_level,
+				       lifetime_class_name(map[l]));
+				if (o->cls_src == LIFETIME_SRC_INFERRED && o->cls != map[l]) {
+					o->cls = map[l];
+					o->attr_dirty = true;
+				}
+			}
+			break;
+		}
+	}
+}
+
+#define MF_READ_MAX (4u << 20)	/* bytes read per MANIFEST per pass */
+
+void fs_lifetime_tail_manifests(struct fs *fs)
+{
+	struct fs_lt_manifest mf[ZF_ARRAY_SIZE(fs->lt_mf)];
+	int n;
+
+	if (!fs->lt)
+		return;
+	pthread_mutex_lock(&fs->lt_tail_lock);
+	pthread_mutex_lock(&fs->lt_mf_lock);
+	n = fs->lt_nmf;
+	memcpy(mf, fs->lt_mf, sizeof(mf[0]) * (size_t)n);
+	pthread_mutex_unlock(&fs->lt_mf_lock);
+	for (int i = 0; i < n; i++) {
+		struct mf_collect c = { 0 };
+		struct fs_inode *in;
+		uint64_t size = 0, pos;
+		uint8_t *buf;
+		ssize_t got;
+
+		pthread_mutex_lock(&fs->lock);
+		in = fs_inode_get(fs, mf[i].ino);
+		if (in)
+			size = in->size;
+		pthread_mutex_unlock(&fs->lock);
+		if (!in || size <= mf[i].pos)
+			continue;
+		size = ZF_MIN(size, mf[i].pos + MF_READ_MAX);
+		buf = malloc(size - mf[i].pos);
+		if (!buf)
+			continue;
+		got = fs_read(fs, mf[i].ino, mf[i].pos, size - mf[i].pos, buf);
+		if (got <= 0) {
+			free(buf);
+			continue;
+		}
+		pos = lifetime_manifest_parse(buf, (size_t)got, mf[i].pos, mf_collect_fn, &c);
+		free(buf);
+		if (c.n) {
+			pthread_mutex_lock(&fs->lock);
+			mf_apply(fs, mf[i].dir, &c);
+			pthread_mutex_unlock(&fs->lock);
+		}
+		free(c.v);
+		pthread_mutex_lock(&fs->lt_mf_lock);
+		for (int k = 0; k < fs->lt_nmf; k++)
+			if (fs->lt_mf[k].ino == mf[i].ino)
+				fs->lt_mf[k].pos = pos;
+		pthread_mutex_unlock(&fs->lt_mf_lock);
+	}
+	pthread_mutex_unlock(&fs->lt_tail_lock);
+}
+
+void fs_lifetime_note_fsync(struct fs *fs, uint64_t ino)
+{
+	bool mf = false;
+
+	if (!fs->lt)
+		return;
+	pthread_mutex_lock(&fs->lt_mf_lock);
+	for (int i = 0; i < fs->lt_nmf; i++)
+		mf |= fs->lt_mf[i].ino == ino;
+	pthread_mutex_unlock(&fs->lt_mf_lock);
+	if (mf)
+		fs_lifetime_tail_manifests(fs);
 }
 
 void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes)

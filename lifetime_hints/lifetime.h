@@ -224,6 +224,30 @@ struct lifetime_fix {
 };
 #define LIFETIME_MAX_FIXES 64
 
+/* ---- RocksDB/LevelDB MANIFEST: the exact levels, after the fact -------- *
+ * The MANIFEST is a log (32 KiB blocks of records: masked CRC32C, u16
+ * length, type FULL/FIRST/MIDDLE/LAST) of VersionEdits, appended and
+ * fsync'ed by the store each time its LSM changes: after a flush or a
+ * compaction, and for "trivial moves" (a table moved one level down without
+ * being rewritten, which no other file operation reveals).  Each edit lists
+ * deleted files (level, number) and new files (level, number, ...).  Parsing
+ * it gives every table's exact level within a moment of the change, which
+ * keeps the picker simulation's view of the LSM exact. */
+enum lifetime_manifest_op { LIFETIME_MF_NEW = 0, LIFETIME_MF_DELETED = 1 };
+typedef void (*lifetime_manifest_fn)(void *arg, enum lifetime_manifest_op op,
+				     int level, uint64_t number);
+/* Parse the complete records in buf, the bytes [base, base + len) of a
+ * MANIFEST (base: any offset where a record starts, e.g. 0 or a value this
+ * function returned).  Calls fn for each file entry of each complete edit
+ * (edits with tags this parser does not know are cut at that tag).
+ * Returns the offset up to which everything was consumed: the next call
+ * starts there (a record cut by the end of buf, a zero-filled or corrupt
+ * tail stay unconsumed). */
+uint64_t lifetime_manifest_parse(const uint8_t *buf, size_t len, uint64_t base,
+				 lifetime_manifest_fn fn, void *arg);
+/* The table number in a name like "000123.sst" (or .ldb); 0 if none. */
+uint64_t lifetime_table_number(const char *name);
+
 struct lifetime_infer;
 struct lifetime_infer *lifetime_infer_new(void);
 void lifetime_infer_free(struct lifetime_infer *li);
@@ -251,6 +275,10 @@ void lifetime_infer_read(struct lifetime_infer *li, uint64_t file, uint32_t tid,
 size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
 			     uint32_t tid, uint64_t now_ns, uint64_t clock,
 			     struct lifetime_fix *fixes);
+/* The exact level of a table (from the MANIFEST); later corrections leave
+ * it alone.  Returns 1 and fills *fix when the belief changed. */
+int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level,
+			     struct lifetime_fix *fix);
 /* Current belief about a table's level (-1 unknown / not a table). */
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file);
 /* The level -> class map from the lifetimes observed so far. */
@@ -262,6 +290,7 @@ struct lifetime_infer_stats {
 	uint64_t why[LIFETIME_WHY_NR];	/* ... by reason */
 	uint64_t jobs_resolved;		/* compaction jobs whose inputs died */
 	uint64_t tables_corrected;	/* outputs whose level was corrected */
+	uint64_t tables_exact;		/* levels set from a MANIFEST */
 	uint64_t level_targets[LIFETIME_MAX_LEVELS];	/* learned target(k), bytes */
 	struct lifetime_level_obs wal, level[LIFETIME_MAX_LEVELS];
 	uint8_t level_class[LIFETIME_MAX_LEVELS];

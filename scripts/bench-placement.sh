@@ -35,6 +35,7 @@ max_active=14
 passes=2
 rate_mb=6
 gc_mbps=
+mount_opts=
 build_dir=$SRC/build
 backing=
 keep=0
@@ -51,6 +52,7 @@ Usage: scripts/bench-placement.sh [options]
   --passes N           overwrite passes over the key space [$passes]
   --rate-mb N          db_bench --benchmark_write_rate_limit, MB/s (0 = none) [$rate_mb]
   --gc-mbps N          zonefuse -o gc_mbps (default: zonefuse's)
+  -o OPTS              more zonefuse mount options (e.g. stripe_width=1)
   --build-dir DIR      zonefuse build dir [build]
   --backing-dir DIR    where the device file goes [a tmpfs in a temp dir]
   --db-bench-arg ARG   extra db_bench argument (repeatable)
@@ -69,6 +71,7 @@ while [ $# -gt 0 ]; do
 	--passes) passes=$2; shift ;;
 	--rate-mb) rate_mb=$2; shift ;;
 	--gc-mbps) gc_mbps=$2; shift ;;
+	-o) mount_opts=$2; shift ;;
 	--build-dir) build_dir=$2; shift ;;
 	--backing-dir) backing=$2; shift ;;
 	--db-bench-arg) extra+=("$2"); shift ;;
@@ -152,6 +155,7 @@ run() {
 	"$build_dir/mkfs.zonefuse" "$backing/zoned.img" >/dev/null
 	local opts=zf_verbose,placement=$mode
 	[ -z "$gc_mbps" ] || opts=$opts,gc_mbps=$gc_mbps
+	[ -z "$mount_opts" ] || opts=$opts,$mount_opts
 	"$build_dir/zonefuse" "$backing/zoned.img" "$mnt" -f -o "$opts" >"$d/zonefuse.log" 2>&1 &
 	zf_pid=$!
 	for _ in $(seq 150); do
@@ -248,7 +252,7 @@ def inferred(path):
             at[n] = fin[n] = int(m.group(3))
             ino[int(m.group(2))] = n
             continue
-        m = re.search(r'lifetime: fix ino (\d+) level (-?\d+) -> (-?\d+)', line)
+        m = re.search(r'lifetime: (?:fix|exact) ino (\d+) level (-?\d+) -> (-?\d+)', line)
         if m and int(m.group(1)) in ino:
             fin[ino[int(m.group(1))]] = int(m.group(3))
     return at, fin

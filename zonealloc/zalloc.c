@@ -1539,6 +1539,26 @@ void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
 	pthread_mutex_unlock(&za->mu);
 }
 
+/* log2(x) for x >= 1, no libm: integer part, then 8 fraction bits */
+static double za_log2(double x)
+{
+	double r = 0, bit = 0.5;
+
+	while (x >= 2) {
+		x /= 2;
+		r += 1;
+	}
+	for (int i = 0; i < 8; i++) {
+		x *= x;
+		if (x >= 2) {
+			x /= 2;
+			r += bit;
+		}
+		bit /= 2;
+	}
+	return r;
+}
+
 double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 {
 	double u;
@@ -1546,7 +1566,11 @@ double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 	if (capacity == 0 || valid >= capacity)
 		return -1;
 	u = (double)valid / (double)capacity;
-	return (1.0 - u) * (double)(age + 1) / (1.0 + u);
+	/* benefit: the bytes freed, weighted by the zone's age in zones
+	 * written since (log scale); cost: reading and writing the live
+	 * bytes */
+	return (1.0 - u) * za_log2(2.0 + (double)age / (double)capacity) /
+	       (2.0 * u + 1.0 / (double)capacity);
 }
 
 /* Bytes the collector could write for class cls now: FREE zones (all of

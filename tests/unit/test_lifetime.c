@@ -578,6 +578,212 @@ START_TEST(infer_corners)
 }
 END_TEST
 
+/* ---- MANIFEST parsing ------------------------------------------------------ */
+
+struct enc { uint8_t b[200000]; size_t n; };
+
+static void e_var(struct enc *e, uint64_t v)
+{
+	while (v >= 0x80) {
+		e->b[e->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	e->b[e->n++] = (uint8_t)v;
+}
+
+static void e_lp(struct enc *e, const char *s, size_t n)
+{
+	e_var(e, n);
+	memcpy(e->b + e->n, s, n);
+	e->n += n;
+}
+
+/* RocksDB kNewFile4 with a custom field, or LevelDB kNewFile (7) */
+static void e_new(struct enc *e, bool rocks, int level, uint64_t num)
+{
+	e_var(e, rocks ? 103 : 7);
+	e_var(e, (uint64_t)level);
+	e_var(e, num);
+	e_var(e, 8 << 20);
+	e_lp(e, "aaaaaaaaaaaaaaaa", 16);
+	e_lp(e, "zzzzzzzzzzzzzzzz", 16);
+	if (rocks) {
+		e_var(e, 100);
+		e_var(e, 200);
+		e_var(e, 2);		/* a custom field: tag, lp value */
+		e_lp(e, "x", 1);
+		e_var(e, 1);		/* kTerminate */
+	}
+}
+
+/* Wrap a logical record into physical records (log format) at pos. */
+static void e_log(struct enc *log, const uint8_t *rec, size_t n)
+{
+	bool first = true;
+
+	do {
+		size_t left = 32768 - log->n % 32768;
+
+		if (left < 7) {
+			memset(log->b + log->n, 0, left);
+			log->n += left;
+			left = 32768;
+		}
+		size_t frag = n < left - 7 ? n : left - 7;
+		uint8_t type = first && frag == n ? 1 : first ? 2 : frag == n ? 4 : 3;
+		uint8_t *h = log->b + log->n;
+		uint32_t crc;
+
+		h[4] = (uint8_t)frag;
+		h[5] = (uint8_t)(frag >> 8);
+		h[6] = type;
+		memcpy(h + 7, rec, frag);
+		crc = zf_crc32c(0, h + 6, 1 + frag);
+		crc = ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+		h[0] = (uint8_t)crc;
+		h[1] = (uint8_t)(crc >> 8);
+		h[2] = (uint8_t)(crc >> 16);
+		h[3] = (uint8_t)(crc >> 24);
+		log->n += 7 + frag;
+		rec += frag;
+		n -= frag;
+		first = false;
+	} while (n);
+}
+
+struct seen { int n; int op[4096], level[4096]; uint64_t num[4096]; };
+
+static void seen_fn(void *arg, enum lifetime_manifest_op op, int level, uint64_t num)
+{
+	struct seen *s = arg;
+
+	s->op[s->n] = op;
+	s->level[s->n] = level;
+	s->num[s->n] = num;
+	s->n++;
+}
+
+START_TEST(manifest_parse)
+{
+	static struct enc log, rec;
+	static struct seen sn;
+	uint64_t done;
+
+	ck_assert_uint_eq(zf_crc32c(0, "123456789", 9), 0xe3069283u);
+	memset(&log, 0, sizeof(log));
+	/* edit 1: comparator, log number, a flush to L0 (RocksDB) */
+	rec.n = 0;
+	e_var(&rec, 1);
+	e_lp(&rec, "leveldb.BytewiseComparator", 26);
+	e_var(&rec, 2);
+	e_var(&rec, 12);
+	e_var(&rec, 3);
+	e_var(&rec, 14);
+	e_new(&rec, true, 0, 13);
+	e_log(&log, rec.b, rec.n);
+	/* edit 2: a trivial move: deleted L2 #7, new L3 #7, and a safe-to-
+	 * ignore tag (RocksDB kDbId-like) */
+	rec.n = 0;
+	e_var(&rec, 4);
+	e_var(&rec, 999);
+	e_var(&rec, (1u << 13) | 1);
+	e_lp(&rec, "db-id", 5);
+	e_var(&rec, 6);
+	e_var(&rec, 2);
+	e_var(&rec, 7);
+	e_new(&rec, true, 3, 7);
+	e_log(&log, rec.b, rec.n);
+	/* edit 3: a big compaction edit spanning two blocks (FIRST, MIDDLE,
+	 * LAST): 2000 new L1 files, LevelDB encoding */
+	rec.n = 0;
+	for (int i = 0; i < 2000; i++)
+		e_new(&rec, false, 1, 100 + (uint64_t)i);
+	ck_assert_uint_gt(rec.n, 32768 + 7);
+	e_log(&log, rec.b, rec.n);
+	/* edit 4: an unknown tag cuts the edit there */
+	rec.n = 0;
+	e_new(&rec, true, 2, 5000);
+	e_var(&rec, 4242);
+	e_new(&rec, true, 2, 5001);
+	e_log(&log, rec.b, rec.n);
+	size_t complete = log.n;
+
+	memset(&sn, 0, sizeof(sn));
+	done = lifetime_manifest_parse(log.b, log.n, 0, seen_fn, &sn);
+	ck_assert_uint_eq(done, complete);
+	ck_assert_int_eq(sn.n, 1 + 2 + 2000 + 1);
+	ck_assert(sn.op[0] == LIFETIME_MF_NEW && sn.level[0] == 0 && sn.num[0] == 13);
+	ck_assert(sn.op[1] == LIFETIME_MF_DELETED && sn.level[1] == 2 && sn.num[1] == 7);
+	ck_assert(sn.op[2] == LIFETIME_MF_NEW && sn.level[2] == 3 && sn.num[2] == 7);
+	ck_assert(sn.level[3] == 1 && sn.num[3] == 100 && sn.num[2002] == 2099);
+	ck_assert(sn.level[2003] == 2 && sn.num[2003] == 5000);
+
+	/* a cut tail stays unconsumed; parsing from the returned offset with
+	 * the rest gives the same result, exactly once */
+	memset(&sn, 0, sizeof(sn));
+	done = lifetime_manifest_parse(log.b, complete - 10, 0, seen_fn, &sn);
+	ck_assert_int_eq(sn.n, 3 + 2000);	/* edit 4 not complete */
+	ck_assert_uint_lt(done, complete);
+	done = lifetime_manifest_parse(log.b + done, complete - done, done, seen_fn, &sn);
+	ck_assert_uint_eq(done, complete);
+	ck_assert_int_eq(sn.n, 2004);
+	/* the big edit cut in its MIDDLE: nothing of it yet */
+	memset(&sn, 0, sizeof(sn));
+	done = lifetime_manifest_parse(log.b, 40000, 0, seen_fn, &sn);
+	ck_assert_int_eq(sn.n, 3);
+	/* zeros (fallocated, not written yet) and a bad CRC stop the parse */
+	memset(log.b + complete, 0, 100);
+	memset(&sn, 0, sizeof(sn));
+	ck_assert_uint_eq(lifetime_manifest_parse(log.b, complete + 100, 0, seen_fn, &sn), complete);
+	log.b[5] ^= 1;	/* first record's length */
+	memset(&sn, 0, sizeof(sn));
+	ck_assert_uint_eq(lifetime_manifest_parse(log.b, complete, 0, seen_fn, &sn), 0);
+	ck_assert_int_eq(sn.n, 0);
+
+	ck_assert_uint_eq(lifetime_table_number("000123.sst"), 123);
+	ck_assert_uint_eq(lifetime_table_number("77.ldb"), 77);
+	ck_assert_uint_eq(lifetime_table_number("MANIFEST-000001"), 0);
+	ck_assert_uint_eq(lifetime_table_number("x12.sst"), 0);
+}
+END_TEST
+
+/* set_level: exact levels win over job corrections */
+START_TEST(infer_exact_levels)
+{
+	struct sim s;
+	struct lifetime_fix fx;
+	uint64_t a, b;
+
+	sim_init(&s);
+	s.wal = sim_wal(&s, 100);
+	a = sim_table(&s, 300, 2, 8 * MiB, NULL);	/* picker: a level guessed */
+	b = sim_table(&s, 300, 2, 8 * MiB, NULL);
+	ck_assert_int_eq(lifetime_infer_set_level(s.li, a, 3, &fx), 1);
+	ck_assert_uint_eq(fx.file, a);
+	ck_assert_int_eq(fx.new_level, 3);
+	ck_assert_int_eq(lifetime_infer_set_level(s.li, a, 3, &fx), 0);
+	ck_assert_int_eq(lifetime_infer_level(s.li, a), 3);
+	ck_assert_int_eq(lifetime_infer_set_level(s.li, 99999, 1, &fx), 0);
+	ck_assert_int_eq(lifetime_infer_set_level(s.li, s.wal, 1, &fx), 0);
+	/* the job's inputs die: b is corrected, a (exact) is not */
+	{
+		uint64_t in = sim_table(&s, 400, 0, 8 * MiB, NULL);
+
+		lifetime_infer_set_level(s.li, in, 0, NULL);
+		sim_unlink(&s, in, 0);
+	}
+	ck_assert_int_eq(lifetime_infer_level(s.li, a), 3);
+	ck_assert_int_eq(lifetime_infer_level(s.li, b), 1);
+	{
+		struct lifetime_infer_stats st;
+
+		lifetime_infer_get_stats(s.li, &st);
+		ck_assert_uint_eq(st.tables_exact, 2);
+	}
+	lifetime_infer_free(s.li);
+}
+END_TEST
+
 /* ---- through the file system -------------------------------------------- */
 
 static char fdir[256], fdev[300], fhints[300];
@@ -676,7 +882,9 @@ START_TEST(fs_class_sources)
 	logs = st.st_ino;
 	lifetime_is(fs, mk(fs, logs, "x.txt", 1), "extreme rule\n");
 	lifetime_is(fs, mk(fs, FS_ROOT_INO, "x.txt", 1), "medium default\n");
-	lifetime_is(fs, mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1), "none preset\n");
+	uint64_t mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
+
+	lifetime_is(fs, mf, "none preset\n");
 	lifetime_is(fs, mk(fs, FS_ROOT_INO, "000003.log", 1), "short preset\n");
 	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "hot", 0755, &ctx, &st), 0);
 	hot = st.st_ino;
@@ -687,6 +895,23 @@ START_TEST(fs_class_sources)
 	t = mk(fs, FS_ROOT_INO, "000006.sst", 3);
 	lifetime_is(fs, t, "medium inferred\n");
 	ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 0);
+	/* the MANIFEST says where it really is (a table moved down): L2 */
+	{
+		static struct enc log, rec;
+
+		log.n = rec.n = 0;
+		e_var(&rec, 6);
+		e_var(&rec, 0);
+		e_var(&rec, 6);
+		e_new(&rec, true, 2, 6);
+		e_log(&log, rec.b, rec.n);
+		ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
+		fs_lifetime_tail_manifests(fs);
+		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+		lifetime_is(fs, t, "long inferred\n");
+		fs_lifetime_tail_manifests(fs);	/* nothing new: no change */
+		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+	}
 	/* the file's own xattr wins from then on */
 	ck_assert_int_eq(fs_setxattr(fs, t, "user.zonefuse.lifetime", "extreme", 7, 0), 0);
 	lifetime_is(fs, t, "extreme xattr\n");
@@ -825,6 +1050,8 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_from_reads);
 	tcase_add_test(tc, infer_leveldb_single_thread);
 	tcase_add_test(tc, infer_corners);
+	tcase_add_test(tc, manifest_parse);
+	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
 	tcase_add_test(tc, fs_gc_moves_live_data);
 	suite_add_tcase(s, tc);

@@ -1581,11 +1581,13 @@ START_TEST(gc_score_function)
 {
 	ck_assert(zalloc_gc_score(ZCAP, ZCAP, 1000) < 0);
 	ck_assert(zalloc_gc_score(0, 0, 1000) < 0);
-	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 2, 2000) > zalloc_gc_score(ZCAP, ZCAP / 2, 1000));
-	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 4, 1000) > zalloc_gc_score(ZCAP, ZCAP / 2, 1000));
-	/* LFS: an old half-full zone beats a young nearly empty one */
-	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 2, 100000) > zalloc_gc_score(ZCAP, ZCAP / 10, 1000));
-	ck_assert(zalloc_gc_score(ZCAP, 0, 0) > 0);
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 2, 20 * ZCAP) > zalloc_gc_score(ZCAP, ZCAP / 2, ZCAP));
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 4, ZCAP) > zalloc_gc_score(ZCAP, ZCAP / 2, ZCAP));
+	/* age counts, in log scale: an old quarter-full zone beats a young
+	 * fifth-full one, but not a young nearly empty one */
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 4, 5 * ZCAP) > zalloc_gc_score(ZCAP, ZCAP / 5, ZCAP));
+	ck_assert(zalloc_gc_score(ZCAP, ZCAP / 4, 1000 * ZCAP) < zalloc_gc_score(ZCAP, ZCAP / 20, ZCAP));
+	ck_assert(zalloc_gc_score(ZCAP, 0, 0) > zalloc_gc_score(ZCAP, BS, 0));
 }
 END_TEST
 
@@ -1600,7 +1602,7 @@ START_TEST(gc_victim_choice)
 	uint32_t z[6];
 	uint64_t skip[1] = { 0 }, tk;
 	/* valid share per zone, written oldest first */
-	const uint64_t keep[6] = { ZCAP * 3 / 4, ZCAP / 2, ZCAP / 4, ZCAP, ZCAP / 8, 0 };
+	const uint64_t keep[6] = { ZCAP / 4, ZCAP / 2, ZCAP * 3 / 4, ZCAP, ZCAP / 5, 0 };
 
 	tdev_std(&t, 1);
 	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
@@ -1621,32 +1623,45 @@ START_TEST(gc_victim_choice)
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.pending_resets, 1);	/* z[5] */
 	ck_assert_uint_eq(st.gc_reclaimable_bytes,
-			  ZCAP / 4 + ZCAP / 2 + ZCAP * 3 / 4 + ZCAP * 7 / 8);
-	/* ages 5,4,3,..: scores z0 .25*5/1.75=.71, z1 .5*4/1.5=1.33,
-	 * z2 .75*3/1.25=1.8, z4 .875*1/1.125=.78 (x zone capacity) */
+			  ZCAP * 3 / 4 + ZCAP / 2 + ZCAP / 4 + (ZCAP - ZCAP / 5));
+	/* ages 5,4,3,..,1 zones: scores (1-u) log2(2+age) / 2u:
+	 * z0 .75*2.81/.5=4.2, z1 .5*2.58/1=1.3, z2 .25*2.32/1.5=.39,
+	 * z4 .8*1.58/.4=3.2 */
 	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
-	ck_assert_uint_eq(v.zone, z[2]);
+	ck_assert_uint_eq(v.zone, z[0]);
 	ck_assert_uint_eq(v.valid_bytes, ZCAP / 4);
 	ck_assert_uint_eq(v.cls, LIFETIME_MEDIUM);
-	ck_assert_uint_eq(v.start, zstart(z[2]));
+	ck_assert_uint_eq(v.start, zstart(z[0]));
 	ck_assert_uint_eq(v.capacity, ZCAP);
-	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);	/* z2 is pinned */
-	ck_assert_uint_eq(v.zone, z[1]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);	/* z0 is pinned */
+	ck_assert_uint_eq(v.zone, z[4]);
+	zalloc_gc_done(t.za, z[4]);
 	/* greedy: most bytes freed */
 	ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
 	ck_assert_uint_eq(v.zone, z[4]);
 	zalloc_gc_done(t.za, z[4]);
 	skip[0] = 1ull << (z[4] - FIRST);
 	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), 0);
-	ck_assert_uint_eq(v.zone, z[0]);
-	zalloc_gc_done_backoff(t.za, z[0], 60ull * 1000000000ull);
-	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), -ENOENT);	/* z0 backs off */
-	ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, z[1]);
+	zalloc_gc_done_backoff(t.za, z[1], 60ull * 1000000000ull);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), 0);	/* z1 backs off */
+	ck_assert_uint_eq(v.zone, z[2]);
+	zalloc_gc_done(t.za, z[2]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, skip, &v), 0);
+	ck_assert_uint_eq(v.zone, z[2]);
+	zalloc_gc_done(t.za, z[2]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
 	ck_assert_uint_eq(v.zone, z[4]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, skip, &v), 0);
+	ck_assert_uint_eq(v.zone, z[2]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, skip, &v), -ENOENT);	/* z1 backs off */
 	zalloc_gc_done(t.za, z[4]);
+	zalloc_gc_done(t.za, z[2]);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, skip, &v), 0);
+	ck_assert_uint_eq(v.zone, z[2]);
 
-	/* z2 dies while pinned: not queued until gc_done; then reset */
-	zalloc_valid_sub(t.za, zstart(z[2]), ZCAP / 4);
+	/* z2 (pinned) dies: not queued until gc_done; then reset */
+	zalloc_valid_sub(t.za, zstart(z[2]), ZCAP * 3 / 4);
 	tk = zalloc_commit_begin(t.za);
 	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);	/* z5 only */
 	ck_assert_int_eq(dzone(&t, z[2]).cond, ZDEV_COND_FULL);
@@ -1657,9 +1672,9 @@ START_TEST(gc_victim_choice)
 	tk = zalloc_commit_begin(t.za);
 	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);
 	ck_assert_int_eq(dzone(&t, z[2]).cond, ZDEV_COND_EMPTY);
-	zalloc_gc_done(t.za, z[1]);
+	zalloc_gc_done(t.za, z[0]);
 	zalloc_get_stats(t.za, &st);
-	ck_assert_uint_eq(st.gc_runs, 5);
+	ck_assert_uint_eq(st.gc_runs, 9);
 	ck_assert_uint_eq(st.gc_active, 0);
 	ck_assert_uint_eq(st.class_zone_resets[LIFETIME_MEDIUM], 2);
 	check_sync(&t, FIRST, NDATA);
