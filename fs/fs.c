@@ -816,9 +816,11 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	memset(st, 0, sizeof(*st));
 	st->f_bsize = fs->bs;
 	st->f_frsize = fs->bs;
-	st->f_blocks = zs.capacity_bytes / fs->bs;
+	/* the collector's floor zone never holds user data */
+	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, zs.gc_floor_bytes);
+	st->f_blocks = cap / fs->bs;
 	uint64_t used = zs.valid_bytes + fs->buffered;
-	uint64_t avail = zs.capacity_bytes > used ? zs.capacity_bytes - used : 0;
+	uint64_t avail = cap > used ? cap - used : 0;
 	st->f_bfree = avail / fs->bs;
 	st->f_bavail = st->f_bfree;
 	pthread_mutex_lock(&fs->lock);

@@ -563,20 +563,11 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 }
 
 /* Room for `bytes` more of buffered data once written (free zones, room in
- * open zones, zones waiting for a commit to reset). */
+ * open zones, zones waiting for a commit to reset); while the collector can
+ * still free zones, wait for it instead of failing.  No lock held. */
 static int check_space(struct fs *fs, uint64_t bytes)
 {
-	for (int attempt = 0; attempt < 2; attempt++) {
-		struct zalloc_stats zs;
-		zalloc_get_stats(fs->za, &zs);
-		uint64_t avail = zs.free_bytes;
-		uint64_t need = fs->buffered + bytes;
-		if (avail >= need)
-			return 0;
-		if (!zs.pending_resets || fs_commit(fs))
-			break;
-	}
-	return -ENOSPC;
+	return fs_gc_wait_space(fs, bytes);
 }
 
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,

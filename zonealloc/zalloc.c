@@ -477,26 +477,35 @@ static bool gc_possible(const struct zalloc *za)
 	return false;
 }
 
-/* FREE zones this acquirer may take: the collector (and everyone, once
- * the collector cannot help any more) may take all of them; others leave
- * gc_reserve zones to it. */
-static uint32_t free_usable(const struct zalloc *za, bool gc)
+/* Who asks for a lease: a writer, a writer granted the reserve after
+ * waiting ZALLOC_GC_PATIENCE_NS for a collector that made no progress, or
+ * the collector itself. */
+enum za_who { ZA_USER, ZA_GRANT, ZA_GC };
+
+/* FREE zones this acquirer may take.  The collector may take all of them;
+ * others leave gc_reserve zones to it while it can help.  Once it cannot
+ * (no FULL zone holds a dead byte), writers may take the reserve too, but
+ * never the last ZALLOC_GC_FLOOR zones: with no FREE zone at all, zones
+ * that die only partly later (every other file deleted) could never be
+ * compacted, and the device would stay full of dead bytes for good. */
+static uint32_t free_usable(const struct zalloc *za, enum za_who who)
 {
 	uint32_t n = za->lists[ZA_L_FREE].count;
 
-	if (gc || !za->gc_enabled)
+	if (who == ZA_GC || !za->gc_enabled)
 		return n;
 	if (n > za->gc_reserve)
 		return n - za->gc_reserve;
-	/* only the reserve is left: the collector's, while it can help */
-	return za->gc_active || gc_possible(za) ? 0 : n;
+	if (who == ZA_USER && (za->gc_active || gc_possible(za)))
+		return 0;	/* the collector's, while it can help */
+	return n > ZALLOC_GC_FLOOR ? n - ZALLOC_GC_FLOOR : 0;
 }
 
 /* Step 2: a FREE zone if the budget allows a new active zone. */
-static struct za_zone *pick_free(struct zalloc *za, bool gc)
+static struct za_zone *pick_free(struct zalloc *za, enum za_who who)
 {
 	if (za->lists[ZA_L_FREE].head == ZA_NIL || !budget_allows_new(za) ||
-	    !free_usable(za, gc))
+	    !free_usable(za, who))
 		return NULL;
 	return &za->z[za->lists[ZA_L_FREE].head];
 }
@@ -549,7 +558,7 @@ enum { ZA_WAIT_NO = 0, ZA_WAIT_COMMIT = 1, ZA_WAIT_YES = 2, ZA_WAIT_GC = 3 };
 /* Is there anything that a wait can bring?  (Nothing FREE or openable now.)
  * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can.
  * ZA_WAIT_GC: only the collector can (never for the collector itself). */
-static int can_wait(struct zalloc *za, enum lifetime_class cls, bool gc)
+static int can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who)
 {
 	/* A reset in flight makes a FREE zone; a finish in flight may queue
 	 * a reset or free a slot. */
@@ -560,13 +569,13 @@ static int can_wait(struct zalloc *za, enum lifetime_class cls, bool gc)
 		return ZA_WAIT_YES;
 	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
 	 * release makes a slot or a finishable zone. */
-	if ((free_usable(za, gc) || class_has_closed(za, cls)) &&
+	if ((free_usable(za, who) || class_has_closed(za, cls)) &&
 	    za->leased_total)
 		return ZA_WAIT_YES;
 	if (za->lists[ZA_L_PENDING].count)
 		return ZA_WAIT_COMMIT;
 	/* FULL zones hold invalid bytes: the collector can free one. */
-	if (!gc && za->gc_enabled && (za->gc_active || gc_possible(za)))
+	if (who == ZA_USER && za->gc_enabled && (za->gc_active || gc_possible(za)))
 		return ZA_WAIT_GC;
 	return ZA_WAIT_NO;
 }
@@ -961,7 +970,7 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
  * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3;
  * gc: the collector's lease (may take the reserved FREE zones). */
 static int try_acquire(struct zalloc *za, enum lifetime_class cls,
-		       uint64_t want, bool may_finish, bool gc,
+		       uint64_t want, bool may_finish, enum za_who who,
 		       struct zalloc_lease *out)
 {
 	struct za_zone *z;
@@ -970,14 +979,14 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		return -ENOMEM;
 	z = pick_open(za, cls);
 	if (!z)
-		z = pick_free(za, gc);
+		z = pick_free(za, who);
 	if (z) {
-		lease_zone(za, z, cls, want, gc, out);
+		lease_zone(za, z, cls, want, who == ZA_GC, out);
 		return 0;
 	}
 	bool reopen = class_has_closed(za, cls), close;
 
-	if (!may_finish || (!free_usable(za, gc) && !reopen))
+	if (!may_finish || (!free_usable(za, who) && !reopen))
 		return -EAGAIN;
 	struct za_zone *v = pick_victim(za, reopen, &close);
 
@@ -998,9 +1007,9 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 	za->nr_busy++;
 	z = pick_open(za, cls);
 	if (!z)
-		z = pick_free(za, gc);
+		z = pick_free(za, who);
 	if (z)
-		lease_zone(za, z, cls, want, gc, out);
+		lease_zone(za, z, cls, want, who == ZA_GC, out);
 	mgmt_io(za, v, close);
 	return z ? 0 : -EAGAIN;
 }
@@ -1034,7 +1043,7 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 {
 	uint64_t deadline = 0, seq = 0;
 	uint64_t gc_since = 0, gc_seen = 0, gc_t0 = 0;
-	bool reserve = gc;
+	enum za_who who = gc ? ZA_GC : ZA_USER;
 	int rc;
 
 	if (!za->mounted)
@@ -1042,11 +1051,11 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 	for (;;) {
 		int w;
 
-		rc = try_acquire(za, cls, want, true, reserve, out);
+		rc = try_acquire(za, cls, want, true, who, out);
 
 		if (rc != -EAGAIN)
 			goto done;
-		w = can_wait(za, cls, reserve);
+		w = can_wait(za, cls, who);
 		if (w == ZA_WAIT_NO) {
 			rc = -ENOSPC;
 			goto done;
@@ -1059,10 +1068,10 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 			pthread_mutex_unlock(&za->mu);
 			cb(arg);
 			pthread_mutex_lock(&za->mu);
-			rc = try_acquire(za, cls, want, true, reserve, out);
+			rc = try_acquire(za, cls, want, true, who, out);
 			if (rc != -EAGAIN)
 				goto done;
-			w = can_wait(za, cls, reserve);
+			w = can_wait(za, cls, who);
 			if (w == ZA_WAIT_NO) {
 				rc = -ENOSPC;
 				goto done;
@@ -1106,8 +1115,8 @@ static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
 				gc_seen = gc_progress(za);
 			} else if (now - gc_since >= ZALLOC_GC_PATIENCE_NS) {
 				za->waiters--;
-				if (za->lists[ZA_L_FREE].count) {
-					reserve = true;
+				if (free_usable(za, ZA_GRANT)) {
+					who = ZA_GRANT;
 					za->gc_reserve_grants++;
 					continue;
 				}
@@ -1169,7 +1178,7 @@ int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
 	rc = acquire_locked(za, cls, want_each, false, &out[0]);
 	if (rc == 0) {
 		/* extra stripes: only what is there now, no finishing */
-		while (got < n && try_acquire(za, cls, want_each, false, false,
+		while (got < n && try_acquire(za, cls, want_each, false, ZA_USER,
 					      &out[got]) == 0)
 			got++;
 	}
@@ -1496,6 +1505,10 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 		if (z->cond == ZDEV_COND_EMPTY || cond_active(z->cond))
 			st->free_bytes += zremain(z);
 		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
+	}
+	if (za->gc_enabled && za->nr) {
+		st->gc_floor_bytes = (uint64_t)ZALLOC_GC_FLOOR * za->z[0].capacity;
+		st->free_bytes -= ZF_MIN(st->free_bytes, st->gc_floor_bytes);
 	}
 	st->device_bytes_written = za->dev_bytes;
 	memcpy(st->class_bytes_written, za->class_bytes,

@@ -134,7 +134,10 @@ struct zalloc_stats {
 	uint32_t active_zones;		/* data zones active (open + closed) */
 	uint32_t max_active_data;	/* active slots zalloc may use */
 	uint64_t capacity_bytes;	/* sum of zone capacities */
-	uint64_t free_bytes;		/* free zones' capacity + room left in open zones */
+	uint64_t free_bytes;		/* free zones' capacity + room left in open
+					 * zones, less gc_floor_bytes */
+	uint64_t gc_floor_bytes;	/* capacity only the collector may use
+					 * (ZALLOC_GC_FLOOR zones; 0 without GC) */
 	uint64_t valid_bytes;		/* referenced bytes */
 	uint64_t reclaimable_bytes;	/* written but no longer referenced */
 	uint64_t device_bytes_written;	/* data bytes written through leases,
@@ -238,6 +241,11 @@ unsigned int zalloc_waiters(struct zalloc *za);
  * backing off), have no bytes in flight (unclaimed), and free at least one
  * block. */
 #define ZALLOC_GC_PATIENCE_NS 3000000000ull	/* 3 s without progress */
+/* FREE zones writers never take while GC is on (zalloc_set_gc()), not even
+ * after the patience above: the collector's room to compact partly dead
+ * zones.  Their capacity is left out of zalloc_stats.free_bytes and is
+ * reported as gc_floor_bytes. */
+#define ZALLOC_GC_FLOOR 1u
 
 struct zalloc_gc_victim {
 	uint32_t zone;

@@ -11,13 +11,9 @@
 # 2000), ZF_FSX_PHASES (default 3), ZF_FSX_MAXSIZE (bytes per file, 6 MiB),
 # ZF_FSX_MOUNT_OPTS (extra daemon arguments, e.g. "-o prefetch_kb=0").
 #
-# Known bug (fs_data.c/fs_prefetch.c, reported; unit test
-# test_records:prefetch_after_flush): writing buffered pages out does not
-# invalidate read-ahead windows filled before, so a later read can return
-# the old device bytes.  When a run with read-ahead on differs, the same
-# seed is run again with -o prefetch_kb=0: if that one is identical the
-# difference is reported as the known bug and tolerated (set
-# ZF_STRICT_KNOWN_BUGS=1 to fail instead).
+# Read-ahead is on (the default) so its windows are checked against every
+# kind of write; a differing seed is run once more with -o prefetch_kb=0 to
+# tell in the failure message whether read-ahead is involved.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -75,15 +71,14 @@ model() {
 }
 
 read -r -a mopts <<<"${ZF_FSX_MOUNT_OPTS:-}"
-note=
 if ! model "${mopts[@]}"; then
-	if [ "${ZF_STRICT_KNOWN_BUGS:-0}" = 1 ] || [[ " ${mopts[*]} " == *prefetch_kb=0* ]]; then
-		zf_fail "$failure"
-	fi
-	zf_log "$failure; running seed $seed again with read-ahead off (-o prefetch_kb=0)"
 	first=$failure
-	model "${mopts[@]}" -o prefetch_kb=0 || zf_fail "$failure"
-	note="; KNOWN BUG (tolerated): with read-ahead on, $first -- identical with -o prefetch_kb=0 (stale prefetch window after a buffer flush, see test_records:prefetch_after_flush)"
-	echo "SKIP-KNOWN-BUG: $ZF_TEST: $first (read-ahead: stale window after a buffer flush)"
+	if [[ " ${mopts[*]} " != *prefetch_kb=0* ]]; then
+		zf_log "$failure; running seed $seed again with read-ahead off (-o prefetch_kb=0)"
+		if model "${mopts[@]}" -o prefetch_kb=0; then
+			zf_fail "$first (identical with -o prefetch_kb=0: read-ahead is involved)"
+		fi
+	fi
+	zf_fail "$first"
 fi
-zf_pass "$total model operations identical to tmpfs, $phases remounts per run, seed $seed$note"
+zf_pass "$total model operations identical to tmpfs, $phases remounts per run, seed $seed"

@@ -80,17 +80,6 @@ static void teardown(void)
 	rmdir(dir);
 }
 
-/* A test that shows a bug in a file this suite may not fix stays in place
- * but only reports it, unless ZF_STRICT_KNOWN_BUGS=1. */
-static void known_bug(bool failed, const char *what)
-{
-	if (!failed)
-		return;
-	if (getenv("ZF_STRICT_KNOWN_BUGS") && atoi(getenv("ZF_STRICT_KNOWN_BUGS")))
-		ck_abort_msg("known bug: %s", what);
-	fprintf(stderr, "SKIP (known bug, not failing the test): %s\n", what);
-}
-
 static int nproblems;
 static void count_report(void *arg, const char *fmt, ...)
 {
@@ -373,9 +362,7 @@ START_TEST(prefetch_after_flush)
 	ck_assert_int_eq(memcmp(buf, want, 8192), 0);	/* overlay from the buffer */
 	ck_assert_int_eq(fs_flush(fs, f), 0);		/* the pages go to the device */
 	ck_assert_int_eq(fs_read(fs, f, 4 << 20, 128 << 10, buf), 128 << 10);
-	known_bug(memcmp(buf + 4096, want, 8192) != 0,
-		  "fs_data.c: writing buffered pages out does not invalidate prefetch "
-		  "windows filled before: reads return the old device bytes (fsx seed 5)");
+	ck_assert_int_eq(memcmp(buf + 4096, want, 8192), 0);
 	free(buf);
 	free(want);
 }
