@@ -817,7 +817,9 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	st->f_bsize = fs->bs;
 	st->f_frsize = fs->bs;
 	/* the collector's floor zone never holds user data */
-	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, zs.gc_floor_bytes);
+	uint64_t floor = zs.gc_reserve_zones && zs.nr_zones ?
+			 ZALLOC_GC_FLOOR * (zs.capacity_bytes / zs.nr_zones) : 0;
+	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor);
 	st->f_blocks = cap / fs->bs;
 	uint64_t used = zs.valid_bytes + fs->buffered;
 	uint64_t avail = cap > used ? cap - used : 0;

@@ -1506,9 +1506,13 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 			st->free_bytes += zremain(z);
 		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
 	}
-	if (za->gc_enabled && za->nr) {
-		st->gc_floor_bytes = (uint64_t)ZALLOC_GC_FLOOR * za->z[0].capacity;
-		st->free_bytes -= ZF_MIN(st->free_bytes, st->gc_floor_bytes);
+	if (za->gc_enabled) {
+		uint32_t k = 0;
+
+		for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL && k < ZALLOC_GC_FLOOR;
+		     i = za->z[i].next, k++)
+			st->gc_floor_bytes += za->z[i].capacity;
+		st->free_bytes -= st->gc_floor_bytes;
 	}
 	st->device_bytes_written = za->dev_bytes;
 	memcpy(st->class_bytes_written, za->class_bytes,

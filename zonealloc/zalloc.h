@@ -136,8 +136,9 @@ struct zalloc_stats {
 	uint64_t capacity_bytes;	/* sum of zone capacities */
 	uint64_t free_bytes;		/* free zones' capacity + room left in open
 					 * zones, less gc_floor_bytes */
-	uint64_t gc_floor_bytes;	/* capacity only the collector may use
-					 * (ZALLOC_GC_FLOOR zones; 0 without GC) */
+	uint64_t gc_floor_bytes;	/* FREE capacity only the collector may
+					 * use (up to ZALLOC_GC_FLOOR zones; 0
+					 * without GC) */
 	uint64_t valid_bytes;		/* referenced bytes */
 	uint64_t reclaimable_bytes;	/* written but no longer referenced */
 	uint64_t device_bytes_written;	/* data bytes written through leases,

@@ -192,10 +192,11 @@ static void check_stats(struct tdev *t, uint32_t first, uint32_t nr)
 	}
 	ck_assert_uint_eq(st.valid_bytes, valid);
 	ck_assert_uint_eq(st.capacity_bytes, cap);
-	ck_assert_msg(st.free_bytes + st.valid_bytes + st.reclaimable_bytes ==
-		      st.capacity_bytes,
-		      "free %llu + valid %llu + reclaimable %llu != capacity %llu",
+	ck_assert_msg(st.free_bytes + st.gc_floor_bytes + st.valid_bytes +
+		      st.reclaimable_bytes == st.capacity_bytes,
+		      "free %llu + floor %llu + valid %llu + reclaimable %llu != capacity %llu",
 		      (unsigned long long)st.free_bytes,
+		      (unsigned long long)st.gc_floor_bytes,
 		      (unsigned long long)st.valid_bytes,
 		      (unsigned long long)st.reclaimable_bytes,
 		      (unsigned long long)st.capacity_bytes);
@@ -1943,6 +1944,58 @@ START_TEST(gc_reserve_and_patience)
 }
 END_TEST
 
+/* The device fills with valid data (the collector cannot help): writers
+ * take the reserve but never the last FREE zone; once data dies partly in
+ * every zone, the collector still has that zone to compact into, and
+ * writers get space again instead of ENOSPC forever. */
+START_TEST(gc_floor_never_taken)
+{
+	struct tdev t;
+	struct zalloc_lease l;
+	struct zalloc_stats st;
+	struct collector c = { 0 };
+	pthread_t th;
+	uint64_t t0;
+
+	nlive = 0;
+	tdev_std(&t, 1);
+	collector_start(&c, &t, &th);
+	for (int i = 0; i < NDATA - 1; i++)
+		fill_zone(&t, LIFETIME_MEDIUM);	/* no dead byte: no waiting */
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.free_zones, ZALLOC_GC_FLOOR);
+	ck_assert_uint_eq(st.free_bytes, 0);
+	ck_assert_uint_eq(st.gc_floor_bytes, ZALLOC_GC_FLOOR * ZCAP);
+	t0 = zf_now_ns();
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_MEDIUM, BS, &l), -ENOSPC);
+	ck_assert_uint_lt(zf_now_ns() - t0, ZALLOC_GC_PATIENCE_NS / 2);	/* at once */
+	/* every other zone's data half dies: the collector moves the live
+	 * halves into the floor zone and frees zones for the writer */
+	for (uint32_t z = FIRST; z < FIRST + NDATA; z++) {
+		struct zalloc_zone_info zi;
+
+		ck_assert_int_eq(zalloc_zone_info(t.za, z, &zi), 0);
+		if (zi.valid_bytes != ZCAP)
+			continue;
+		if (z % 2) {
+			zalloc_valid_sub(t.za, zstart(z), ZCAP / 2);
+			live_add(zstart(z) + ZCAP / 2, ZCAP / 2);
+		} else {
+			live_add(zstart(z), ZCAP);
+		}
+	}
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_MEDIUM, ZCAP, &l), 0);
+	lwrite(&t, &l, l.len);
+	zalloc_valid_add(t.za, l.offset, l.len);
+	zalloc_release(t.za, &l, l.len, 0);
+	collector_stop(&c, th);
+	ck_assert_int_ge(c.collected, 1);
+	check_sync(&t, FIRST, NDATA);
+	check_stats(&t, FIRST, NDATA);
+	tdev_free(&t);
+}
+END_TEST
+
 /* Bytes written through a lease and given up (zalloc_discard) no longer
  * keep their zone from being reset; per-class counters add up. */
 START_TEST(discard_and_class_counters)
@@ -2016,6 +2069,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, gc_victim_choice);
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
 	tcase_add_test(tc, gc_reserve_and_patience);
+	tcase_add_test(tc, gc_floor_never_taken);
 	tcase_add_test(tc, discard_and_class_counters);
 	suite_add_tcase(s, tc);
 	return s;
