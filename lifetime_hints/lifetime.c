@@ -7,6 +7,7 @@
 #include <fnmatch.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/zf_common.h"
@@ -14,27 +15,10 @@
 #define ZSCORE_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define LI_UNKNOWN (-1e300)	/* no lifetime known */
 
-/* log2(x) for x >= 1 without libm: integer part by halving, 16 fraction
- * bits by repeated squaring. */
+/* log2 of a count, 0 below 1. */
 static double li_log2(double x)
 {
-	double r = 0, bit = 0.5;
-
-	if (x < 1)
-		return 0;
-	while (x >= 2) {
-		x /= 2;
-		r += 1;
-	}
-	for (int i = 0; i < 16; i++) {
-		x *= x;
-		if (x >= 2) {
-			x /= 2;
-			r += bit;
-		}
-		bit /= 2;
-	}
-	return r;
+	return x < 1 ? 0 : log2(x);
 }
 
 static const char *const class_names[LIFETIME_NR] = {

@@ -88,6 +88,7 @@
 #include "zonealloc/zalloc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1556,26 +1557,6 @@ void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
 	pthread_mutex_unlock(&za->mu);
 }
 
-/* log2(x) for x >= 1, no libm: integer part, then 8 fraction bits */
-static double za_log2(double x)
-{
-	double r = 0, bit = 0.5;
-
-	while (x >= 2) {
-		x /= 2;
-		r += 1;
-	}
-	for (int i = 0; i < 8; i++) {
-		x *= x;
-		if (x >= 2) {
-			x /= 2;
-			r += bit;
-		}
-		bit /= 2;
-	}
-	return r;
-}
-
 double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 {
 	double u;
@@ -1586,7 +1567,7 @@ double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 	/* benefit: the bytes freed, weighted by the zone's age in zones
 	 * written since (log scale); cost: reading and writing the live
 	 * bytes */
-	return (1.0 - u) * za_log2(2.0 + (double)age / (double)capacity) /
+	return (1.0 - u) * log2(2.0 + (double)age / (double)capacity) /
 	       (2.0 * u + 1.0 / (double)capacity);
 }
 
