@@ -243,7 +243,10 @@ int main(int argc, char *argv[])
 			r = -ENOMEM;
 		} else {
 			fuse_loop_cfg_set_clone_fd(lc, 0);
-			fuse_loop_cfg_set_idle_threads(lc, opts.max_idle_threads);
+			/* -1 (the default) means "no limit"; libfuse 3.14 warns
+			 * about it (as a "max threads value") if passed on. */
+			if (opts.max_idle_threads <= 100000)
+				fuse_loop_cfg_set_idle_threads(lc, opts.max_idle_threads);
 			if (opts.max_threads > 0 && opts.max_threads <= 100000)
 				fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
 			r = fuse_session_loop_mt(se, lc);
