@@ -207,6 +207,15 @@ static void check_stats(struct tdev *t, uint32_t first, uint32_t nr)
 	ck_assert_uint_eq(sum, st.device_bytes_written);
 }
 
+/* The end of most tests: the allocator's view matches the device's and its
+ * counters add up; then free everything. */
+static void tdev_check_free(struct tdev *t)
+{
+	check_sync(t, FIRST, NDATA);
+	check_stats(t, FIRST, NDATA);
+	tdev_free(t);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 START_TEST(lease_at_device_wp)
@@ -389,9 +398,7 @@ START_TEST(classes_and_budget)
 		ck_assert_uint_eq(st.zone_finishes + ds.closes, 0);
 	ck_assert_uint_le(st.active_zones, abudget);
 	ck_assert_uint_le(st.open_zones, obudget);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -448,9 +455,7 @@ START_TEST(finish_least_remaining)
 	struct zalloc_stats st;
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.zone_finishes, 2);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -537,9 +542,7 @@ START_TEST(close_when_only_open_binds)
 	ck_assert_uint_le(ac, MAXA_B - RES);
 	zdev_get_stats(t.dev, &ds);
 	ck_assert_uint_eq(ds.finishes, 2);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -620,9 +623,7 @@ START_TEST(mount_closed_zones)
 		ck_assert_uint_le(op, BUDGET);
 		ck_assert_uint_le(ac, 8);
 	}
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -697,9 +698,7 @@ START_TEST(acquire_blocks_until_release)
 	uint32_t op, ac;
 	dcount(&t, FIRST, NDATA, &op, &ac);
 	ck_assert_uint_le(ac, BUDGET);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -761,9 +760,7 @@ START_TEST(enospc_when_full)
 	check_lease(&t, &l);
 	lwrite(&t, &l, BS);
 	zalloc_release(t.za, &l, BS, 0);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -878,9 +875,7 @@ START_TEST(reset_after_commit)
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.zone_resets, 1);
 	ck_assert_uint_eq(st.pending_resets, 0);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -960,9 +955,7 @@ START_TEST(unclaimed_bytes_pin_zone)
 	ck_assert_uint_eq(st.pending_resets, 2);
 	tk = zalloc_commit_begin(t.za);
 	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 2);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1019,9 +1012,7 @@ START_TEST(commit_only_wait_is_bounded)
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.pending_resets, 0);
 	ck_assert_uint_eq(st.free_zones, 2);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1047,9 +1038,7 @@ START_TEST(reset_failure_retried)
 	tk = zalloc_commit_begin(t.za);
 	ck_assert_int_eq(zalloc_commit_end(t.za, tk), 1);
 	ck_assert_int_eq(dzone(&t, l.zone).cond, ZDEV_COND_EMPTY);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1162,9 +1151,7 @@ START_TEST(mount_finishes_beyond_budget)
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.active_zones, 4);
 	ck_assert_uint_eq(st.max_active_data, 4);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1226,9 +1213,7 @@ START_TEST(release_error_resyncs)
 	struct zalloc_zone_info zi;
 	zalloc_zone_info(t.za, l.zone, &zi);
 	ck_assert_int_eq(zi.cond, ZDEV_COND_EMPTY);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1277,9 +1262,7 @@ START_TEST(stripe_width_budget)
 	ck_assert_uint_eq(zalloc_stripe_width(t.za, LIFETIME_SHORT), 1);
 	dcount(&t, FIRST, NDATA, &op, &ac);
 	ck_assert_uint_le(ac, BUDGET);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1386,9 +1369,7 @@ START_TEST(accounting_bugs_clamped)
 	ck_assert_uint_eq(l2.offset, l.offset + BS);	/* the device's wp */
 	zalloc_release(t.za, &l2, 0, 0);
 	zf_log_set_level(ZF_LOG_INFO);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1552,9 +1533,7 @@ START_TEST(threads_stress)
 			      (unsigned long long)exts[i].len);
 	}
 	zdev_buf_free(rb);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1678,9 +1657,7 @@ START_TEST(gc_victim_choice)
 	ck_assert_uint_eq(st.gc_runs, 9);
 	ck_assert_uint_eq(st.gc_active, 0);
 	ck_assert_uint_eq(st.class_zone_resets[LIFETIME_MEDIUM], 2);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1890,9 +1867,7 @@ START_TEST(gc_writers_wait_instead_of_enospc)
 		ck_assert_uint_le(op, MAXO - RES);
 		ck_assert_uint_le(ac, MAXA_B - RES);
 	}
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1938,9 +1913,7 @@ START_TEST(gc_reserve_and_patience)
 	/* GC off: the reserve is anybody's at once */
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &l), 0);
 	zalloc_release(t.za, &l, 0, 0);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -1990,9 +1963,7 @@ START_TEST(gc_floor_never_taken)
 	zalloc_release(t.za, &l, l.len, 0);
 	collector_stop(&c, th);
 	ck_assert_int_ge(c.collected, 1);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
@@ -2033,9 +2004,7 @@ START_TEST(discard_and_class_counters)
 	ck_assert_uint_eq(st.class_zone_resets[LIFETIME_SHORT], 1);
 	ck_assert_uint_eq(st.gc_bytes_written, 0);
 	ck_assert_uint_eq(st.gc_reserve_zones, 0);
-	check_sync(&t, FIRST, NDATA);
-	check_stats(&t, FIRST, NDATA);
-	tdev_free(&t);
+	tdev_check_free(&t);
 }
 END_TEST
 
