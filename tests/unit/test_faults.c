@@ -22,37 +22,25 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "testlib.h"
 
-static char dir[256], path[300];
+static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
 static void make_dev(uint32_t zones, uint64_t zone_size, uint32_t max_active)
 {
-	struct zdev_emu_params p = { 0 };
-	p.zone_size = zone_size;
-	p.nr_zones = zones;
-	p.block_size = 4096;
-	p.max_open = max_active;
-	p.max_active = max_active;
-	strcpy(dir, "/tmp/zf-test-faults-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dev.zdev", dir);
-	ck_assert_int_eq(zdev_emu_create(path, &p, false), 0);
+	tl_dev_create(&td, "faults", zones, zone_size, max_active);
 }
 
 static void open_dev(void)
 {
-	ck_assert_int_eq(zdev_open(path, NULL, &dev), 0);
+	tl_dev_open(&td, &dev);
 }
 
 static int try_mount(void)
 {
-	struct fs_opts o;
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 32ull << 20;
-	return fs_mount(dev, &o, &fs);
+	return tl_mount(dev, 32ull << 20, false, &fs);
 }
 
 static void setup(void)
@@ -65,14 +53,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (fs)
-		fs_unmount(fs);
-	fs = NULL;
-	if (dev)
-		zdev_close(dev);
-	dev = NULL;
-	unlink(path);
-	rmdir(dir);
+	tl_teardown(&td, &dev, &fs);
 }
 
 static void report(void *arg, const char *fmt, ...)
@@ -462,12 +443,7 @@ END_TEST
  * consistent and what was acknowledged survives. */
 START_TEST(meta_full)
 {
-	fs_unmount(fs);
-	fs = NULL;
-	zdev_close(dev);
-	dev = NULL;
-	unlink(path);
-	rmdir(dir);
+	teardown();
 	make_dev(12, 1u << 20, 8);	/* 1 MiB zones: a metadata log of 3 MiB */
 	open_dev();
 	struct fs_mkfs_opts mo = { .meta_zones = 3 };

@@ -12,39 +12,28 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "testlib.h"
 
-static char dir[256], path[300];
+static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
 static void make_dev(uint32_t zones, const char *zone_size, uint32_t max_active)
 {
-	struct zdev_emu_params p = { 0 };
 	uint64_t zs;
+
 	ck_assert_int_eq(zf_parse_size(zone_size, &zs), 0);
-	p.zone_size = zs;
-	p.nr_zones = zones;
-	p.block_size = 4096;
-	p.max_open = max_active;
-	p.max_active = max_active;
-	strcpy(dir, "/tmp/zf-test-fs-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dev.zdev", dir);
-	ck_assert_int_eq(zdev_emu_create(path, &p, false), 0);
+	tl_dev_create(&td, "fs", zones, zs, max_active);
 }
 
 static void open_dev(void)
 {
-	ck_assert_int_eq(zdev_open(path, NULL, &dev), 0);
+	tl_dev_open(&td, &dev);
 }
 
 static void do_mount(void)
 {
-	struct fs_opts o;
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 64ull << 20;
-	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(tl_mount(dev, 64ull << 20, false, &fs), 0);
 }
 
 static void setup(void)
@@ -65,14 +54,7 @@ static void remount(void)
 
 static void teardown(void)
 {
-	if (fs)
-		fs_unmount(fs);
-	fs = NULL;
-	if (dev)
-		zdev_close(dev);
-	dev = NULL;
-	unlink(path);
-	rmdir(dir);
+	tl_teardown(&td, &dev, &fs);
 }
 
 static void quiet_report(void *arg, const char *fmt, ...)

@@ -19,40 +19,27 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "testlib.h"
 #include "fs/fs_internal.h"
 #include "fs/mlog.h"
 
-static char dir[256], path[300];
+static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
 static void make_dev(uint32_t zones, uint64_t zone_size)
 {
-	struct zdev_emu_params p = { 0 };
-	p.zone_size = zone_size;
-	p.nr_zones = zones;
-	p.block_size = 4096;
-	p.max_open = 8;
-	p.max_active = 8;
-	strcpy(dir, "/tmp/zf-test-rec-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dev.zdev", dir);
-	ck_assert_int_eq(zdev_emu_create(path, &p, false), 0);
+	tl_dev_create(&td, "rec", zones, zone_size, 8);
 }
 
 static void open_dev(void)
 {
-	ck_assert_int_eq(zdev_open(path, NULL, &dev), 0);
+	tl_dev_open(&td, &dev);
 }
 
 static int try_mount(bool ro)
 {
-	struct fs_opts o;
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 32ull << 20;
-	o.read_only = ro;
-	return fs_mount(dev, &o, &fs);
+	return tl_mount(dev, 32ull << 20, ro, &fs);
 }
 
 static void do_mount(void)
@@ -70,14 +57,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	if (fs)
-		fs_unmount(fs);
-	fs = NULL;
-	if (dev)
-		zdev_close(dev);
-	dev = NULL;
-	unlink(path);
-	rmdir(dir);
+	tl_teardown(&td, &dev, &fs);
 }
 
 static int nproblems;

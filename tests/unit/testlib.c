@@ -1,0 +1,55 @@
+/* testlib: see testlib.h. */
+#include "testlib.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void tl_dev_create(struct tl_dev *t, const char *tag, uint32_t zones,
+		   uint64_t zone_size, uint32_t max_active)
+{
+	struct zdev_emu_params p = { 0 };
+
+	p.zone_size = zone_size;
+	p.nr_zones = zones;
+	p.block_size = 4096;
+	p.max_open = max_active;
+	p.max_active = max_active;
+	snprintf(t->dir, sizeof(t->dir), "/tmp/zf-test-%s-XXXXXX", tag);
+	ck_assert_ptr_nonnull(mkdtemp(t->dir));
+	snprintf(t->path, sizeof(t->path), "%s/dev.zdev", t->dir);
+	ck_assert_int_eq(zdev_emu_create(t->path, &p, false), 0);
+}
+
+void tl_dev_open(const struct tl_dev *t, struct zdev **dev)
+{
+	ck_assert_int_eq(zdev_open(t->path, NULL, dev), 0);
+}
+
+int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs)
+{
+	struct fs_opts o;
+
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = buffer_bytes;
+	o.read_only = read_only;
+	return fs_mount(dev, &o, fs);
+}
+
+void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs)
+{
+	if (*fs)
+		fs_unmount(*fs);
+	*fs = NULL;
+	if (*dev)
+		zdev_close(*dev);
+	*dev = NULL;
+	if (t->path[0])
+		unlink(t->path);
+	if (t->dir[0])
+		rmdir(t->dir);
+	t->path[0] = t->dir[0] = 0;
+}

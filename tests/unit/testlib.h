@@ -1,0 +1,35 @@
+/* testlib: the emulated-device fixture shared by the fs-level unit tests
+ * (test_fs, test_faults, test_records, ...).
+ *
+ * A test creates an emulated zoned device file in a fresh mkdtemp()
+ * directory, opens it, formats and mounts it, and at teardown unmounts,
+ * closes and removes both.  The test keeps its own `dev` and `fs` pointers;
+ * these helpers fill and clear them.  Failures abort the test through
+ * Check's ck_assert.  Not thread safe: one fixture per test (Check forks
+ * every test).
+ */
+#ifndef ZF_TESTLIB_H
+#define ZF_TESTLIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fs/fs.h"
+
+struct tl_dev {
+	char dir[256];		/* the temp directory */
+	char path[300];		/* the device file in it */
+};
+
+/* Create the device file: zones of zone_size bytes, 4 KiB blocks, the
+ * same max open and max active.  tag names the temp directory. */
+void tl_dev_create(struct tl_dev *t, const char *tag, uint32_t zones,
+		   uint64_t zone_size, uint32_t max_active);
+void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
+/* Mount with commits only on demand (commit_interval_ms 0) and
+ * buffer_bytes of write buffers.  Returns fs_mount()'s result. */
+int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs);
+/* Unmount (result ignored), close, remove the files; safe on NULLs. */
+void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs);
+
+#endif
