@@ -231,7 +231,9 @@ unsigned int zalloc_waiters(struct zalloc *za);
  *
  * Victim choice, cost-benefit: maximise
  *     (1 - u) * log2(2 + age) / 2u,   u = valid / capacity,
- *     age = zones' worth of device bytes written since the zone's last write
+ *     age = zones' worth of device bytes written since the zone's data
+ *           last changed: its last write or its last invalidation (a
+ *           zone whose data is dying now is hot: leave it to die)
  * i.e. the bytes freed, weighted by age, over the cost of reading and
  * writing the live bytes.  Unlike LFS's (1 - u) * age / (1 + u) the age
  * counts in log scale: in LSM stores a zone's age predicts little of how
@@ -254,7 +256,7 @@ struct zalloc_gc_victim {
 	uint64_t start;		/* bytes, absolute */
 	uint64_t capacity;	/* bytes */
 	uint64_t valid_bytes;	/* when picked */
-	uint64_t age;		/* device bytes written since its last write */
+	uint64_t age;		/* device bytes written since its data last changed */
 	double score;
 };
 

@@ -1587,10 +1587,10 @@ START_TEST(gc_victim_choice)
 
 	tdev_std(&t, 1);
 	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 6; i++) {	/* each zone's data dies as it is written */
 		z[i] = fill_zone(&t, LIFETIME_MEDIUM);
-	for (int i = 0; i < 6; i++)
 		zalloc_valid_sub(t.za, zstart(z[i]) + keep[i], ZCAP - keep[i]);
+	}
 	/* an open zone with invalid bytes is no victim */
 	{
 		struct zalloc_lease l;
@@ -1918,6 +1918,31 @@ START_TEST(gc_reserve_and_patience)
 }
 END_TEST
 
+/* A zone whose data is dying now is hot: of two zones written one after
+ * the other and half dead, cost-benefit takes the one whose deaths are
+ * old, even when the other was written first. */
+START_TEST(gc_hot_zone_waits)
+{
+	struct tdev t;
+	struct zalloc_gc_victim v;
+	uint32_t a, b;
+
+	tdev_std(&t, 1);
+	b = fill_zone(&t, LIFETIME_LONG);	/* the older write */
+	a = fill_zone(&t, LIFETIME_LONG);
+	zalloc_valid_sub(t.za, zstart(a), ZCAP / 2);
+	zalloc_valid_sub(t.za, zstart(b), ZCAP / 2 - BS);
+	for (int i = 0; i < 4; i++)	/* time passes: other zones are written */
+		fill_zone(&t, LIFETIME_MEDIUM);
+	zalloc_valid_sub(t.za, zstart(b) + ZCAP / 2 - BS, BS);	/* b: a death now */
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, a);
+	ck_assert_uint_gt(v.age, 3 * ZCAP);
+	zalloc_gc_done(t.za, a);
+	tdev_check_free(&t);
+}
+END_TEST
+
 /* The device fills with valid data (the collector cannot help): writers
  * take the reserve but never the last FREE zone; once data dies partly in
  * every zone, the collector still has that zone to compact into, and
@@ -2037,6 +2062,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_loop_test(tc, threads_stress, 0, 2);
 	tcase_add_test(tc, gc_score_function);
 	tcase_add_test(tc, gc_victim_choice);
+	tcase_add_test(tc, gc_hot_zone_waits);
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
 	tcase_add_test(tc, gc_reserve_and_patience);
 	tcase_add_test(tc, gc_floor_never_taken);
