@@ -134,6 +134,8 @@ struct za_zone {
 	bool gc;		/* being collected: never queued for reset */
 	uint64_t gc_retry_ns;	/* not a victim again before this time */
 	bool lease_gc;		/* the outstanding lease is the collector's */
+	bool gc_dest;		/* opened by the collector: its destination,
+				 * not for ordinary writers (until reset) */
 };
 
 struct za_list {
@@ -408,6 +410,7 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 		za->reserve_taken++;
 	if (z->cond == ZDEV_COND_EMPTY) {
 		z->cls = (uint8_t)cls;
+		z->gc_dest = gc;
 		z->written = 0;
 		z->wp = z->start;
 		list_add(za, z, (uint8_t)(ZA_L_CLASS + cls), false);
@@ -437,7 +440,25 @@ static void unlease(struct zalloc *za, struct za_zone *z)
 }
 
 /* Step 1: the unleased open zone of cls with the least room left. */
-static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls)
+/* Who asks for a lease: a writer, a writer granted the reserve after
+ * waiting ZALLOC_GC_PATIENCE_NS for a collector that made no progress, or
+ * the collector itself. */
+enum za_who { ZA_USER, ZA_GRANT, ZA_GC };
+
+/* May `who` write into z (an active or CLOSED zone of its class)?  The
+ * collector's destination zones are its own: were writers to fill the
+ * zone the collector opened from the last FREE zone between two of its
+ * batches, it could not finish moving its victim and the device would be
+ * stuck with no FREE zone (seen with RocksDB at 86% valid).  Writers that
+ * waited out the collector's patience (ZA_GRANT) may use them. */
+static bool zone_usable(const struct za_zone *z, enum za_who who)
+{
+	return !z->leased && !z->busy && zremain(z) > 0 &&
+	       (!z->gc_dest || who != ZA_USER);
+}
+
+static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
+				 enum za_who who)
 {
 	struct za_zone *best = NULL;
 
@@ -445,7 +466,7 @@ static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls)
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (z->leased || z->busy || zremain(z) == 0)
+		if (!zone_usable(z, who))
 			continue;
 		if (!cond_open(z->cond) && !budget_allows_open(za))
 			continue;
@@ -478,11 +499,6 @@ static bool gc_possible(const struct zalloc *za)
 			return true;
 	return false;
 }
-
-/* Who asks for a lease: a writer, a writer granted the reserve after
- * waiting ZALLOC_GC_PATIENCE_NS for a collector that made no progress, or
- * the collector itself. */
-enum za_who { ZA_USER, ZA_GRANT, ZA_GC };
 
 /* FREE zones this acquirer may take.  The collector may take all of them;
  * others leave gc_reserve zones to it while it can help.  Once it cannot
@@ -542,14 +558,14 @@ static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 	return best;
 }
 
-static bool class_has_closed(struct zalloc *za, enum lifetime_class cls)
+static bool class_has_closed(struct zalloc *za, enum lifetime_class cls,
+			     enum za_who who)
 {
 	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (!z->leased && !z->busy && z->cond == ZDEV_COND_CLOSED &&
-		    zremain(z) > 0)
+		if (zone_usable(z, who) && z->cond == ZDEV_COND_CLOSED)
 			return true;
 	}
 	return false;
@@ -571,7 +587,7 @@ static int can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who)
 		return ZA_WAIT_YES;
 	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
 	 * release makes a slot or a finishable zone. */
-	if ((free_usable(za, who) || class_has_closed(za, cls)) &&
+	if ((free_usable(za, who) || class_has_closed(za, cls, who)) &&
 	    za->leased_total)
 		return ZA_WAIT_YES;
 	if (za->lists[ZA_L_PENDING].count)
@@ -981,14 +997,14 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 
 	if (unclaimed_reserve(za))	/* lease_zone() cannot fail after this */
 		return -ENOMEM;
-	z = pick_open(za, cls);
+	z = pick_open(za, cls, who);
 	if (!z)
 		z = pick_free(za, who);
 	if (z) {
 		lease_zone(za, z, cls, want, who == ZA_GC, out);
 		return 0;
 	}
-	bool reopen = class_has_closed(za, cls), close;
+	bool reopen = class_has_closed(za, cls, who), close;
 
 	if (!may_finish || (!free_usable(za, who) && !reopen))
 		return -EAGAIN;
@@ -1009,7 +1025,7 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 	}
 	v->busy = true;
 	za->nr_busy++;
-	z = pick_open(za, cls);
+	z = pick_open(za, cls, who);
 	if (!z)
 		z = pick_free(za, who);
 	if (z)

@@ -1943,6 +1943,32 @@ START_TEST(gc_hot_zone_waits)
 }
 END_TEST
 
+/* A zone the collector opened is its destination: ordinary writers of the
+ * class open their own (else they could fill it between two of the
+ * collector's batches and leave it without room to finish its victim). */
+START_TEST(gc_dest_zone_is_the_collectors)
+{
+	struct tdev t;
+	struct zalloc_lease g, u, g2;
+
+	tdev_std(&t, 1);
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, 64 * KiB, &g), 0);
+	lwrite(&t, &g, g.len);
+	zalloc_valid_add(t.za, g.offset, g.len);
+	zalloc_release(t.za, &g, g.len, 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &u), 0);
+	ck_assert_uint_ne(u.zone, g.zone);
+	lwrite(&t, &u, u.len);
+	zalloc_valid_add(t.za, u.offset, u.len);
+	zalloc_release(t.za, &u, u.len, 0);
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, BS, &g2), 0);
+	ck_assert_uint_eq(g2.zone, g.zone);	/* the collector goes on in it */
+	ck_assert_uint_eq(g2.offset, g.offset + g.len);
+	zalloc_release(t.za, &g2, 0, 0);
+	tdev_check_free(&t);
+}
+END_TEST
+
 /* The device fills with valid data (the collector cannot help): writers
  * take the reserve but never the last FREE zone; once data dies partly in
  * every zone, the collector still has that zone to compact into, and
@@ -2063,6 +2089,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, gc_score_function);
 	tcase_add_test(tc, gc_victim_choice);
 	tcase_add_test(tc, gc_hot_zone_waits);
+	tcase_add_test(tc, gc_dest_zone_is_the_collectors);
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
 	tcase_add_test(tc, gc_reserve_and_patience);
 	tcase_add_test(tc, gc_floor_never_taken);
