@@ -56,7 +56,8 @@ guest() {
 	failed() { res completed no; res error "$1"; note "FAILED: $1"; finish_trace; exit 0; }
 	finish_trace() {
 		echo 0 >"$T/events/nvme/nvme_setup_cmd/enable"
-		cat "$T/trace" >"/tmp/trace.txt"
+		grep -v '^#' "$T/trace" >"$R.trace" || true
+		cp "$R.trace" /tmp/trace.txt
 		res resets "$(grep -c 'zsa=4' /tmp/trace.txt || true)"
 		res finishes "$(grep -c 'zsa=2' /tmp/trace.txt || true)"
 		res zone_mgmt_other "$(grep 'zsa=' /tmp/trace.txt | grep -vc 'zsa=[24],' || true)"
@@ -131,7 +132,7 @@ guest() {
 	[ "$fs" != zonefuse ] || zs0=$(zstats)
 	echo >"$T/trace"
 	echo 16384 >"$T/buffer_size_kb"
-	echo 'opcode == 121' >"$T/events/nvme/nvme_setup_cmd/filter"
+	echo 'opcode == 121 && qid != 0' >"$T/events/nvme/nvme_setup_cmd/filter"
 	echo 1 >"$T/events/nvme/nvme_setup_cmd/enable"
 	local dm
 	dm=$(dmesg | wc -l)
@@ -151,6 +152,9 @@ guest() {
 	done
 	res fillrandom_ops "$(awk '$1 == "fillrandom" { print $5 }' "$R.dbbench")"
 	res overwrite_ops "$(awk '$1 == "overwrite" { print $5 }' "$R.dbbench")"
+	# the first errors RocksDB logged (the write that failed)
+	grep -iE 'error|no space|corrupt' "$MNT/db/LOG" 2>/dev/null | head -n 5 >"$R.rocksdb-log" || true
+	[ ! -s "$R.rocksdb-log" ] || res rocksdb_log_error "$(head -n 1 "$R.rocksdb-log" | cut -d' ' -f3- | tr -s ' \t' ' ' | cut -c1-200)"
 	sync
 	if [ "$fs" = zonefuse ]; then
 		local zs1
@@ -180,8 +184,11 @@ guest() {
 		grep -iE 'error|zones exceeded|critical|fail|No space|abort|readonly|read-only' | head -n 8 || true)
 	[ -z "$errs" ] || { res kernel_errors "$(echo "$errs" | wc -l)"; echo "$errs" | sed 's/^/  dmesg| /'; }
 	local err
-	err=$(grep -vE '^rocksdb\.|Assertions are enabled' "$R.dbbench" |
+	# db_bench's progress lines end in \r; RocksDB's own statistics names
+	# contain "error"
+	err=$(tr '\r' '\n' <"$R.dbbench" | grep -vE '^rocksdb\.|Assertions are enabled|finished .* ops' |
 		grep -m1 -iE 'error|no space|corruption|assert' || true)
+	[ "$rc" -ne 134 ] || err="db_bench aborted (SIGABRT): $err"
 	if [ "$rc" -eq 0 ] && [ -z "$err" ] && [ -z "$errs" ]; then
 		res completed yes
 	else
@@ -197,8 +204,8 @@ guest() {
 # ---- table -------------------------------------------------------------------
 table() { # result folder
 	local d=$1 f
-	echo "| fs | fill | completed | app bytes | device bytes | ratio | conv ns bytes | resets | finishes | fillrandom ops/s | overwrite ops/s | db_bench s | note |"
-	echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+	echo "| fs | fill | filler | completed | app bytes | device bytes | ratio | conv ns bytes | resets | finishes | fillrandom ops/s | overwrite ops/s | db_bench s | note |"
+	echo "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
 	for f in "$d"/*.result; do
 		[ -e "$f" ] || continue
 		awk -F= '
@@ -208,13 +215,15 @@ table() { # result folder
 				app = v["app_bytes"] + 0; dev = v["device_bytes"] + 0
 				ratio = (app > 0 && v["device_bytes"] != "") ? sprintf("%.3f", dev / app) : "-"
 				n = v["error"]
+				if (v["rocksdb_log_error"] != "") n = n (n != "" ? "; " : "") "RocksDB LOG: " v["rocksdb_log_error"]
 				if (v["filler_error"] != "") n = "filler: " v["filler_error"] (n != "" ? "; " n : "")
 				if (v["zf_user_bytes"] != "")
 					n = n (n != "" ? "; " : "") sprintf("zonefuse stats: user %.1f MiB, device %.1f MiB, gc %.1f MiB, resets %d, finishes %d", v["zf_user_bytes"] / mb, v["zf_device_bytes"] / mb, v["zf_gc_bytes"] / mb, v["zf_resets"], v["zf_finishes"])
 				if (v["trace_overrun"] + 0 > 0) n = n "; trace overrun " v["trace_overrun"]
 				fill = v["fill"] "%"
 				if (v["used_before_pct"] != "") fill = fill " (" v["used_before_pct"] "% used)"
-				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["fs"], fill,
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", v["fs"], fill,
+					(v["filler_bytes"] != "" ? sprintf("%.0f MiB", v["filler_bytes"] / mb) : "-"),
 					(v["completed"] == "" ? "no (no result)" : v["completed"]),
 					(app ? sprintf("%.1f MiB", app / mb) : "-"),
 					(v["device_bytes"] != "" ? sprintf("%.1f MiB", dev / mb) : "-"), ratio,
