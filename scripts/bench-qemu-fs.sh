@@ -152,8 +152,18 @@ guest() {
 	done
 	res fillrandom_ops "$(awk '$1 == "fillrandom" { print $5 }' "$R.dbbench")"
 	res overwrite_ops "$(awk '$1 == "overwrite" { print $5 }' "$R.dbbench")"
+	# after a failure: does a plain 64 MiB write + fsync still work? (tells
+	# ENOSPC from I/O errors; RocksDB's debug build aborts on a writer's
+	# earlier error without logging its errno)
+	if [ "$rc" -ne 0 ]; then
+		dd if=/dev/zero of="$MNT/probe" bs=1M count=64 conv=fsync 2>/tmp/probe.err &&
+			res probe_after_failure "64 MiB write+fsync ok" ||
+			res probe_after_failure "$(grep -v records /tmp/probe.err | tail -n 1)"
+		rm -f "$MNT/probe"
+	fi
 	# the first errors RocksDB logged (the write that failed)
-	grep -iE 'error|no space|corrupt' "$MNT/db/LOG" 2>/dev/null | head -n 5 >"$R.rocksdb-log" || true
+	grep -vE '[Oo]ptions\.|error_if_exists|paranoid' "$MNT/db/LOG" 2>/dev/null |
+		grep -iE 'error|no space|corrupt' | head -n 5 >"$R.rocksdb-log" || true
 	[ ! -s "$R.rocksdb-log" ] || res rocksdb_log_error "$(head -n 1 "$R.rocksdb-log" | cut -d' ' -f3- | tr -s ' \t' ' ' | cut -c1-200)"
 	sync
 	if [ "$fs" = zonefuse ]; then
@@ -188,7 +198,7 @@ guest() {
 	# contain "error"
 	err=$(tr '\r' '\n' <"$R.dbbench" | grep -vE '^rocksdb\.|Assertions are enabled|finished .* ops' |
 		grep -m1 -iE 'error|no space|corruption|assert' || true)
-	[ "$rc" -ne 134 ] || err="db_bench aborted (SIGABRT): $err"
+	[ "$rc" -ne 134 ] || err="db_bench aborted (SIGABRT): $(grep -o 'Assertion .* failed' <<<"$err" || echo "$err")"
 	if [ "$rc" -eq 0 ] && [ -z "$err" ] && [ -z "$errs" ]; then
 		res completed yes
 	else
@@ -215,6 +225,7 @@ table() { # result folder
 				app = v["app_bytes"] + 0; dev = v["device_bytes"] + 0
 				ratio = (app > 0 && v["device_bytes"] != "") ? sprintf("%.3f", dev / app) : "-"
 				n = v["error"]
+				if (v["probe_after_failure"] != "") n = n (n != "" ? "; " : "") "then dd 64 MiB: " v["probe_after_failure"]
 				if (v["rocksdb_log_error"] != "") n = n (n != "" ? "; " : "") "RocksDB LOG: " v["rocksdb_log_error"]
 				if (v["filler_error"] != "") n = "filler: " v["filler_error"] (n != "" ? "; " n : "")
 				if (v["zf_user_bytes"] != "")
