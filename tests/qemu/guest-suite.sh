@@ -7,10 +7,12 @@
 #   guest-suite.sh fs [--long]   mkfs, FUSE mount, smoke test, fio verify,
 #                                zf-leveldb fill + remount + verify, fsck,
 #                                zone limits sampled all along
-#   guest-suite.sh crash-write   mkfs, mount, fsync'ed files, then the power
-#                                cut is requested while writing goes on
-#   guest-suite.sh crash-verify  (next boot, same image) fsck, mount, check
-#                                every fsync'ed file
+#   guest-suite.sh crash-write [R]   round R (1: mkfs; >1: fsck and mount
+#                                the image of the previous cut), fsync'ed
+#                                files, then the power cut is requested
+#                                while writing goes on
+#   guest-suite.sh crash-verify [R]  (next boot, same image) fsck, mount,
+#                                check every fsync'ed file of rounds 1..R
 # Prints "PASS: ..." / "FAIL: ..." lines; exit 0 only if everything passed.
 set -euo pipefail
 B=${ZF_BUILD_DIR:?}
@@ -226,66 +228,78 @@ do_fs() {
 	echo "PASS: fio and zf-leveldb data intact after remount, fsck clean, no device errors"
 }
 
-# Files fsync'ed before the power cut: crash/f$i ($i * 37 KiB + i bytes of
-# byte $i, written by dd with conv=fsync), and a log of fsync'ed lines.
+# Files fsync'ed before the power cut, round R in crash$R/ (round 1: crash/):
+# f$i ($i * 37 KiB + i bytes of byte $i, written by dd with conv=fsync), and
+# a log of fsync'ed lines.  Round 1 formats the device; later rounds (suite
+# --long) boot the image the previous round's cut left behind, run fsck,
+# mount and add their own directory, so every cut is also a crash on top of
+# recovered state.
+crash_dir() { if [ "$1" -le 1 ]; then echo "$MNT/crash"; else echo "$MNT/crash$1"; fi; }
 crash_file_len() { echo $(($1 * 37 * 1024 + $1)); }
 do_crash_write() {
+	local round=${1:-1} d
 	geometry
-	zf_mkfs
+	if [ "$round" -le 1 ]; then zf_mkfs; else zf_fsck; fi
 	zf_mount
-	mkdir -p "$MNT/crash"
+	d=$(crash_dir "$round")
+	mkdir -p "$d"
 	sync
 	for i in $(seq 1 40); do
 		head -c "$(crash_file_len "$i")" /dev/zero | tr '\0' "\\$(printf '%03o' "$i")" |
-			dd of="$MNT/crash/f$i" bs=64k conv=fsync 2>/dev/null
+			dd of="$d/f$i" bs=64k conv=fsync 2>/dev/null
 	done
 	for i in $(seq 1 100); do
-		printf '%06d\n' "$i" | dd of="$MNT/crash/log" bs=7 oflag=append conv=notrunc,fsync 2>/dev/null
+		printf '%06d\n' "$i" | dd of="$d/log" bs=7 oflag=append conv=notrunc,fsync 2>/dev/null
 	done
-	mv "$MNT/crash/f1" "$MNT/crash/renamed1"
-	rm "$MNT/crash/f2"
-	sync "$MNT/crash" 2>/dev/null || sync
-	log "fsync'ed files written; unsynced writing goes on, power cut requested"
+	mv "$d/f1" "$d/renamed1"
+	rm "$d/f2"
+	sync "$d" 2>/dev/null || sync
+	log "round $round: fsync'ed files written; unsynced writing goes on, power cut requested"
 	# unsynced traffic while the power goes
 	(i=0; while :; do
-		dd if=/dev/urandom of="$MNT/crash/unsynced$((i % 8))" bs=256k count=8 2>/dev/null
+		dd if=/dev/urandom of="$d/unsynced$((i % 8))" bs=256k count=8 2>/dev/null
 		i=$((i + 1)); done) &
 	sleep 1
 	touch "$ZF_QEMU_RUN/power-cut"
 	sleep 600
 	fail "still running 600 s after requesting the power cut"
 }
+crash_check_dir() { # round
+	local r=$1 d i f len
+	d=$(crash_dir "$r")
+	for i in $(seq 3 40); do
+		f=$d/f$i
+		len=$(crash_file_len "$i")
+		[ -f "$f" ] || fail "crash round $r: fsync'ed file f$i is missing"
+		[ "$(stat -c %s "$f")" -eq "$len" ] || fail "crash round $r: f$i has $(stat -c %s "$f") bytes, want $len"
+		[ -z "$(tr -d "\\$(printf '%03o' "$i")" <"$f" | head -c 1)" ] || fail "crash round $r: f$i holds foreign bytes"
+	done
+	[ -f "$d/renamed1" ] && [ ! -e "$d/f1" ] || fail "crash round $r: fsync'ed rename lost"
+	[ ! -e "$d/f2" ] || fail "crash round $r: fsync'ed unlink lost"
+	[ "$(cat "$d/log")" = "$(for i in $(seq 1 100); do printf '%06d\n' "$i"; done)" ] ||
+		fail "crash round $r: fsync'ed log lines lost"
+}
 do_crash_verify() {
+	local rounds=${1:-1} r
 	geometry
 	dmesg_mark
 	zf_fsck
 	zf_mount
-	local i f len
-	for i in $(seq 3 40); do
-		f=$MNT/crash/f$i
-		len=$(crash_file_len "$i")
-		[ -f "$f" ] || fail "crash: fsync'ed file f$i is missing"
-		[ "$(stat -c %s "$f")" -eq "$len" ] || fail "crash: f$i has $(stat -c %s "$f") bytes, want $len"
-		[ -z "$(tr -d "\\$(printf '%03o' "$i")" <"$f" | head -c 1)" ] || fail "crash: f$i holds foreign bytes"
-	done
-	[ -f "$MNT/crash/renamed1" ] && [ ! -e "$MNT/crash/f1" ] || fail "crash: fsync'ed rename lost"
-	[ ! -e "$MNT/crash/f2" ] || fail "crash: fsync'ed unlink lost"
-	[ "$(cat "$MNT/crash/log")" = "$(for i in $(seq 1 100); do printf '%06d\n' "$i"; done)" ] ||
-		fail "crash: fsync'ed log lines lost"
+	for r in $(seq 1 "$rounds"); do crash_check_dir "$r"; done
 	# the file system takes new writes
 	dd if=/dev/urandom of=/tmp/post bs=1M count=4 2>/dev/null
-	dd if=/tmp/post of="$MNT/crash/post" bs=1M conv=fsync 2>/dev/null
-	cmp /tmp/post "$MNT/crash/post" || fail "crash: write after recovery"
+	dd if=/tmp/post of="$(crash_dir "$rounds")/post" bs=1M conv=fsync 2>/dev/null
+	cmp /tmp/post "$(crash_dir "$rounds")/post" || fail "crash: write after recovery"
 	zf_umount
 	dmesg_check "crash recovery"
 	zf_fsck
-	echo "PASS: crash: fsync'ed files, rename, unlink and log lines survive a power cut of the guest"
+	echo "PASS: crash: fsync'ed files, rename, unlink and log lines of $rounds round(s) survive power cuts of the guest"
 }
 
 case "${1:-}" in
 zdev) do_zdev ;;
 fs) shift; do_fs "$@" ;;
-crash-write) do_crash_write ;;
-crash-verify) do_crash_verify ;;
-*) echo "usage: $0 zdev | fs [--long] | crash-write | crash-verify" >&2; exit 2 ;;
+crash-write) do_crash_write "${2:-1}" ;;
+crash-verify) do_crash_verify "${2:-1}" ;;
+*) echo "usage: $0 zdev | fs [--long] | crash-write [ROUND] | crash-verify [ROUNDS]" >&2; exit 2 ;;
 esac

@@ -10,8 +10,10 @@
 #   3. crash: fsync'ed files, then the guest's power is cut mid-write (QEMU
 #      stopped and quit); the next boot of the same image (zone states
 #      restored) runs fsck, mounts and checks every fsync'ed file.
-# --long: bigger fio and zf-leveldb runs, and the file system part on the
-# capacity < zone size geometry too.
+# --long: bigger fio and zf-leveldb runs, the file system part on the
+# capacity < zone size geometry too, and three power-cut rounds on the same
+# image (each round recovers the previous cut, checks all earlier rounds'
+# fsync'ed files, writes its own and is cut again).
 # Prints one PASS/FAIL line per part and a closing "N passed, N failed".
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,12 +55,16 @@ fi
 img=$(mktemp "${TMPDIR:-/tmp}/zf-crash.XXXXXX")
 rm -f "$img"
 trap 'rm -f "$img" "$img.zones" "$img.conv"' EXIT
-if part "crash: write, fsync, power cut" --image "$img" --size 1G --power-cut --timeout 600 -- \
-	"$g" crash-write; then
-	part "crash: boot again, fsck, mount, verify" --image "$img" --size 1G --timeout 600 -- \
-		"$g" crash-verify
-fi
-
+# power cuts: one round, three with --long (each later round boots the
+# image the previous cut left, recovers it, writes more, is cut again)
+rounds=1
+[ $long -eq 1 ] && rounds=3
+for r in $(seq 1 $rounds); do
+	part "crash round $r/$rounds: write, fsync, power cut" --image "$img" --size 1G --power-cut \
+		--timeout 600 -- "$g" crash-write "$r" || break
+	part "crash round $r/$rounds: boot again, fsck, mount, verify rounds 1-$r" --image "$img" \
+		--size 1G --timeout 600 -- "$g" crash-verify "$r" || break
+done
 echo
 echo "== qemu suite ($(($(date +%s) - t0)) s)"
 for r in "${results[@]}"; do echo "$r"; done
