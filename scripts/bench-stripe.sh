@@ -12,8 +12,10 @@
 # Needs root (FUSE mounts).  The device file lives in /dev/shm.
 # Usage: scripts/bench-stripe.sh [--num N] [--mib M] [--quick] [--seq-only]
 #                                [--widths "1 2 4"] [--reps R]
-#   --seq-only  only part 1, plus one width-1 run without the model
+#   --seq-only  only part 1, plus the same without the model (--plain-widths)
 #   --widths    stripe widths of part 1 (default "1 2 4 8 16")
+#   --plain-widths  widths run without the model by --seq-only (default "1 8";
+#               "" for none)
 #   --reps      repeat every part-1 measurement R times (default 1)
 #   ZF_BUILD_DIR=DIR runs the binaries of another build (e.g. a baseline).
 set -euo pipefail
@@ -23,6 +25,7 @@ mib=512
 widths="1 2 4 8 16"
 seq_only=0
 reps=1
+plain_widths="1 8"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--num) num=$2; shift 2 ;;
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--quick) num=50000; mib=192; widths="1 4 16"; shift ;;
 	--seq-only) seq_only=1; shift ;;
 	--widths) widths=$2; shift 2 ;;
+	--plain-widths) plain_widths=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
 	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
@@ -102,10 +106,11 @@ for w in $widths; do
 	done
 done
 if [ "$seq_only" = 1 ]; then
+	[ -n "$plain_widths" ] || exit 0
 	echo
-	echo "== 1b. the same without the model (plain emulator), width 1 and 8 =="
+	echo "== 1b. the same without the model (plain emulator) =="
 	printf '%-8s %14s %14s\n' width "write MB/s" "read MB/s"
-	for w in 1 8; do
+	for w in $plain_widths; do
 		for _ in $(seq "$reps"); do
 			read -r wr rd < <(seq_run off "$w")
 			printf '%-8s %14s %14s\n' "$w" "$wr" "$rd"
