@@ -370,10 +370,10 @@ static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 
 /* ---- the write-out in flight ---- */
 
-/* Wait until the write-out in flight (if any) has ended: in->rw is
- * released while waiting and re-taken (exclusive) before returning, so the
- * caller must re-read what it looked at.  [RW excl, drops] */
-void fs_data_wait_writeout(struct fs_inode *in)
+/* Wait for the end of the write-out in flight, if any: in->rw is released
+ * while waiting and re-taken (exclusive), and another writer may have
+ * started the next write-out before we got it back.  [RW excl, drops] */
+static void wait_one(struct fs_inode *in)
 {
 	if (!in->wb_busy)
 		return;
@@ -384,6 +384,14 @@ void fs_data_wait_writeout(struct fs_inode *in)
 		pthread_cond_wait(&in->wb_cond, &in->wb_lock);
 	pthread_mutex_unlock(&in->wb_lock);
 	pthread_rwlock_wrlock(&in->rw);
+}
+
+/* Return with no write-out in flight (hence the loop).  The caller must
+ * re-read what it looked at.  [RW excl, drops] */
+void fs_data_wait_writeout(struct fs_inode *in)
+{
+	while (in->wb_busy)
+		wait_one(in);
 }
 
 static void wb_set(struct fs_inode *in, bool busy)
@@ -579,7 +587,7 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		 * stripe_width zones at once): wait for the one in flight, then
 		 * look again (another writer may have taken these chunks). */
 		if (in->wb_busy) {
-			fs_data_wait_writeout(in);
+			wait_one(in);
 			continue;
 		}
 		return write_chunks(fs, in, list, n);
@@ -595,7 +603,7 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		if (!any)
 			return 0;
 		if (in->wb_busy) {
-			fs_data_wait_writeout(in);
+			wait_one(in);
 			continue;
 		}
 		n = 0;
@@ -728,7 +736,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	/* Pages of the write-out in flight are read-only until it ends. */
 	while (range_busy(fs, in, off, off + size) ||
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
-		fs_data_wait_writeout(in);
+		wait_one(in);
 	fs_pf_invalidate(fs, in);
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
@@ -770,7 +778,7 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	 * end (back-pressure while the next stripe fills), then write out
 	 * everything. */
 	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
-		fs_data_wait_writeout(in);
+		wait_one(in);
 	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
 		fr = fs_data_flush(fs, in, true);
 	if (fr && fr != -ENOSPC)
