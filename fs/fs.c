@@ -80,6 +80,8 @@ struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
 		return NULL;
 	in->ino = ino;
 	pthread_rwlock_init(&in->rw, NULL);
+	pthread_mutex_init(&in->wb_lock, NULL);
+	pthread_cond_init(&in->wb_cond, NULL);
 	extmap_init(&in->map);
 	in->map.boundary = zdev_geometry(fs->dev)->zone_size;
 	if (fs->ninodes + 1 > fs->itab_size)
@@ -122,7 +124,8 @@ static void inode_destroy(struct fs *fs, struct fs_inode *in)
 		*pp = in->hnext;
 	fs->ninodes--;
 	dirty_unlink(fs, in);
-	/* Buffers: nobody holds in->rw (no refs left), so drop them directly. */
+	/* Buffers: nobody holds in->rw (no refs left) and no write-out is in
+	 * flight (its caller holds a pin until it ended), so drop them. */
 	fs_data_drop_buffers(fs, in, 0);
 	fs_pf_free(fs, in);
 	extmap_punch(&in->map, 0, UINT64_MAX, fs_drop_valid, fs);
@@ -134,6 +137,8 @@ static void inode_destroy(struct fs *fs, struct fs_inode *in)
 	free(in->symlink);
 	fs_xattr_free_all(in);
 	pthread_rwlock_destroy(&in->rw);
+	pthread_mutex_destroy(&in->wb_lock);
+	pthread_cond_destroy(&in->wb_cond);
 	free(in);
 }
 
@@ -911,10 +916,11 @@ static int flush_dirty(struct fs *fs, uint64_t age_ns)
 		pthread_mutex_unlock(&fs->lock);
 		/* A busy inode is being written by its owner, who may be waiting
 		 * for a commit from us: skip it rather than wait (it is put back
-		 * on the list and retried). */
+		 * on the list and retried).  So is one with a write-out in
+		 * flight (its device I/O runs without in->rw). */
 		int r;
 		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
-			r = fs_data_flush(fs, in, true);
+			r = in->wb_busy ? -EBUSY : fs_data_flush(fs, in, true);
 			pthread_rwlock_unlock(&in->rw);
 		} else {
 			r = -EBUSY;

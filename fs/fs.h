@@ -36,6 +36,12 @@
  *   the inode table, names, attributes, extent maps (changes need both),
  *   xattrs and the order of log records.  Device data I/O is never done
  *   under fs->lock.  Every fs_* function may be called from any thread.
+ *   Writing a stripe of a file's buffer to the device (the write-out) runs
+ *   with inode->rw released (its chunks are marked busy and stay readable;
+ *   at most one write-out per file is in flight), so other writers of the
+ *   file keep filling the buffer meanwhile; waiting for it uses
+ *   inode->wb_lock, a leaf taken after inode->rw (fs_data.c has the
+ *   details).
  */
 #ifndef ZONEFUSE_FS_H
 #define ZONEFUSE_FS_H

@@ -10,9 +10,46 @@
  * chunk waits for its predecessors up to opts.reorder_chunks chunks), or
  * when the file is fsync'ed, closed, aged out, or memory runs short.
  *
- * Invariant: extents are block-aligned in the file and on the device.
+ * Write-out (write_chunks): the chunks to write are staged and marked busy
+ * under inode->rw, then the device I/O runs with inode->rw RELEASED, so the
+ * other FUSE threads writing the same file fill the next stripe meanwhile
+ * (filling and writing pipeline instead of taking turns).  After each round
+ * of I/O the writer re-takes inode->rw to record what was written (log
+ * record, extent map, valid bytes, under fs->lock), then frees the chunks.
+ *
+ * Invariants:
+ *  - extents are block-aligned in the file and on the device;
+ *  - an extent is logged only after its data write completed;
+ *  - at most one write-out per inode is in flight (in->wb_busy), so a file
+ *    writes at most stripe_width zones at once, as before; a writer that
+ *    finds a stripe ready while one is in flight waits for it to end;
+ *  - busy chunks stay in the inode's chunk list, so reads still overlay
+ *    their bytes; nothing changes or frees them until the write-out ends:
+ *    fs_write waits when its range (or the zeroed tail) touches one;
+ *    truncate and punch wait for the write-out first (its extents would be
+ *    recorded after them); the in-order rule of fs_data_flush counts busy
+ *    chunks as covering their range;
+ *  - fs_data_flush(all) (fsync, flush, release, memory pressure) writes
+ *    every chunk that existed when it was called and waits for the
+ *    write-out in flight, so fsync returns after all of the file's data is
+ *    written and logged;
+ *  - a failed write-out leaves its chunks buffered (no longer busy): the
+ *    next flush writes them again and an fsync reports the error if that
+ *    fails too (as before);
+ *  - memory: busy chunks count in fs->buffered and in->buffered until freed;
+ *    a writer over the per-file share (buffer_bytes / 8) first waits for
+ *    the write-out in flight, then writes everything.
+ *  - the collector may re-point extents while a write-out is in flight: it
+ *    only claims ranges still mapped to the bytes it copied, and the
+ *    write-out's records come later in the log and win.
+ *
  * Locking: functions marked [RW excl] need inode->rw held exclusively; they
- * take fs->lock themselves for attribute/extent/log changes.
+ * take fs->lock themselves for attribute/extent/log changes.  [RW excl,
+ * drops]: may release and re-take inode->rw (see fs_internal.h).  Waiting
+ * for the write-out: inode->rw -> inode->wb_lock (leaf); the waiter
+ * releases inode->rw after taking wb_lock.  The writer holds zone leases
+ * while it re-takes inode->rw, so nobody may wait for a lease (or for the
+ * write-out) while holding inode->rw.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +100,7 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 		return NULL;
 	}
 	c->idx = idx;
+	c->seq = in->chunk_seq++;
 	c->next = *pp;
 	*pp = c;
 	in->nchunks++;
@@ -330,9 +368,67 @@ static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
 }
 
+/* ---- the write-out in flight ---- */
+
+/* Wait for the end of the write-out in flight, if any: in->rw is released
+ * while waiting and re-taken (exclusive), and another writer may have
+ * started the next write-out before we got it back.  [RW excl, drops] */
+static void wait_one(struct fs_inode *in)
+{
+	if (!in->wb_busy)
+		return;
+	uint64_t gen = in->wb_done;
+	pthread_mutex_lock(&in->wb_lock);
+	pthread_rwlock_unlock(&in->rw);
+	while (in->wb_done == gen)
+		pthread_cond_wait(&in->wb_cond, &in->wb_lock);
+	pthread_mutex_unlock(&in->wb_lock);
+	pthread_rwlock_wrlock(&in->rw);
+}
+
+/* Return with no write-out in flight (hence the loop).  The caller must
+ * re-read what it looked at.  [RW excl, drops] */
+void fs_data_wait_writeout(struct fs_inode *in)
+{
+	while (in->wb_busy)
+		wait_one(in);
+}
+
+static void wb_set(struct fs_inode *in, bool busy)
+{
+	pthread_mutex_lock(&in->wb_lock);
+	in->wb_busy = busy;
+	if (!busy) {
+		in->wb_done++;
+		pthread_cond_broadcast(&in->wb_cond);
+	}
+	pthread_mutex_unlock(&in->wb_lock);
+}
+
+/* Is a chunk holding file bytes [from, to) part of the write-out? [RW] */
+static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
+{
+	if (!in->wb_busy || from >= to)
+		return false;
+	uint64_t i0 = from / fs->opts.stripe_unit, i1 = (to - 1) / fs->opts.stripe_unit;
+	for (struct fs_chunk *c = in->chunks; c && c->idx <= i1; c = c->next)
+		if (c->idx >= i0 && c->busy)
+			return true;
+	return false;
+}
+
 /* Write the given chunks (all their pages) to zones of the file's class,
- * striping over up to stripe_width zones at once.  Chunks written in full
- * are freed from the buffer.  [RW excl] */
+ * striping over up to stripe_width zones at once: the write-out.
+ *
+ * Called with in->rw exclusive and no write-out in flight.  The chunks are
+ * staged and marked busy (they stay in the buffer, so reads still find
+ * their bytes; writers wait instead of changing them), then in->rw is
+ * released for the device I/O and re-taken after each round of it to
+ * record the extents of what was written (log record, extent map, valid
+ * bytes: only after the data write completed, as before).  On success the
+ * chunks are freed; on an error they stay buffered (not busy) and the
+ * next flush writes them again.  Returns with in->rw exclusive.
+ * [RW excl, drops] */
 static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n)
 {
 	struct stage *st = calloc(n, sizeof(*st));
@@ -348,13 +444,19 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		ret = stage_chunk(fs, cs[i], &st[i]);
 		parts[i] = (struct part){ i, 0, st[i].len };
 	}
+	if (ret)
+		goto out;
+	for (uint32_t i = 0; i < n; i++)
+		cs[i]->busy = true;
+	wb_set(in, true);
 	enum lifetime_class cls = (enum lifetime_class)in->cls;
+	unsigned max_width = stripe_width(fs, in);
+	pthread_rwlock_unlock(&in->rw);
+
 	while (!ret && head < nparts) {
 		struct zalloc_lease leases[MAX_BATCH];
 		struct zdev_req reqs[MAX_BATCH];
-		uint32_t take[MAX_BATCH];
-		unsigned width = stripe_width(fs, in);
-		width = ZF_MIN(width, ZF_MIN(nparts - head, (uint32_t)MAX_BATCH));
+		unsigned width = ZF_MIN(max_width, ZF_MIN(nparts - head, (uint32_t)MAX_BATCH));
 		if (width == 0)
 			width = 1;
 		int nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
@@ -374,14 +476,16 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		for (int j = 0; j < nl; j++) {
 			struct part *p = &parts[head + (uint32_t)j];
 			uint64_t len = ZF_MIN(p->len, leases[j].len);
-			take[j] = (uint32_t)j;
 			reqs[j] = (struct zdev_req){
 				.op = ZDEV_OP_WRITE, .offset = leases[j].offset,
 				.buf = st[p->chunk].buf + p->stage_off, .len = len };
 		}
+		/* The device I/O, with in->rw released: other writers fill the
+		 * next stripe meanwhile. */
 		int r = zdev_io_batch(fs->dev, reqs, (unsigned)nl);
+		pthread_rwlock_wrlock(&in->rw);
 		for (int j = 0; j < nl; j++) {
-			struct part *p = &parts[head + take[j]];
+			struct part *p = &parts[head + (uint32_t)j];
 			ssize_t res = r < 0 ? r : reqs[j].result;
 			if (res < 0) {
 				zalloc_release(fs->za, &leases[j], 0, (int)res);
@@ -403,6 +507,7 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 			p->stage_off += reqs[j].len;
 			p->len -= reqs[j].len;
 		}
+		pthread_rwlock_unlock(&in->rw);
 		/* Parts fully written leave the queue; partial ones go again. */
 		uint32_t w = head;
 		for (uint32_t k = head; k < nparts; k++)
@@ -410,13 +515,17 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 				parts[w++] = parts[k];
 		nparts = w;
 	}
-	if (!ret) {
-		for (uint32_t i = 0; i < n; i++)
+	pthread_rwlock_wrlock(&in->rw);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ret)
+			cs[i]->busy = false;
+		else
 			chunk_free(fs, in, cs[i]);
 	}
 	/* A read-ahead window filled while these pages were buffered holds the
 	 * old device bytes for them; the overlay is gone now, so drop it. */
 	fs_pf_invalidate(fs, in);
+	wb_set(in, false);
 out:
 	if (st) {
 		for (uint32_t i = 0; i < n; i++) {
@@ -433,17 +542,23 @@ out:
 int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 {
 	struct fs_chunk *list[MAX_BATCH];
-	uint32_t n = 0, held = 0;
-	int ret = 0;
+	uint32_t n, held;
 
-	if (!all) {
+	while (!all) {
 		/* Complete chunks with no unwritten gap before them, in order;
-		 * everything complete once too many wait. */
+		 * everything complete once too many wait.  Chunks of the
+		 * write-out in flight cover their range. */
 		uint64_t expect = extmap_end(&in->map);
+		n = held = 0;
 		for (struct fs_chunk *c = in->chunks; c; c = c->next) {
+			uint64_t start = c->idx * fs->opts.stripe_unit;
+			if (c->busy) {
+				if (start <= expect)
+					expect = ZF_MAX(expect, start + fs->opts.stripe_unit);
+				continue;
+			}
 			if (c->ndirty != fs->pages_per_chunk)
 				continue;
-			uint64_t start = c->idx * fs->opts.stripe_unit;
 			if (start <= expect) {
 				expect = ZF_MAX(expect, start + fs->opts.stripe_unit);
 				if (n < MAX_BATCH)
@@ -455,22 +570,50 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		if (held > fs->opts.reorder_chunks) {
 			n = 0;
 			for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
-				if (c->ndirty == fs->pages_per_chunk)
+				if (!c->busy && c->ndirty == fs->pages_per_chunk)
 					list[n++] = c;
 		}
 		/* Striping: wait until a full stripe of chunks is ready, then
 		 * write them to that many zones at once. */
-		if (n && n < stripe_width(fs, in) && held <= fs->opts.reorder_chunks)
+		unsigned w = stripe_width(fs, in);
+		if (held <= fs->opts.reorder_chunks) {
+			if (n < w)
+				return 0;
+			n -= n % w;	/* whole stripes; the rest joins the next */
+		}
+		if (n == 0)
 			return 0;
-		return n ? write_chunks(fs, in, list, n) : 0;
+		/* One write-out at a time per file (the file writes at most
+		 * stripe_width zones at once): wait for the one in flight, then
+		 * look again (another writer may have taken these chunks). */
+		if (in->wb_busy) {
+			wait_one(in);
+			continue;
+		}
+		return write_chunks(fs, in, list, n);
 	}
-	while (in->chunks && !ret) {
+	/* Everything buffered now (chunks created before this call, including
+	 * the write-out in flight), not what concurrent writers add meanwhile:
+	 * an fsync does not chase a busy writer. */
+	uint64_t lim = in->chunk_seq;
+	for (;;) {
+		bool any = false;
+		for (struct fs_chunk *c = in->chunks; c && !any; c = c->next)
+			any = c->seq < lim;
+		if (!any)
+			return 0;
+		if (in->wb_busy) {
+			wait_one(in);
+			continue;
+		}
 		n = 0;
 		for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
-			list[n++] = c;
-		ret = write_chunks(fs, in, list, n);
+			if (c->seq < lim)
+				list[n++] = c;
+		int ret = write_chunks(fs, in, list, n);
+		if (ret)
+			return ret;
 	}
-	return ret;
 }
 
 /* ---- the public data operations ---- */
@@ -590,6 +733,10 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	if (ret)
 		goto unpin_out;
 	pthread_rwlock_wrlock(&in->rw);
+	/* Pages of the write-out in flight are read-only until it ends. */
+	while (range_busy(fs, in, off, off + size) ||
+	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
+		wait_one(in);
 	fs_pf_invalidate(fs, in);
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
@@ -627,8 +774,13 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 			ret = (ssize_t)(pos - off);
 	}
 	int fr = fs_data_flush(fs, in, false);
+	/* One file may not hog the buffer: first let the write-out in flight
+	 * end (back-pressure while the next stripe fills), then write out
+	 * everything. */
+	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
+		wait_one(in);
 	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
-		fr = fs_data_flush(fs, in, true);	/* one file may not hog the buffer */
+		fr = fs_data_flush(fs, in, true);
 	if (fr && fr != -ENOSPC)
 		zf_warn("inode %llu: background write-out failed: %s",
 			(unsigned long long)ino, strerror(-fr));
@@ -647,6 +799,8 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 
 	if (size > (1ull << 50))
 		return -EFBIG;
+	/* Its extents would be recorded after the truncate: let it end. */
+	fs_data_wait_writeout(in);
 	if (size == in->size)
 		return 0;
 	fs_pf_invalidate(fs, in);
@@ -744,6 +898,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 		if (off + len > in->size)
 			err = fs_data_truncate(fs, in, off + len);
 	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
+		fs_data_wait_writeout(in);	/* as for truncate */
 		fs_pf_invalidate(fs, in);
 		uint64_t end = ZF_MIN(off + len, in->size);
 		uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);

@@ -1,9 +1,13 @@
 /* fs_internal — structures shared by the files of the fs core (fs.c,
  * fs_records.c, fs_data.c, fs_xattr.c).  Not an interface for other modules.
  *
- * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc.
+ * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc, and
+ * inode->rw -> inode->wb_lock (a leaf, held only to wait for or announce the
+ * end of a write-out; a waiter takes wb_lock, then releases in->rw).
  * Fields marked [L] need fs->lock; [RW] need inode->rw (shared to read,
  * exclusive to change); [L+RW] need both to change, either to read.
+ * A data write-out (fs_data.c) drops in->rw for its device I/O: whoever
+ * waits for it must have released in->rw (fs_data_wait_writeout does).
  */
 #ifndef ZONEFUSE_FS_INTERNAL_H
 #define ZONEFUSE_FS_INTERNAL_H
@@ -67,10 +71,13 @@ struct fs_dir {
 struct fs_chunk {
 	struct fs_chunk *next;		/* sorted by idx */
 	uint64_t idx;			/* file offset / stripe_unit */
+	uint64_t seq;			/* creation order (in->chunk_seq) */
 	uint32_t ndirty;		/* dirty (= present) pages */
 	uint32_t cap;			/* pages the buffer holds */
 	uint8_t *buf;			/* cap * bs bytes */
 	uint64_t *dirty;		/* bitmap over pages_per_chunk */
+	bool busy;			/* [RW] in the write-out in flight:
+					 * read-only until it ends (fs_data.c) */
 };
 
 /* Prefetch state of one file (fs_prefetch.c). */
@@ -109,6 +116,14 @@ struct fs_inode {
 	struct fs_chunk *chunks;	/* [RW] write buffer */
 	uint64_t buffered;		/* [RW] bytes of chunk buffers */
 	uint32_t nchunks;		/* [RW] */
+	uint64_t chunk_seq;		/* [RW] chunks created */
+	/* write-out in flight (fs_data.c): at most one per inode; it holds
+	 * the busy chunks and runs its device I/O without in->rw.  Changed
+	 * with in->rw exclusive AND wb_lock held, read under either. */
+	bool wb_busy;
+	uint64_t wb_done;		/* write-outs finished (generation) */
+	pthread_mutex_t wb_lock;	/* leaf; only to wait on wb_cond */
+	pthread_cond_t wb_cond;		/* broadcast when a write-out ends */
 	/* dirty list [L] */
 	struct fs_inode *dnext, *dprev;
 	bool on_dirty;
@@ -217,10 +232,15 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len);	/* extmap drop cb */
 
-/* fs_data.c */
-int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl] */
+/* fs_data.c.  [RW excl, drops] = called and returns with in->rw held
+ * exclusively, but may release and re-take it meanwhile (to run device I/O
+ * or to wait for the write-out in flight): state read before the call must
+ * be re-read after it.  No other lock may be held across such a call. */
+int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl, drops] */
+/* No write-out in flight (in->wb_busy false) when called: */
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
-int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl] */
+int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
+void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
 
 /* fs_lifetime.c: the class of a new inode (presets, rules, xattrs,
  * inference); called with fs->lock held. */

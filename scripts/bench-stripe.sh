@@ -10,18 +10,32 @@
 #      prefetch off (stripe_width=1, prefetch_kb=0) and on (defaults + width 8);
 #   3. the same db_bench run on the emulator without the model (no regression).
 # Needs root (FUSE mounts).  The device file lives in /dev/shm.
-# Usage: scripts/bench-stripe.sh [--num N] [--mib M] [--quick]
+# Usage: scripts/bench-stripe.sh [--num N] [--mib M] [--quick] [--seq-only]
+#                                [--widths "1 2 4"] [--reps R]
+#   --seq-only  only part 1, plus the same without the model (--plain-widths)
+#   --widths    stripe widths of part 1 (default "1 2 4 8 16")
+#   --plain-widths  widths run without the model by --seq-only (default "1 8";
+#               "" for none)
+#   --reps      repeat every part-1 measurement R times (default 1)
+#   ZF_BUILD_DIR=DIR runs the binaries of another build (e.g. a baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 num=150000
 mib=512
 widths="1 2 4 8 16"
+seq_only=0
+reps=1
+plain_widths="1 8"
 while [ $# -gt 0 ]; do
 	case $1 in
 	--num) num=$2; shift 2 ;;
 	--mib) mib=$2; shift 2 ;;
 	--quick) num=50000; mib=192; widths="1 4 16"; shift ;;
-	-h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+	--seq-only) seq_only=1; shift ;;
+	--widths) widths=$2; shift 2 ;;
+	--plain-widths) plain_widths=$2; shift 2 ;;
+	--reps) reps=$2; shift 2 ;;
+	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -66,11 +80,9 @@ mbps() { # bytes seconds
 }
 now() { date +%s.%N; }
 
-echo "== 1. sequential throughput, small-zone model (40 MB/s write, 200 MB/s read per zone) =="
-printf '%-8s %14s %14s %14s\n' width "write MB/s" "read MB/s" "write/width1"
-base=
-for w in $widths; do
-	mount_fs on -o "stripe_width=$w"
+seq_run() { # model width -> "write-MB/s read-MB/s"
+	local m=$1 w=$2 t0 t1 t2
+	mount_fs "$m" -o "stripe_width=$w"
 	t0=$(now)
 	dd if=/dev/zero of="$mnt/seq" bs=1M count="$mib" conv=fsync status=none
 	t1=$(now)
@@ -78,11 +90,34 @@ for w in $widths; do
 	dd if="$mnt/seq" of=/dev/null bs=1M status=none
 	t2=$(now)
 	umount_fs
-	wr=$(mbps $((mib << 20)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")
-	rd=$(mbps $((mib << 20)) "$(awk -v a="$t1" -v b="$t2" 'BEGIN{print b-a}')")
-	[ -n "$base" ] || base=$wr
-	printf '%-8s %14s %14s %13.1fx\n' "$w" "$wr" "$rd" "$(awk -v a="$wr" -v b="$base" 'BEGIN{print a/b}')"
+	echo "$(mbps $((mib << 20)) "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')")" \
+	     "$(mbps $((mib << 20)) "$(awk -v a="$t1" -v b="$t2" 'BEGIN{print b-a}')")"
+}
+
+echo "== 1. sequential throughput, small-zone model (40 MB/s write, 200 MB/s read per zone) =="
+echo "   ($B/zonefuse, dd bs=1M count=$mib conv=fsync; $reps run(s) each)"
+printf '%-8s %14s %14s %14s\n' width "write MB/s" "read MB/s" "write/width1"
+base=
+for w in $widths; do
+	for _ in $(seq "$reps"); do
+		read -r wr rd < <(seq_run on "$w")
+		[ -n "$base" ] || base=$wr
+		printf '%-8s %14s %14s %13.1fx\n' "$w" "$wr" "$rd" "$(awk -v a="$wr" -v b="$base" 'BEGIN{print a/b}')"
+	done
 done
+if [ "$seq_only" = 1 ]; then
+	[ -n "$plain_widths" ] || exit 0
+	echo
+	echo "== 1b. the same without the model (plain emulator) =="
+	printf '%-8s %14s %14s\n' width "write MB/s" "read MB/s"
+	for w in $plain_widths; do
+		for _ in $(seq "$reps"); do
+			read -r wr rd < <(seq_run off "$w")
+			printf '%-8s %14s %14s\n' "$w" "$wr" "$rd"
+		done
+	done
+	exit 0
+fi
 
 # 4000-byte values: bytes, not per-key CPU, dominate (on 2 cores, 400-byte
 # values make db_bench CPU-bound and no storage model shows).
