@@ -24,6 +24,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "testlib.h"
 
 #define UNIT (64u << 10)		/* stripe_unit */
 #define WIDTH 4u			/* stripe_width */
@@ -34,7 +35,7 @@
 #define FSIZE ((uint64_t)NSTRIPES * STRIPE)
 #define GRAIN 1024u			/* overwrite granularity (bytes) */
 
-static char dir[256], path[300];
+static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
@@ -51,10 +52,7 @@ static void make_dev(void)
 	p.zone_write_mbps = 400;
 	p.zone_read_mbps = 2000;
 	p.device_mbps = 4000;
-	strcpy(dir, "/tmp/zf-test-wo-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/dev.zdev", dir);
-	ck_assert_int_eq(zdev_emu_create(path, &p, false), 0);
+	tl_dev_create_params(&td, "wo", &p);
 }
 
 static void do_mount(void)
@@ -72,21 +70,14 @@ static void do_mount(void)
 static void setup(void)
 {
 	make_dev();
-	ck_assert_int_eq(zdev_open(path, NULL, &dev), 0);
+	tl_dev_open(&td, &dev);
 	ck_assert_int_eq(fs_mkfs(dev, NULL), 0);
 	do_mount();
 }
 
 static void teardown(void)
 {
-	if (fs)
-		fs_unmount(fs);
-	fs = NULL;
-	if (dev)
-		zdev_close(dev);
-	dev = NULL;
-	unlink(path);
-	rmdir(dir);
+	tl_teardown(&td, &dev, &fs);
 }
 
 static void report(void *arg, const char *fmt, ...)
@@ -102,7 +93,7 @@ static void crash_and_remount(void)
 	fs_unmount(fs);		/* fails (-EIO): the device is dead; frees */
 	fs = NULL;
 	zdev_close(dev);
-	ck_assert_int_eq(zdev_open(path, NULL, &dev), 0);
+	tl_dev_open(&td, &dev);
 	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
 	do_mount();
 }

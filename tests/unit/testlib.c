@@ -17,10 +17,16 @@ void tl_dev_create(struct tl_dev *t, const char *tag, uint32_t zones,
 	p.block_size = 4096;
 	p.max_open = max_active;
 	p.max_active = max_active;
+	tl_dev_create_params(t, tag, &p);
+}
+
+void tl_dev_create_params(struct tl_dev *t, const char *tag,
+			  const struct zdev_emu_params *p)
+{
 	snprintf(t->dir, sizeof(t->dir), "/tmp/zf-test-%s-XXXXXX", tag);
 	ck_assert_ptr_nonnull(mkdtemp(t->dir));
 	snprintf(t->path, sizeof(t->path), "%s/dev.zdev", t->dir);
-	ck_assert_int_eq(zdev_emu_create(t->path, &p, false), 0);
+	ck_assert_int_eq(zdev_emu_create(t->path, p, false), 0);
 }
 
 void tl_dev_open(const struct tl_dev *t, struct zdev **dev)

@@ -25,6 +25,9 @@ struct tl_dev {
  * same max open and max active.  tag names the temp directory. */
 void tl_dev_create(struct tl_dev *t, const char *tag, uint32_t zones,
 		   uint64_t zone_size, uint32_t max_active);
+/* The same with every emulator parameter given (a performance model...). */
+void tl_dev_create_params(struct tl_dev *t, const char *tag,
+			  const struct zdev_emu_params *p);
 void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
 /* Mount with commits only on demand (commit_interval_ms 0) and
  * buffer_bytes of write buffers.  Returns fs_mount()'s result. */
