@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fs/extmap.h"
+#include "testlib.h"
 
 #define SPACE 4096u	/* file bytes modelled (units: 1 byte) */
 
@@ -112,9 +113,5 @@ int main(void)
 	tcase_add_loop_test(tc, random_ops_match_model, 0, 4);
 	tcase_add_test(tc, merge_contiguous_appends);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tl_run(s);
 }

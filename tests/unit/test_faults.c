@@ -523,9 +523,5 @@ int main(void)
 	tcase_add_test(tc, device_full);
 	tcase_add_test(tc, meta_full);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tl_run(s);
 }

@@ -19,6 +19,7 @@
 #include "common/zf_common.h"
 #include "fs/mlog.h"
 #include "zoned/zdev.h"
+#include "testlib.h"
 
 #define FSB 4096u
 #define ZONE_256K (256u * 1024u)
@@ -1763,9 +1764,5 @@ int main(void)
 	tcase_add_test(tc, handmade_log_matches_documented_format);
 	tcase_add_loop_test(tc, fuzz_crc_valid_nonsense, 0, 2);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return tl_run(s);
 }

@@ -34,5 +34,8 @@ void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
 int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs);
 /* Unmount (result ignored), close, remove the files; safe on NULLs. */
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs);
+/* Run every test of s (and free the runner): main()'s exit status. */
+struct Suite;
+int tl_run(struct Suite *s);
 
 #endif
