@@ -362,11 +362,11 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
  * complete chunks, so they stay in one zone by themselves.
  * Files of the long-lived classes (long, extreme: deep LSM levels) are not
  * striped: they die one by one, and striping over N zones puts N times as
- * many files into every zone, so fewer zones die whole.  Measured with
- * scripts/bench-placement.sh --util 80 (same time, same load): WA 1.046
- * unstriped vs 1.112 striped over 4 zones; bench-stripe.sh's db_bench on
- * the small-zone model lost nothing (0.29x vs 0.39x of unstriped time):
- * concurrent files keep the zones busy. */
+ * many files into every zone, so fewer zones die whole
+ * (scripts/bench-placement.sh at 80%, side by side: WA 1.058 unstriped vs
+ * 1.119 striped over 4 zones; docs/placement.md).  bench-stripe.sh's
+ * db_bench on the small-zone model hardly notices (quiet machine: 18.9-19.5
+ * s vs 18.7 s striping every class): concurrent files keep zones busy. */
 static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 {
 	if (fs->opts.stripe_width <= 1 || in->cls >= LIFETIME_LONG)
