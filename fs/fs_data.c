@@ -712,14 +712,6 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 	return ret;
 }
 
-/* Room for `bytes` more of buffered data once written (free zones, room in
- * open zones, zones waiting for a commit to reset); while the collector can
- * still free zones, wait for it instead of failing.  No lock held. */
-static int check_space(struct fs *fs, uint64_t bytes)
-{
-	return fs_gc_wait_space(fs, bytes);
-}
-
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill)
 {
@@ -736,7 +728,9 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		return err;
 	if (size == 0)
 		goto unpin_out;
-	ret = check_space(fs, size);
+	/* Room for it once written, or wait while the collector can make
+	 * some (no lock held). */
+	ret = fs_gc_wait_space(fs, size);
 	if (ret)
 		goto unpin_out;
 	pthread_rwlock_wrlock(&in->rw);

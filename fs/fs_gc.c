@@ -739,7 +739,9 @@ int fs_gc_run_once(struct fs *fs)
 	return r;
 }
 
-/* Free bytes the collector could still produce: zalloc's view. */
+/* Return 0 once the free bytes cover the write buffers plus `bytes`;
+ * commit if zones only wait for a reset, wait for the collector while it
+ * can still free space and makes progress; -ENOSPC otherwise. */
 int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 {
 	struct fs_gc *gc = fs->gc;

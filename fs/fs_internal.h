@@ -254,9 +254,8 @@ void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);
 void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
 /* Read what was appended to the MANIFESTs being followed and apply the
  * exact levels.  No locks held.  Called by the collector thread every tick
- * and, when fs_data.c calls it, right after a MANIFEST is fsync'ed. */
+ * (GC_TICK_MS). */
 void fs_lifetime_tail_manifests(struct fs *fs);
-void fs_lifetime_note_fsync(struct fs *fs, uint64_t ino);	/* no locks held */
 
 /* fs_gc.c: the garbage collector (thread started by fs_start). */
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */

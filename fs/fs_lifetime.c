@@ -115,6 +115,18 @@ static int level_of_class(uint8_t cls)
 	}
 }
 
+/* Follow the file if it is a RocksDB/LevelDB MANIFEST (read from its
+ * start by fs_lifetime_tail_manifests). */
+static void mf_follow(struct fs *fs, const char *name, uint64_t ino, uint64_t dir)
+{
+	if (strncmp(name, "MANIFEST-", 9) != 0)
+		return;
+	pthread_mutex_lock(&fs->lt_mf_lock);
+	if (fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
+		fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ ino, dir, 0 };
+	pthread_mutex_unlock(&fs->lt_mf_lock);
+}
+
 int fs_lifetime_init(struct fs *fs)
 {
 	int ret;
@@ -137,9 +149,8 @@ int fs_lifetime_init(struct fs *fs)
 			struct fs_inode *in = fs_inode_get(fs, d->ino);
 			enum lifetime_kind k = kind_of(d->name);
 
-			if (in && S_ISREG(in->mode) && strncmp(d->name, "MANIFEST-", 9) == 0 &&
-			    fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
-				fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ in->ino, d->parent, 0 };
+			if (in && S_ISREG(in->mode))
+				mf_follow(fs, d->name, in->ino, d->parent);
 			if (!in || !S_ISREG(in->mode) || k == LIFETIME_KIND_OTHER)
 				continue;
 			lifetime_infer_adopt(fs->lt, in->ino, k,
@@ -243,12 +254,8 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 	src = lifetime_decide(&f, &cls);
 	in->cls = (uint8_t)cls;
 	in->cls_src = (uint8_t)src;
-	if (fs->lt && S_ISREG(in->mode) && strncmp(name, "MANIFEST-", 9) == 0) {
-		pthread_mutex_lock(&fs->lt_mf_lock);
-		if (fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
-			fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ in->ino, dir->ino, 0 };
-		pthread_mutex_unlock(&fs->lt_mf_lock);
-	}
+	if (fs->lt && S_ISREG(in->mode))
+		mf_follow(fs, name, in->ino, dir->ino);
 	if (kind == LIFETIME_KIND_TABLE)
 		zf_dbg("lifetime: create %s ino %llu tid %u level %d why %s job %llu -> %s/%s",
 		       name, (unsigned long long)in->ino, ctx ? ctx->pid : 0, g.level,
@@ -416,20 +423,6 @@ void fs_lifetime_tail_manifests(struct fs *fs)
 		pthread_mutex_unlock(&fs->lt_mf_lock);
 	}
 	pthread_mutex_unlock(&fs->lt_tail_lock);
-}
-
-void fs_lifetime_note_fsync(struct fs *fs, uint64_t ino)
-{
-	bool mf = false;
-
-	if (!fs->lt)
-		return;
-	pthread_mutex_lock(&fs->lt_mf_lock);
-	for (int i = 0; i < fs->lt_nmf; i++)
-		mf |= fs->lt_mf[i].ino == ino;
-	pthread_mutex_unlock(&fs->lt_mf_lock);
-	if (mf)
-		fs_lifetime_tail_manifests(fs);
 }
 
 void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes)

@@ -439,7 +439,6 @@ static void unlease(struct zalloc *za, struct za_zone *z)
 	za->leased_cls[z->cls]--;
 }
 
-/* Step 1: the unleased open zone of cls with the least room left. */
 /* Who asks for a lease: a writer, a writer granted the reserve after
  * waiting ZALLOC_GC_PATIENCE_NS for a collector that made no progress, or
  * the collector itself. */
@@ -457,6 +456,8 @@ static bool zone_usable(const struct za_zone *z, enum za_who who)
 	       (!z->gc_dest || who != ZA_USER);
 }
 
+/* Step 1: the usable open (or CLOSED, if a slot allows) zone of cls with
+ * the least room left. */
 static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
 				 enum za_who who)
 {
@@ -988,7 +989,7 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
 
 /* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
  * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3;
- * gc: the collector's lease (may take the reserved FREE zones). */
+ * who: what the acquirer may use (free_usable(), zone_usable()). */
 static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		       uint64_t want, bool may_finish, enum za_who who,
 		       struct zalloc_lease *out)
@@ -1590,20 +1591,22 @@ double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 	       (2.0 * u + 1.0 / (double)capacity);
 }
 
-/* Bytes the collector could write for class cls now: FREE zones (all of
- * them, the reserve included) and the room left in the class's unleased
- * open or closed zones. */
-static uint64_t gc_room(const struct zalloc *za, uint8_t cls)
+/* Bytes the collector could write for each class now: the FREE zones
+ * (all of them, the reserve included) plus the room left in the class's
+ * open or closed zones it may use. */
+static void gc_room(const struct zalloc *za, uint64_t room[ZALLOC_NR_CLASSES])
 {
-	uint64_t room = 0;
+	uint64_t free_cap = 0;
 
 	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL; i = za->z[i].next)
-		room += za->z[i].capacity;
-	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
-	     i = za->z[i].next)
-		if (!za->z[i].leased && !za->z[i].busy)
-			room += zremain(&za->z[i]);
-	return room;
+		free_cap += za->z[i].capacity;
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++) {
+		room[c] = free_cap;
+		for (uint32_t i = za->lists[ZA_L_CLASS + c].head; i != ZA_NIL;
+		     i = za->z[i].next)
+			if (zone_usable(&za->z[i], ZA_GC))
+				room[c] += zremain(&za->z[i]);
+	}
 }
 
 /* A zone's age for cost-benefit: device bytes written since its data last
@@ -1627,8 +1630,7 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 	if (!za || !v)
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
-	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
-		room[c] = gc_room(za, (uint8_t)c);
+	gc_room(za, room);
 	for (uint32_t i = 0; i < za->nr; i++) {
 		struct za_zone *z = &za->z[i];
 		double sc;
