@@ -57,22 +57,12 @@ static void teardown(void)
 	tl_teardown(&td, &dev, &fs);
 }
 
-static void quiet_report(void *arg, const char *fmt, ...)
-{
-	va_list ap;
-	(void)arg;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 /* Unmount, run fsck, expect it clean, mount again. */
 static void check_clean(void)
 {
 	ck_assert_int_eq(fs_unmount(fs), 0);
 	fs = NULL;
-	ck_assert_int_eq(fs_check(dev, false, quiet_report, NULL), 0);
+	ck_assert_int_eq(fs_check(dev, false, tl_fsck_print, NULL), 0);
 	do_mount();
 }
 

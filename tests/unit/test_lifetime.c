@@ -21,6 +21,7 @@
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
 #include "lifetime_hints/lifetime.h"
+#include "testlib.h"
 
 #define MiB (1024ull * 1024ull)
 
@@ -786,22 +787,20 @@ END_TEST
 
 /* ---- through the file system -------------------------------------------- */
 
-static char fdir[256], fdev[300], fhints[300];
+static struct tl_dev td;
+static char fhints[300];
 
+/* A formatted emulated device (32 x 4 MiB zones), and a path for a rules
+ * file next to it. */
 static void fs_dev_make(void)
 {
-	struct zdev_emu_params p = { 0 };
+	struct zdev *d;
 
-	p.zone_size = 4ull << 20;
-	p.nr_zones = 32;
-	p.block_size = 4096;
-	p.max_open = 8;
-	p.max_active = 8;
-	strcpy(fdir, "/tmp/zf-test-lifetime-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(fdir));
-	snprintf(fdev, sizeof(fdev), "%s/dev.zdev", fdir);
-	snprintf(fhints, sizeof(fhints), "%s/hints", fdir);
-	ck_assert_int_eq(zdev_emu_create(fdev, &p, false), 0);
+	tl_dev_create(&td, "lifetime", 32, 4ull << 20, 8);
+	snprintf(fhints, sizeof(fhints), "%s/hints", td.dir);
+	tl_dev_open(&td, &d);
+	ck_assert_int_eq(fs_mkfs(d, NULL), 0);
+	zdev_close(d);
 }
 
 static struct fs *fs_up(struct zdev **dev, const char *hints, bool off)
@@ -809,7 +808,7 @@ static struct fs *fs_up(struct zdev **dev, const char *hints, bool off)
 	struct fs_opts o;
 	struct fs *fs;
 
-	ck_assert_int_eq(zdev_open(fdev, NULL, dev), 0);
+	tl_dev_open(&td, dev);
 	fs_opts_default(&o);
 	o.commit_interval_ms = 0;
 	o.stripe_width = 1;
@@ -845,17 +844,6 @@ static void lifetime_is(struct fs *fs, uint64_t ino, const char *want)
 		      (unsigned long long)ino, v, want);
 }
 
-static void quiet(void *arg, const char *fmt, ...)
-{
-	va_list ap;
-
-	(void)arg;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 START_TEST(fs_class_sources)
 {
 	struct zdev *dev;
@@ -869,13 +857,6 @@ START_TEST(fs_class_sources)
 	f = fopen(fhints, "w");
 	fputs("# test rules\n*.dat long\nlogs/*.txt extreme\n", f);
 	fclose(f);
-	{
-		struct zdev *d;
-
-		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
-		ck_assert_int_eq(fs_mkfs(d, NULL), 0);
-		zdev_close(d);
-	}
 	fs = fs_up(&dev, fhints, false);
 	lifetime_is(fs, mk(fs, FS_ROOT_INO, "a.dat", 1), "long rule\n");
 	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "logs", 0755, &ctx, &st), 0);
@@ -934,7 +915,7 @@ START_TEST(fs_class_sources)
 		struct fs_opts o;
 		struct fs *bad = NULL;
 
-		ck_assert_int_eq(zdev_open(fdev, NULL, &dev), 0);
+		tl_dev_open(&td, &dev);
 		fs_opts_default(&o);
 		o.hints_file = fhints;
 		ck_assert_int_eq(fs_mount(dev, &o, &bad), -EINVAL);
@@ -943,8 +924,7 @@ START_TEST(fs_class_sources)
 		zdev_close(dev);
 	}
 	unlink(fhints);
-	unlink(fdev);
-	rmdir(fdir);
+	tl_dev_remove(&td);
 }
 END_TEST
 
@@ -970,13 +950,6 @@ START_TEST(fs_gc_moves_live_data)
 	int r, runs = 0;
 
 	fs_dev_make();
-	{
-		struct zdev *d;
-
-		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
-		ck_assert_int_eq(fs_mkfs(d, NULL), 0);
-		zdev_close(d);
-	}
 	fs = fs_up(&dev, NULL, false);
 	for (int i = 0; i < GNF; i++) {
 		char name[16];
@@ -1018,8 +991,8 @@ START_TEST(fs_gc_moves_live_data)
 	{
 		struct zdev *d;
 
-		ck_assert_int_eq(zdev_open(fdev, NULL, &d), 0);
-		ck_assert_int_eq(fs_check(d, false, quiet, NULL), 0);
+		tl_dev_open(&td, &d);
+		ck_assert_int_eq(fs_check(d, false, tl_fsck_print, NULL), 0);
 		zdev_close(d);
 	}
 	fs = fs_up(&dev, NULL, false);
@@ -1031,8 +1004,7 @@ START_TEST(fs_gc_moves_live_data)
 	for (int i = 0; i < GNF; i++)
 		free(want[i]);
 	free(got);
-	unlink(fdev);
-	rmdir(fdir);
+	tl_dev_remove(&td);
 }
 END_TEST
 

@@ -2,6 +2,7 @@
 #include "testlib.h"
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,9 +65,25 @@ void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs)
 	if (*dev)
 		zdev_close(*dev);
 	*dev = NULL;
+	tl_dev_remove(t);
+}
+
+void tl_dev_remove(struct tl_dev *t)
+{
 	if (t->path[0])
 		unlink(t->path);
 	if (t->dir[0])
 		rmdir(t->dir);
 	t->path[0] = t->dir[0] = 0;
+}
+
+void tl_fsck_print(void *arg, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)arg;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }

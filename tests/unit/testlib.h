@@ -32,8 +32,12 @@ void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
 /* Mount with commits only on demand (commit_interval_ms 0) and
  * buffer_bytes of write buffers.  Returns fs_mount()'s result. */
 int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs);
+/* Remove the device file and its directory (once). */
+void tl_dev_remove(struct tl_dev *t);
 /* Unmount (result ignored), close, remove the files; safe on NULLs. */
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs);
+/* fs_check() report callback: prints each finding to stderr. */
+void tl_fsck_print(void *arg, const char *fmt, ...);
 /* Run every test of s (and free the runner): main()'s exit status. */
 struct Suite;
 int tl_run(struct Suite *s);
