@@ -356,21 +356,36 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 	return ret;
 }
 
-/* Zones a flush of this file may write in parallel: the mount's
+/* Zones a write-out of this file may write in parallel: the mount's
  * stripe_width, bounded by what the allocator can give the class now.
- * Small appends (a WAL fsync'ed every few KiB) never form a stripe of
- * complete chunks, so they stay in one zone by themselves.
- * Files of the long-lived classes (long, extreme: deep LSM levels) are not
- * striped: they die one by one, and striping over N zones puts N times as
- * many files into every zone, so fewer zones die whole
- * (scripts/bench-placement.sh at 80%, side by side: WA 1.058 unstriped vs
- * 1.119 striped over 4 zones; docs/placement.md).  bench-stripe.sh's
- * db_bench on the small-zone model hardly notices (quiet machine: 18.9-19.5
- * s vs 18.7 s striping every class): concurrent files keep zones busy. */
+ * - MEDIUM files are striped (flush and L0/L1 compaction outputs, big
+ *   files of unknown kind).
+ * - SHORT files (the WAL) stay in one zone while that zone keeps up: their
+ *   appends are small, fsync'ed or paced by the writer, and a WAL spread
+ *   over N zones leaves N zones holding the start of the live WAL at every
+ *   WAL switch instead of one (the collector's victims at 80% full).  When
+ *   a writer finds a complete chunk while the file's write-out is still
+ *   busy -- it streams faster than one zone absorbs -- the next 2 x
+ *   stripe_width chunks are striped (in->wb_press): with the kernel's
+ *   writeback cache, one stream held to one zone's speed stalls every
+ *   writer of the mount (the FUSE bdi's dirty limit is shared; measured on
+ *   the 40 MB/s-per-zone model: a 64 MiB table took 0.3 s alone, 5.4 s
+ *   next to an unstriped WAL stream; db_bench 0.50x instead of ~0.4x).
+ * - NONE (small bookkeeping files) and LONG, EXTREME (deep LSM levels) are
+ *   not striped: the latter die one by one, and striping over N zones
+ *   puts N times as many files into every zone, so fewer zones die whole
+ *   (scripts/bench-placement.sh at 80%, side by side: WA 1.058 unstriped vs
+ *   1.119 striped over 4 zones; docs/placement.md). */
 static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 {
-	if (fs->opts.stripe_width <= 1 || in->cls >= LIFETIME_LONG)
+	if (fs->opts.stripe_width <= 1)
 		return 1;
+	if (in->cls == LIFETIME_SHORT) {
+		if (!in->wb_press)
+			return 1;
+	} else if (in->cls != LIFETIME_MEDIUM) {
+		return 1;
+	}
 	unsigned w = zalloc_stripe_width(fs->za, (enum lifetime_class)in->cls);
 	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
 }
@@ -425,7 +440,7 @@ static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64
 }
 
 /* Write the given chunks (all their pages) to zones of the file's class,
- * striping over up to stripe_width zones at once: the write-out.
+ * striping over up to max_width zones at once (stripe_width()): the write-out.
  *
  * Called with in->rw exclusive and no write-out in flight.  The chunks are
  * staged and marked busy (they stay in the buffer, so reads still find
@@ -436,7 +451,8 @@ static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64
  * chunks are freed; on an error they stay buffered (not busy) and the
  * next flush writes them again.  Returns with in->rw exclusive.
  * [RW excl, drops] */
-static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n)
+static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n,
+			unsigned max_width)
 {
 	struct stage *st = calloc(n, sizeof(*st));
 	struct part *parts = calloc(n, sizeof(*parts));
@@ -457,7 +473,6 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		cs[i]->busy = true;
 	wb_set(in, true);
 	enum lifetime_class cls = (enum lifetime_class)in->cls;
-	unsigned max_width = stripe_width(fs, in);
 	pthread_rwlock_unlock(&in->rw);
 
 	while (!ret && head < nparts) {
@@ -594,10 +609,12 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		 * stripe_width zones at once): wait for the one in flight, then
 		 * look again (another writer may have taken these chunks). */
 		if (in->wb_busy) {
+			in->wb_press = 2 * fs->opts.stripe_width;
 			wait_one(in);
 			continue;
 		}
-		return write_chunks(fs, in, list, n);
+		in->wb_press -= ZF_MIN(in->wb_press, n);
+		return write_chunks(fs, in, list, n, w);
 	}
 	/* Everything buffered now (chunks created before this call, including
 	 * the write-out in flight), not what concurrent writers add meanwhile:
@@ -617,7 +634,7 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
 			if (c->seq < lim)
 				list[n++] = c;
-		int ret = write_chunks(fs, in, list, n);
+		int ret = write_chunks(fs, in, list, n, stripe_width(fs, in));
 		if (ret)
 			return ret;
 	}

@@ -122,6 +122,9 @@ struct fs_inode {
 	 * with in->rw exclusive AND wb_lock held, read under either. */
 	bool wb_busy;
 	uint64_t wb_done;		/* write-outs finished (generation) */
+	uint32_t wb_press;		/* chunks still to write striped since a
+					 * writer last found a complete chunk but
+					 * the write-out busy (stripe_width()) */
 	pthread_mutex_t wb_lock;	/* leaf; only to wait on wb_cond */
 	pthread_cond_t wb_cond;		/* broadcast when a write-out ends */
 	/* dirty list [L] */

@@ -458,6 +458,9 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 		snprintf(k, sizeof(k), "class_%s_valid_bytes",
 			 lifetime_class_name((enum lifetime_class)c));
 		KV(k, cls_valid[c]);
+		snprintf(k, sizeof(k), "class_%s_life_bytes",
+			 lifetime_class_name((enum lifetime_class)c));
+		KV(k, zs.class_life_bytes[c]);
 	}
 	/* the device layer's own counters (every request since open) */
 	KV("zdev_bytes_written", ds.bytes_written);

@@ -190,6 +190,9 @@ struct zalloc {
 	uint64_t gc_evacuated;	/* valid bytes that left zones being collected */
 	uint64_t reserve_taken;	/* FREE zones leased by others out of the reserve */
 	uint64_t class_resets[ZALLOC_NR_CLASSES], class_finishes[ZALLOC_NR_CLASSES];
+	/* per class: how long its zones take to die whole after their last
+	 * write, device bytes (class_life_note(); 0 = none seen yet) */
+	uint64_t class_life[ZALLOC_NR_CLASSES];
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -901,6 +904,22 @@ int zalloc_mount_done(struct zalloc *za)
 
 /* ---- valid-byte accounting ----------------------------------------------- */
 
+/* A FULL zone of its class died whole on its own (no collector involved):
+ * note how long after its last write, in device bytes.  The estimate
+ * follows the longest such survival at once and forgets it slowly (1/8 of
+ * the way to each new sample), so it reads "zones of this class may still
+ * be dying this long after they were written".  zalloc_gc_pick() leaves
+ * younger zones of the class to die instead of copying their live bytes. */
+static void class_life_note(struct zalloc *za, const struct za_zone *z)
+{
+	uint64_t s = za->dev_bytes - z->wclock, *l = &za->class_life[z->cls];
+
+	if (s >= *l)
+		*l = s;
+	else
+		*l -= (*l - s) / 8;
+}
+
 /* Add or subtract valid bytes for [off, off+len), zone piece by zone piece. */
 static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add)
 {
@@ -959,6 +978,8 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 				za->gc_evacuated += chunk;
 			else
 				z->dclock = za->dev_bytes;
+			if (z->valid == 0 && !z->gc && z->cond == ZDEV_COND_FULL)
+				class_life_note(za, z);
 			if (z->valid == 0)
 				queue_reset(za, z);
 		}
@@ -1555,6 +1576,8 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	st->gc_reserve_zones = za->gc_enabled ? za->gc_reserve : 0;
 	st->gc_waiters = za->gc_waiters;
 	st->gc_active = za->gc_active;
+	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
+		st->class_life_bytes[c] = za->class_life[c];
 	for (uint32_t i = 0; i < za->nr; i++)
 		if (gc_candidate(&za->z[i], 0))
 			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
@@ -1642,6 +1665,9 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 		if (z->valid > room[z->cls])
 			continue;
 		if (skip && (skip[i / 64] >> (i % 64)) & 1)
+			continue;
+		/* in the background, data that may still die is left to die */
+		if (!greedy && za->dev_bytes - z->wclock < za->class_life[z->cls])
 			continue;
 		sc = greedy ? (double)(z->capacity - z->valid)
 			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));

@@ -164,6 +164,9 @@ struct zalloc_stats {
 	uint32_t gc_reserve_zones;	/* FREE zones kept for the collector */
 	uint32_t gc_waiters;		/* acquirers waiting for it now */
 	uint32_t gc_active;		/* victims being collected now */
+	uint64_t class_life_bytes[ZALLOC_NR_CLASSES];	/* device bytes written
+					 * between a zone's last write and its
+					 * death, recent longest (0: none yet) */
 };
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
@@ -240,6 +243,12 @@ unsigned int zalloc_waiters(struct zalloc *za);
  * long its live tables still have (measured with RocksDB at 80% full: the
  * linear form collected old zones at 65% valid, WA 1.35; this one 1.29,
  * like greedy).  When writers are waiting: greedy, the most bytes freed.
+ * Otherwise (in the background) a zone younger than its class's life --
+ * how long after their last write the class's zones have recently gone
+ * on dying whole on their own (class_life_bytes) -- is no candidate: its
+ * live bytes are likely to die where they are (a WAL zone holding the
+ * start of the live WAL, the tables of an LSM level before the next
+ * compaction), and copying them would be wasted.
  * over FULL zones that are not leased, busy, pending, being collected (or
  * backing off), have no bytes in flight (unclaimed), and free at least one
  * block. */
