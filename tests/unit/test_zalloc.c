@@ -1572,6 +1572,53 @@ START_TEST(gc_score_function)
 }
 END_TEST
 
+/* In the background a zone younger than its class's life is left to die:
+ * the life is how long after their last write the class's zones went on
+ * dying whole by themselves.  Writers waiting (greedy) still take it. */
+START_TEST(gc_young_zone_left_to_die)
+{
+	struct tdev t;
+	struct zalloc_gc_victim v;
+	struct zalloc_stats st;
+	uint32_t a, b;
+
+	tdev_std(&t, 1);
+	/* a WAL-like zone dies whole 3 zones' worth of writes after its last */
+	a = fill_zone(&t, LIFETIME_SHORT);
+	for (int i = 0; i < 3; i++)
+		fill_zone(&t, LIFETIME_MEDIUM);
+	zalloc_valid_sub(t.za, zstart(a), ZCAP);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_SHORT], 3 * ZCAP);
+	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_MEDIUM], 0);
+	/* the next one holds a little live data (the start of the next WAL) */
+	b = fill_zone(&t, LIFETIME_SHORT);
+	zalloc_valid_sub(t.za, zstart(b), ZCAP - ZCAP / 16);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, b);
+	zalloc_gc_done(t.za, b);
+	/* once older than the class's life it is a victim like any other */
+	fill_zone(&t, LIFETIME_MEDIUM);
+	fill_zone(&t, LIFETIME_MEDIUM);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
+	fill_zone(&t, LIFETIME_MEDIUM);
+	ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
+	ck_assert_uint_eq(v.zone, b);
+	zalloc_gc_done(t.za, b);
+	/* a zone dying sooner pulls the life down by 1/8 of the gap */
+	zalloc_valid_sub(t.za, zstart(b) + ZCAP - ZCAP / 16, ZCAP / 16);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_SHORT], 3 * ZCAP);	/* b: 3 zones too */
+	a = fill_zone(&t, LIFETIME_SHORT);
+	fill_zone(&t, LIFETIME_MEDIUM);
+	zalloc_valid_sub(t.za, zstart(a), ZCAP);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_SHORT], 3 * ZCAP - (2 * ZCAP) / 8);
+	tdev_free(&t);
+}
+END_TEST
+
 /* Victims: cost-benefit or greedy; pinned, skipped, backing-off, pending,
  * open and fully valid zones are never picked; a pinned zone whose data
  * all dies is reset only after gc_done (and a commit). */
@@ -2088,6 +2135,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_loop_test(tc, threads_stress, 0, 2);
 	tcase_add_test(tc, gc_score_function);
 	tcase_add_test(tc, gc_victim_choice);
+	tcase_add_test(tc, gc_young_zone_left_to_die);
 	tcase_add_test(tc, gc_hot_zone_waits);
 	tcase_add_test(tc, gc_dest_zone_is_the_collectors);
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
