@@ -1666,8 +1666,10 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 			continue;
 		if (skip && (skip[i / 64] >> (i % 64)) & 1)
 			continue;
-		/* in the background, data that may still die is left to die */
-		if (!greedy && za->dev_bytes - z->wclock < za->class_life[z->cls])
+		/* in the background: data that may still die is left to die,
+		 * and a zone that frees little is not worth its copying */
+		if (!greedy && (za->dev_bytes - z->wclock < za->class_life[z->cls] ||
+				z->capacity - z->valid < z->capacity / ZALLOC_GC_MIN_GAIN))
 			continue;
 		sc = greedy ? (double)(z->capacity - z->valid)
 			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));

@@ -1572,9 +1572,10 @@ START_TEST(gc_score_function)
 }
 END_TEST
 
-/* In the background a zone younger than its class's life is left to die:
- * the life is how long after their last write the class's zones went on
- * dying whole by themselves.  Writers waiting (greedy) still take it. */
+/* In the background a zone younger than its class's life is left to die
+ * (the life: how long after their last write the class's zones went on
+ * dying whole by themselves), and a zone freeing less than 1/8 of itself
+ * is not worth copying.  Writers waiting (greedy) still take either. */
 START_TEST(gc_young_zone_left_to_die)
 {
 	struct tdev t;
@@ -1615,6 +1616,22 @@ START_TEST(gc_young_zone_left_to_die)
 	zalloc_valid_sub(t.za, zstart(a), ZCAP);
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_SHORT], 3 * ZCAP - (2 * ZCAP) / 8);
+	/* a zone that would free less than 1/8 of itself: greedy only */
+	{
+		uint32_t c = fill_zone(&t, LIFETIME_LONG);
+
+		for (int i = 0; i < 4; i++)
+			fill_zone(&t, LIFETIME_MEDIUM);
+		zalloc_valid_sub(t.za, zstart(c), ZCAP / 8 - BS);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), 0);
+		ck_assert_uint_eq(v.zone, c);
+		zalloc_gc_done(t.za, c);
+		zalloc_valid_sub(t.za, zstart(c) + ZCAP / 8 - BS, BS);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
+		ck_assert_uint_eq(v.zone, c);
+		zalloc_gc_done(t.za, c);
+	}
 	tdev_free(&t);
 }
 END_TEST
