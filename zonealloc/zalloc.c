@@ -490,6 +490,17 @@ static bool gc_candidate(const struct za_zone *z, uint64_t now)
 	       (!now || z->gc_retry_ns <= now);
 }
 
+/* Does collecting z free enough to be worth its copying?  In the
+ * background (greedy false) at least capacity / ZALLOC_GC_MIN_GAIN; when
+ * writers wait, capacity / ZALLOC_GC_MIN_GAIN_URGENT (and a block). */
+static bool gc_gain_enough(const struct zalloc *za, const struct za_zone *z, bool greedy)
+{
+	uint64_t gain = z->capacity - z->valid;
+
+	return gain >= za->bs &&
+	       gain >= z->capacity / (greedy ? ZALLOC_GC_MIN_GAIN_URGENT : ZALLOC_GC_MIN_GAIN);
+}
+
 static bool gc_possible(const struct zalloc *za)
 {
 	uint64_t now;
@@ -498,8 +509,7 @@ static bool gc_possible(const struct zalloc *za)
 		return false;
 	now = zf_now_ns();
 	for (uint32_t i = 0; i < za->nr; i++)
-		if (gc_candidate(&za->z[i], now) &&
-		    za->z[i].capacity - za->z[i].valid >= za->bs)
+		if (gc_candidate(&za->z[i], now) && gc_gain_enough(za, &za->z[i], true))
 			return true;
 	return false;
 }
@@ -1579,7 +1589,7 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
 		st->class_life_bytes[c] = za->class_life[c];
 	for (uint32_t i = 0; i < za->nr; i++)
-		if (gc_candidate(&za->z[i], 0))
+		if (gc_candidate(&za->z[i], 0) && gc_gain_enough(za, &za->z[i], true))
 			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
 	pthread_mutex_unlock(&za->mu);
 }
@@ -1658,7 +1668,7 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 		struct za_zone *z = &za->z[i];
 		double sc;
 
-		if (!gc_candidate(z, now) || z->capacity - z->valid < za->bs)
+		if (!gc_candidate(z, now) || !gc_gain_enough(za, z, greedy))
 			continue;
 		/* only victims whose live data fits: a victim moved in part
 		 * uses room and frees nothing */
@@ -1666,10 +1676,8 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 			continue;
 		if (skip && (skip[i / 64] >> (i % 64)) & 1)
 			continue;
-		/* in the background: data that may still die is left to die,
-		 * and a zone that frees little is not worth its copying */
-		if (!greedy && (za->dev_bytes - z->wclock < za->class_life[z->cls] ||
-				z->capacity - z->valid < z->capacity / ZALLOC_GC_MIN_GAIN))
+		/* in the background, data that may still die is left to die */
+		if (!greedy && za->dev_bytes - z->wclock < za->class_life[z->cls])
 			continue;
 		sc = greedy ? (double)(z->capacity - z->valid)
 			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));

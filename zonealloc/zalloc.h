@@ -248,14 +248,18 @@ unsigned int zalloc_waiters(struct zalloc *za);
  * on dying whole on their own (class_life_bytes) -- is no candidate: its
  * live bytes are likely to die where they are (a WAL zone holding the
  * start of the live WAL, the tables of an LSM level before the next
- * compaction), and copying them would be wasted; nor is a zone that would
- * free less than 1/ZALLOC_GC_MIN_GAIN of its capacity (seen in QEMU at 80%
- * full: 16 MiB copied to free 4 KiB, with nothing better to do).
- * Either way only FULL zones that are not leased, busy, pending, being
- * collected (or backing off), have no bytes in flight (unclaimed), and
- * free at least one block. */
+ * compaction), and copying them would be wasted.
+ * A victim must free at least 1/ZALLOC_GC_MIN_GAIN of its capacity in the
+ * background, 1/ZALLOC_GC_MIN_GAIN_URGENT when writers wait (seen in QEMU
+ * at 80% full: a 16 MiB zone copied to free 4 KiB, a rewritten page, when
+ * nothing better was left), and at least a block.  So zones at most 1/64
+ * dead are never collected: ENOSPC comes that much before valid data fills
+ * the device.  Either way only FULL zones that are not leased, busy,
+ * pending, being collected (or backing off), and have no bytes in flight
+ * (unclaimed) qualify. */
 #define ZALLOC_GC_PATIENCE_NS 3000000000ull	/* 3 s without progress */
-#define ZALLOC_GC_MIN_GAIN 8u	/* background victims free >= capacity / 8 */
+#define ZALLOC_GC_MIN_GAIN 8u		/* background victims free >= capacity / 8 */
+#define ZALLOC_GC_MIN_GAIN_URGENT 64u	/* greedy ones >= capacity / 64 */
 /* FREE zones writers never take while GC is on (zalloc_set_gc()), not even
  * after the patience above: the collector's room to compact partly dead
  * zones.  Their capacity is left out of zalloc_stats.free_bytes and is

@@ -1575,7 +1575,8 @@ END_TEST
 /* In the background a zone younger than its class's life is left to die
  * (the life: how long after their last write the class's zones went on
  * dying whole by themselves), and a zone freeing less than 1/8 of itself
- * is not worth copying.  Writers waiting (greedy) still take either. */
+ * is not worth copying; writers waiting (greedy) still take either, but
+ * not a zone freeing less than 1/64 of itself. */
 START_TEST(gc_young_zone_left_to_die)
 {
 	struct tdev t;
@@ -1616,9 +1617,19 @@ START_TEST(gc_young_zone_left_to_die)
 	zalloc_valid_sub(t.za, zstart(a), ZCAP);
 	zalloc_get_stats(t.za, &st);
 	ck_assert_uint_eq(st.class_life_bytes[LIFETIME_SHORT], 3 * ZCAP - (2 * ZCAP) / 8);
-	/* a zone that would free less than 1/8 of itself: greedy only */
+	/* a zone that would free less than 1/8 of itself: greedy only; less
+	 * than 1/64: never (a rewritten page is no reason to copy a zone) */
 	{
+		uint32_t d = fill_zone(&t, LIFETIME_LONG);
 		uint32_t c = fill_zone(&t, LIFETIME_LONG);
+
+		zalloc_valid_sub(t.za, zstart(d), ZCAP / 64 - BS);
+		for (int i = 0; i < 4; i++)
+			fill_zone(&t, LIFETIME_MEDIUM);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), -ENOENT);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, true, NULL, &v), -ENOENT);
+		zalloc_get_stats(t.za, &st);
+		ck_assert_uint_eq(st.gc_reclaimable_bytes, 0);
 
 		for (int i = 0; i < 4; i++)
 			fill_zone(&t, LIFETIME_MEDIUM);
