@@ -212,10 +212,10 @@ unsigned int zalloc_waiters(struct zalloc *za);
  *     collector) and waits, re-checking every 50 ms, instead of failing.
  *     If the collector makes no progress (no zone reset, no valid byte
  *     leaving a zone being collected) for ZALLOC_GC_PATIENCE_NS, the waiter
- *     takes a reserved
- *     zone; with none left, -ENOSPC.  So -ENOSPC means: no FREE zone, no
- *     reset pending, and no FULL zone with an invalid byte, i.e. valid data
- *     fills the device (or the collector is stuck for that long);
+ *     takes a reserved zone; with none left, -ENOSPC.  So -ENOSPC means: no
+ *     FREE zone, no reset pending, and no FULL zone at least 1/64 dead
+ *     (ZALLOC_GC_MIN_GAIN_URGENT), i.e. valid data fills the device to
+ *     within 1/64 (or the collector is stuck for that long);
  *   - acquires never wait for leases held by the caller (see above).
  *
  * The collector's protocol for one victim:
