@@ -35,7 +35,7 @@
 #   --out DIR          result folder (results/qemu-fs-<time>)
 #   --timeout SEC      per guest (5400); db_bench itself is stopped 300 s
 #                      earlier so the counters are still collected
-#   -o OPTS            zonefuse mount options
+#   -o OPTS            more zonefuse mount options (zf_verbose is always on)
 #   --table DIR        only print the table of an earlier result folder
 # Needs root (scripts/qemu-zns.sh).  A run that fails (ENOSPC, I/O error,
 # timeout) is reported as not completed; the script exits 0 when every run
@@ -78,8 +78,8 @@ guest() {
 	case "$fs" in
 	zonefuse)
 		"$B/mkfs.zonefuse" --force "$DEV" >/tmp/mkfs.log 2>&1 || { cat /tmp/mkfs.log; failed "mkfs.zonefuse"; }
-		local o=()
-		[ -z "$zfopts" ] || o=(-o "$zfopts")
+		# zf_verbose: one line per GC victim in FS-FILL.daemon.log
+		local o=(-o "zf_verbose${zfopts:+,$zfopts}")
 		"$B/zonefuse" "$DEV" "$MNT" -f "${o[@]}" >"$R.daemon.log" 2>&1 &
 		zpid=$!
 		for _ in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
