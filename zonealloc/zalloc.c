@@ -1676,8 +1676,12 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 			continue;
 		if (skip && (skip[i / 64] >> (i % 64)) & 1)
 			continue;
-		/* in the background, data that may still die is left to die */
-		if (!greedy && za->dev_bytes - z->wclock < za->class_life[z->cls])
+		/* in the background, a WAL zone that may still die is left to
+		 * die (for longer-lived classes the age in the score does
+		 * better: deferring them all made bench-placement's GC at 80%
+		 * greedy, WA 1.088 vs 1.045) */
+		if (!greedy && z->cls == LIFETIME_SHORT &&
+		    za->dev_bytes - z->wclock < za->class_life[z->cls])
 			continue;
 		sc = greedy ? (double)(z->capacity - z->valid)
 			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));

@@ -1572,8 +1572,8 @@ START_TEST(gc_score_function)
 }
 END_TEST
 
-/* In the background a zone younger than its class's life is left to die
- * (the life: how long after their last write the class's zones went on
+/* In the background a WAL zone younger than its class's life is left to
+ * die (the life: how long after their last write the class's zones went on
  * dying whole by themselves), and a zone freeing less than 1/8 of itself
  * is not worth copying; writers waiting (greedy) still take either, but
  * not a zone freeing less than 1/64 of itself. */
@@ -1642,6 +1642,21 @@ START_TEST(gc_young_zone_left_to_die)
 		ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
 		ck_assert_uint_eq(v.zone, c);
 		zalloc_gc_done(t.za, c);
+	}
+	/* other classes: the age in the score decides, young or not */
+	{
+		uint32_t m = fill_zone(&t, LIFETIME_MEDIUM);
+
+		for (int i = 0; i < 3; i++)
+			fill_zone(&t, LIFETIME_LONG);
+		zalloc_valid_sub(t.za, zstart(m), ZCAP);
+		zalloc_get_stats(t.za, &st);
+		ck_assert_uint_eq(st.class_life_bytes[LIFETIME_MEDIUM], 3 * ZCAP);
+		m = fill_zone(&t, LIFETIME_MEDIUM);
+		zalloc_valid_sub(t.za, zstart(m), ZCAP - ZCAP / 16);
+		ck_assert_int_eq(zalloc_gc_pick(t.za, false, NULL, &v), 0);
+		ck_assert_uint_eq(v.zone, m);
+		zalloc_gc_done(t.za, m);
 	}
 	tdev_free(&t);
 }
