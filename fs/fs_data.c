@@ -378,14 +378,11 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
  *   1.119 striped over 4 zones; docs/placement.md). */
 static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 {
-	if (fs->opts.stripe_width <= 1)
+	bool striped = in->cls == LIFETIME_MEDIUM ||
+		       (in->cls == LIFETIME_SHORT && in->wb_press);
+
+	if (fs->opts.stripe_width <= 1 || !striped)
 		return 1;
-	if (in->cls == LIFETIME_SHORT) {
-		if (!in->wb_press)
-			return 1;
-	} else if (in->cls != LIFETIME_MEDIUM) {
-		return 1;
-	}
 	unsigned w = zalloc_stripe_width(fs->za, (enum lifetime_class)in->cls);
 	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
 }

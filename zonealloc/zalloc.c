@@ -918,8 +918,9 @@ int zalloc_mount_done(struct zalloc *za)
  * note how long after its last write, in device bytes.  The estimate
  * follows the longest such survival at once and forgets it slowly (1/8 of
  * the way to each new sample), so it reads "zones of this class may still
- * be dying this long after they were written".  zalloc_gc_pick() leaves
- * younger zones of the class to die instead of copying their live bytes. */
+ * be dying this long after they were written".  zalloc_gc_pick() uses it
+ * for WAL zones (class SHORT) only, leaving younger ones to die instead of
+ * copying their live bytes; for the other classes it is a statistic. */
 static void class_life_note(struct zalloc *za, const struct za_zone *z)
 {
 	uint64_t s = za->dev_bytes - z->wclock, *l = &za->class_life[z->cls];
