@@ -348,7 +348,7 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 		if (ret)
 			break;
 		zalloc_valid_add(fs->za, d, b - a);
-		ret = extmap_set(&in->map, fo, b - a, d, fs_drop_valid, fs);
+		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);
 		if (ret)
 			zalloc_valid_sub(fs->za, d, b - a);
 	}
@@ -837,10 +837,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	pthread_mutex_lock(&fs->lock);
 	ret = fs_log_truncate(fs, in->ino, size);
 	if (!ret) {
-		if (size < in->size)
-			extmap_punch(&in->map, ZF_ALIGN_UP(size, fs->bs), UINT64_MAX,
-				     fs_drop_valid, fs);
-		in->size = size;
+		fs_apply_truncate(fs, in, size);
 		in->mtime = in->ctime = fs_now();
 		if (in->buffered)
 			fs_mark_dirty(fs, in);
@@ -942,7 +939,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 			pthread_mutex_lock(&fs->lock);
 			err = fs_log_punch(fs, in->ino, a, b - a);
 			if (!err)
-				extmap_punch(&in->map, a, b - a, fs_drop_valid, fs);
+				fs_apply_punch(fs, in, a, b - a);
 			pthread_mutex_unlock(&fs->lock);
 		}
 		if (!err) {

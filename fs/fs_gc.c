@@ -265,7 +265,7 @@ static int64_t repoint(struct fs *fs, uint64_t ino, struct gc_part *parts,
 				continue;
 			}
 			zalloc_valid_add(fs->za, nd, b - a);
-			e = extmap_set(&in->map, a, b - a, nd, fs_drop_valid, fs);
+			e = fs_apply_extent(fs, in, a, b - a, nd, ZF_MIN(in->size, b));
 			if (e) {
 				zalloc_valid_sub(fs->za, nd, b - a);
 				continue;

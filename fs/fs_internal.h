@@ -234,6 +234,12 @@ int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name);
 int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len);	/* extmap drop cb */
+/* Data records applied to memory, live (after the append) and at replay.
+ * [L+RW]; fs_apply_extent fails only with -ENOMEM from the extent map. */
+int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
+		    uint64_t dev, uint64_t size_min);
+void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);
+void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
 
 /* fs_data.c.  [RW excl, drops] = called and returns with in->rw held
  * exclusively, but may release and re-take it meanwhile (to run device I/O

@@ -418,6 +418,31 @@ static int set_attr(struct fs *fs, const struct attr_rec *a)
 	return 0;
 }
 
+/* Data records, applied to memory the same way live (after the record is
+ * appended) and at replay.  Dropped device ranges are reported to zalloc
+ * through fs_drop_valid (a no-op while replaying). [L+RW] */
+int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
+		    uint64_t dev, uint64_t size_min)
+{
+	int ret = extmap_set(&in->map, off, len, dev, fs_drop_valid, fs);
+	if (!ret && size_min > in->size)
+		in->size = size_min;
+	return ret;
+}
+
+void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
+{
+	if (size < in->size)
+		extmap_punch(&in->map, tail_start(size, replay_bs(fs)), UINT64_MAX,
+			     fs_drop_valid, fs);
+	in->size = size;
+}
+
+void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
+}
+
 /* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
  * as "below" (refused). */
 static bool replay_is_below(struct fs *fs, uint64_t ino, uint64_t anc)
@@ -594,9 +619,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		in = reg_inode(fs, ino);
 		if (!in)	/* freed later in the log (unlinked while open) */
 			break;
-		ret = extmap_set(&in->map, off, elen, dev, NULL, NULL);
-		if (size_min > in->size)
-			in->size = size_min;
+		ret = fs_apply_extent(fs, in, off, elen, dev, size_min);
 		break;
 	}
 	case FS_REC_EXTENTS: {
@@ -623,13 +646,11 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		in = reg_inode(fs, ino);
 		if (r.bad || !in)
 			break;
-		uint32_t bs = replay_bs(fs);
-		if (!bs) {
+		if (!replay_bs(fs)) {
 			r.bad = true;
 			break;
 		}
-		extmap_punch(&in->map, tail_start(size, bs), UINT64_MAX, NULL, NULL);
-		in->size = size;
+		fs_apply_truncate(fs, in, size);
 		break;
 	}
 	case FS_REC_PUNCH: {
@@ -637,7 +658,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		in = reg_inode(fs, ino);
 		if (r.bad || !in)
 			break;
-		extmap_punch(&in->map, off, plen, NULL, NULL);
+		fs_apply_punch(fs, in, off, plen);
 		break;
 	}
 	case FS_REC_XATTR_SET: {

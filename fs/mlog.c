@@ -1475,7 +1475,7 @@ static int parse_chain(struct mlog *m, struct preader *r, const uint32_t *chain,
 				state = MLOG_TAIL_CLEAN;
 				goto out;
 			}
-			const uint8_t *p;
+			const uint8_t *p = NULL;
 			struct rechdr h;
 			rc = pr_get(r, off, RECHDR, lim, &p);
 			if (rc)
