@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config meson ninja-build check libfuse3-dev fuse3
       libzbd-dev zbd-utils liburing-dev libleveldb-dev librocksdb-dev
-      rocksdb-tools fio attr e2fsprogs util-linux python3 "$@")
+      rocksdb-tools fio attr e2fsprogs util-linux python3 clang "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
