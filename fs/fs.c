@@ -824,7 +824,8 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	/* the collector's floor zone never holds user data */
 	uint64_t floor = zs.gc_reserve_zones && zs.nr_zones ?
 			 ZALLOC_GC_FLOOR * (zs.capacity_bytes / zs.nr_zones) : 0;
-	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor);
+	/* nor do the metadata log's zones and the reserve kept for it */
+	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor + zs.log_bytes);
 	st->f_blocks = cap / fs->bs;
 	uint64_t used = zs.valid_bytes + fs->buffered;
 	uint64_t avail = cap > used ? cap - used : 0;
@@ -863,12 +864,40 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 
 /* ---- commit ---- */
 
+/* A snapshot when one is due.  A snapshot rewrites the whole state into a
+ * new epoch, so it also makes durable whatever a failed commit left
+ * pending, and it repairs a log broken by a device error. [no locks] */
+static int snapshot_if_due(struct fs *fs)
+{
+	int ret = 0;
+
+	if (!mlog_should_snapshot(fs->mlog))
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	if (mlog_should_snapshot(fs->mlog)) {
+		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+		if (ret) {
+			fs->meta_errors++;
+			zf_warn("metadata snapshot failed: %s; retried at the next commit",
+				strerror(-ret));
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
 int fs_commit(struct fs *fs)
 {
 	uint64_t t = zalloc_commit_begin(fs->za);
 	int ret = mlog_commit(fs->mlog);
 	if (ret) {
+		/* The caller hears of it (a failed flush may have lost data
+		 * written before it).  A log broken by the error (a zone no
+		 * longer matches the layout) is cured by a snapshot: one is
+		 * tried now, and at every commit until it succeeds. */
+		fs->meta_errors++;
 		zf_err("metadata commit failed: %s", strerror(-ret));
+		snapshot_if_due(fs);
 		return ret;
 	}
 	fs->commits++;
@@ -877,17 +906,10 @@ int fs_commit(struct fs *fs)
 		zf_err("zone reset after commit failed: %s", strerror(-ret));
 		return ret;
 	}
-	ret = 0;
-	if (mlog_should_snapshot(fs->mlog)) {
-		pthread_mutex_lock(&fs->lock);
-		if (mlog_should_snapshot(fs->mlog)) {
-			ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
-			if (ret)
-				zf_err("metadata snapshot failed: %s", strerror(-ret));
-		}
-		pthread_mutex_unlock(&fs->lock);
-	}
-	return ret;
+	/* Everything is durable now: a snapshot that fails is retried later,
+	 * never reported to the caller as a failed fsync. */
+	snapshot_if_due(fs);
+	return 0;
 }
 
 int fs_commit_log(struct fs *fs)
@@ -1175,6 +1197,59 @@ static void need_space(void *arg)
 	}
 }
 
+/* The metadata log borrows EMPTY data zones from zalloc when its meta zones
+ * are not enough (mlog.h, zalloc.h); the callbacks run with mlog's lock
+ * held and take only zalloc's leaf lock. */
+static int log_borrow(void *arg, uint32_t keep, uint32_t *zone)
+{
+	struct fs *fs = arg;
+	return zalloc_lend(fs->za, keep, zone);
+}
+
+static void log_give_back(void *arg, uint32_t zone)
+{
+	struct fs *fs = arg;
+	zalloc_lend_return(fs->za, zone);
+}
+
+static void log_reserve(void *arg, uint32_t zones)
+{
+	struct fs *fs = arg;
+	zalloc_set_log_reserve(fs->za, zones);
+}
+
+static uint32_t log_avail(void *arg)
+{
+	struct fs *fs = arg;
+	return zalloc_free_zones(fs->za);
+}
+
+static const struct mlog_zone_source log_zone_source = {
+	.borrow = log_borrow, .give_back = log_give_back, .reserve = log_reserve,
+	.avail = log_avail,
+};
+
+/* Before zalloc_mount_done: the data zones the replayed log holds are the
+ * log's (mount_done would reset them: no extent references them). */
+static int adopt_log_zones(struct fs *fs)
+{
+	uint32_t n = mlog_borrowed_zones(fs->mlog, NULL, 0);
+	if (!n)
+		return 0;
+	uint32_t *z = calloc(n, sizeof(*z));
+	if (!z)
+		return -ENOMEM;
+	n = mlog_borrowed_zones(fs->mlog, z, n);
+	int ret = 0;
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		ret = zalloc_lend_adopt(fs->za, z[i]);
+		if (ret)
+			zf_err("metadata log zone %u is not a data zone", z[i]);
+	}
+	free(z);
+	return ret ? -EUCLEAN : 0;
+}
+
 /* After replay: free orphans, account valid bytes per zone, tell zalloc
  * each zone's class. */
 static int mount_reconcile(struct fs *fs)
@@ -1278,6 +1353,9 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 		goto fail;
 	}
 	zalloc_set_need_space_cb(fs->za, need_space, fs);
+	ret = adopt_log_zones(fs);
+	if (ret)
+		goto fail;
 	ret = mount_reconcile(fs);
 	if (!ret)
 		ret = fs_lifetime_init(fs);	/* rules file, inference (fs_lifetime.c) */
@@ -1289,6 +1367,7 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 			zf_err("mount-time zone cleanup: %s", strerror(-ret));
 			goto fail;
 		}
+		mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
 		pthread_mutex_lock(&fs->lock);
 		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
 		pthread_mutex_unlock(&fs->lock);
@@ -1300,6 +1379,8 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	*out = fs;
 	return 0;
 fail:
+	if (fs->mlog)
+		mlog_set_zone_source(fs->mlog, NULL, NULL);
 	if (fs->za)
 		zalloc_destroy(fs->za);
 	if (fs->mlog)
@@ -1337,14 +1418,20 @@ int fs_unmount(struct fs *fs)
 	fs_pf_stop(fs);
 	if (!fs->read_only) {
 		ret = fs_sync(fs);
-		if (!ret) {
-			pthread_mutex_lock(&fs->lock);
-			ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
-			pthread_mutex_unlock(&fs->lock);
-		}
-		if (ret)
+		if (ret) {
 			zf_err("unmount: final commit failed: %s", strerror(-ret));
+		} else {
+			/* Everything is durable: the snapshot only shortens the
+			 * next mount's replay. */
+			pthread_mutex_lock(&fs->lock);
+			int r = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+			pthread_mutex_unlock(&fs->lock);
+			if (r)
+				zf_warn("unmount: final snapshot failed (%s); the log "
+					"is replayed at the next mount", strerror(-r));
+		}
 	}
+	mlog_set_zone_source(fs->mlog, NULL, NULL);
 	zalloc_destroy(fs->za);
 	fs->za = NULL;
 	mlog_close(fs->mlog);

@@ -183,6 +183,7 @@ struct fs {
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
 	_Atomic uint64_t commits;
+	_Atomic uint64_t meta_errors;	/* failed metadata commits and snapshots */
 
 	/* lifetime placement (fs_lifetime.c) and garbage collection (fs_gc.c) */
 	struct lifetime_infer *lt;	/* inference state (own leaf lock) */

@@ -74,21 +74,37 @@ static void put_attr(struct rbuf *r, const struct fs_inode *in)
 	put_u8(r, in->cls_src);
 }
 
-/* Append one record; when the log is full, snapshot (we hold fs->lock, as
- * mlog_snapshot requires) and retry once. */
+/* Records that free space may use the room kept for the next snapshot:
+ * on a full device, deleting must always work. */
+static unsigned int rec_flags(uint16_t type)
+{
+	switch (type) {
+	case FS_REC_UNLINK: case FS_REC_RENAME: case FS_REC_TRUNCATE:
+	case FS_REC_PUNCH: case FS_REC_XATTR_DEL:
+		return MLOG_APPEND_FREES;
+	default:
+		return 0;
+	}
+}
+
+/* Append one record.  When the log has no room, a snapshot compacts it
+ * (we hold fs->lock, as mlog_snapshot requires) and the append is retried
+ * once, unless the state itself fills the device (a snapshot would not
+ * help: -ENOSPC at once, never a snapshot per record). */
 static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 {
 	int ret;
+	unsigned int fl = rec_flags(type);
 
 	if (r->overflow)
 		return -ENAMETOOLONG;
 	if (fs->replaying || fs->read_only)
 		return 0;
-	ret = mlog_append(fs->mlog, type, r->b, (uint32_t)r->n);
-	if (ret == -ENOSPC) {
+	ret = mlog_append_flags(fs->mlog, type, r->b, (uint32_t)r->n, fl);
+	if (ret == -ENOSPC && (fl || !mlog_state_full(fs->mlog))) {
 		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
 		if (ret == 0)
-			ret = mlog_append(fs->mlog, type, r->b, (uint32_t)r->n);
+			ret = mlog_append_flags(fs->mlog, type, r->b, (uint32_t)r->n, fl);
 	}
 	if (ret < 0)
 		zf_err("metadata log append (type %u): %s", type, strerror(-ret));

@@ -158,21 +158,27 @@ _Static_assert(offsetof(struct zhdr, crc) == 208, "zhdr layout");
 _Static_assert(sizeof(struct zhdr) == 216, "zhdr layout");
 _Static_assert(sizeof(struct rechdr) == RECHDR, "rechdr layout");
 
-/* Role of a meta zone in the in-memory state. */
-enum zrole { Z_FREE, Z_CHAIN, Z_NEW, Z_GARBAGE, Z_BAD };
+/* Role of a log zone in the in-memory state.  Z_UNUSED: a slot past the
+ * meta zones that holds no borrowed zone now (reusable). */
+enum zrole { Z_FREE, Z_CHAIN, Z_NEW, Z_GARBAGE, Z_BAD, Z_UNUSED };
 
+/* A zone the log uses: the meta zones are slots [0, nmeta); zones borrowed
+ * from the data area take the slots after them.  Slots never move (the
+ * array is allocated once for every zone the log could hold), so the
+ * leader may use a slot without the lock. */
 struct mzone {
 	uint32_t idx;		/* device zone index */
 	uint8_t role;		/* enum zrole; under m->lock */
 	uint8_t cond;		/* cached condition; leader only */
 	bool need_finish;	/* leader only */
+	bool borrowed;		/* a data zone lent by the zone source; under m->lock */
 	uint64_t start, cap;	/* bytes */
 	uint64_t capB;		/* capacity rounded down to B */
 	uint64_t wp;		/* cached absolute write pointer; leader only */
 };
 
 struct seg {
-	uint32_t zi;		/* meta-relative zone */
+	uint32_t zi;		/* slot in m->z */
 	bool closes;		/* ends with NEXT_ZONE: finish the zone after */
 	uint64_t zoff;		/* zone-relative offset of the first byte */
 	size_t boff;		/* offset in the batch buffer */
@@ -196,10 +202,24 @@ struct mlog {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 
-	struct mzone *z;
-	uint32_t nz;
-	uint32_t *chain, chain_len;	/* current epoch, by zone_seq */
+	struct mzone *z;		/* zcap slots */
+	uint32_t nz;			/* slots ever used (meta + borrowed); under lock */
+	uint32_t nmeta, zcap;		/* meta zones; slots allocated */
+	uint32_t *chain, chain_len;	/* current epoch's slots, by zone_seq */
 	uint32_t *nchain, nchain_len;	/* epoch being written by a snapshot */
+	/* Where borrowed zones come from (mlog_set_zone_source); none: the
+	 * log lives in the meta zones alone. */
+	struct mlog_zone_source src;
+	void *src_arg;
+	uint32_t reserve_told;		/* last reserve given to src.reserve */
+	uint32_t snap_zones;		/* zones the current epoch's snapshot took */
+	uint64_t snap_bytes;		/* bytes the current epoch's snapshot took */
+	uint64_t snap_put;		/* put_bytes when that snapshot ended */
+	bool append_frees;		/* the append in progress frees space
+					 * (MLOG_APPEND_FREES); under lock */
+	bool state_full;		/* the state is as large as the device lets
+					 * it be: only records that free space are
+					 * taken (set after each snapshot); under lock */
 	uint64_t epoch, max_epoch, snap_epoch;
 	uint32_t alloc_cursor;
 
@@ -258,7 +278,7 @@ static bool sb_valid(const struct mlog_sb *sb, const struct zdev_geometry *geo)
 {
 	uint32_t B = sb->block_size;
 
-	if (sb->version != MLOG_SB_VERSION)
+	if (sb->version < 1 || sb->version > MLOG_SB_VERSION)
 		return false;
 	if (!is_pow2(B) || B < 512 || B < geo->block_size || B > MAX_BLOCK ||
 	    B % geo->block_size)
@@ -292,7 +312,7 @@ static bool zhdr_valid(const struct zhdr *h, const struct zdev_geometry *geo,
 		return false;
 	if (!sb_valid(&h->sb, geo))
 		return false;
-	if (h->zone_seq >= h->sb.meta_count)
+	if (h->zone_seq >= geo->nr_zones)
 		return false;
 	return true;
 }
@@ -468,18 +488,189 @@ static uint32_t count_role(const struct mlog *m, int role)
 	return n;
 }
 
-/* Next free zone, round robin (spreads wear over the meta zones). */
+static uint32_t count_borrowed(const struct mlog *m)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = m->nmeta; i < m->nz; i++)
+		n += m->z[i].role != Z_UNUSED;
+	return n;
+}
+
+/* Bytes of records one log zone holds. */
+static uint64_t zone_room(const struct mlog *m)
+{
+	uint64_t capB = zone_capB(m->sb.zone_capacity, m->B);
+
+	return capB > 2ull * m->B ? capB - 2ull * m->B : m->B;
+}
+
+/* Zones the current epoch may grow to before a snapshot is due: as many
+ * again as half its snapshot, and at least half the meta zones.  So the
+ * log stays within 1.5 times its state (plus the meta zones), and a
+ * snapshot is written at most once per half a state's worth of records. */
+static uint32_t growth_allowed(const struct mlog *m)
+{
+	uint32_t a = ZF_MAX((m->snap_zones + 1) / 2, m->nmeta / 2);
+
+	return ZF_MAX(a, 1u);
+}
+
+/* With a zone source: the chain grew by growth_allowed() since its
+ * snapshot.  Without one the meta zones must hold the next snapshot beside
+ * the chain: due once the chain takes half of them. */
+static bool snapshot_due(const struct mlog *m)
+{
+	if (!m->src.borrow)
+		return 2ull * m->chain_len >= m->nmeta;
+	return m->chain_len >= ZF_MIN(m->snap_zones, m->chain_len) + growth_allowed(m);
+}
+
+/* Borrowed zones the log may need at its peak: the chain it has, one more
+ * zone to go on appending, and the next snapshot written beside it, which
+ * is estimated at 5/4 of the bytes of the last snapshot and of every
+ * record since (a snapshot describes each file with a little more than the
+ * record that made it).  Whatever the meta zones hold is not borrowed. */
+static uint32_t next_snapshot_zones(const struct mlog *m)
+{
+	uint64_t since = m->put_bytes - m->snap_put;
+	uint64_t next = (m->snap_bytes + since) / 4 * 5;
+
+	return (uint32_t)ZF_MIN(next / zone_room(m) + 1, (uint64_t)m->zcap);
+}
+
+static uint32_t reserve_needed(const struct mlog *m)
+{
+	uint64_t peak = (uint64_t)m->chain_len + 1 + next_snapshot_zones(m);
+
+	return peak > m->nmeta ? (uint32_t)ZF_MIN(peak - m->nmeta, (uint64_t)m->zcap)
+			       : 0;
+}
+
+/* After a snapshot: can the state still grow?  It must always be possible
+ * to write the next snapshot beside the chain (else nothing could ever be
+ * compacted again): the zones the log could take (free meta zones but the
+ * one kept for a snapshot's head, and the source's EMPTY zones) must hold
+ * that snapshot and one zone to append to.  Lock held. */
+static bool room_for_growth(const struct mlog *m)
+{
+	if (!m->src.avail)
+		return true;
+	uint64_t room = (uint64_t)m->src.avail(m->src_arg) + count_role(m, Z_FREE);
+	uint64_t need = (uint64_t)next_snapshot_zones(m) + 1;
+
+	return room >= need + 1;
+}
+
+/* Tell the zone source how many zones to keep for the log.  Lock held. */
+static void tell_reserve(struct mlog *m)
+{
+	uint32_t r = reserve_needed(m);
+
+	if (!m->src.reserve || r == m->reserve_told)
+		return;
+	m->reserve_told = r;
+	m->src.reserve(m->src_arg, r);
+}
+
+/* Next free meta zone, round robin (spreads wear over the meta zones). */
 static int pick_free(struct mlog *m, uint32_t *out)
 {
-	for (uint32_t k = 0; k < m->nz; k++) {
-		uint32_t i = (m->alloc_cursor + k) % m->nz;
+	for (uint32_t k = 0; k < m->nmeta; k++) {
+		uint32_t i = (m->alloc_cursor + k) % m->nmeta;
 		if (m->z[i].role == Z_FREE) {
-			m->alloc_cursor = (i + 1) % m->nz;
+			m->alloc_cursor = (i + 1) % m->nmeta;
 			*out = i;
 			return 0;
 		}
 	}
 	return -ENOSPC;
+}
+
+/* A slot for a borrowed zone: an unused one, or a new one.  Lock held. */
+static int borrow_slot(struct mlog *m, uint32_t *out)
+{
+	for (uint32_t i = m->nmeta; i < m->nz; i++)
+		if (m->z[i].role == Z_UNUSED) {
+			*out = i;
+			return 0;
+		}
+	if (m->nz >= m->zcap)
+		return -ENOSPC;
+	m->z[m->nz].role = Z_UNUSED;
+	*out = m->nz++;
+	return 0;
+}
+
+/* Fill slot si for device zone `zone` from a fresh zone report.  A zone
+ * that cannot hold the log (conventional, too small, offline) fails with
+ * -EIO. */
+static int load_slot(struct mlog *m, uint32_t si, uint32_t zone)
+{
+	struct zdev_zone r;
+	int rc = report_all(m->dev, zone, 1, &r);
+
+	if (rc)
+		return rc;
+	struct mzone *z = &m->z[si];
+	memset(z, 0, sizeof(*z));
+	z->idx = zone;
+	zone_from_report(z, &r, m->B);
+	z->role = Z_UNUSED;
+	if (!zdev_zone_seq(&r) || !zone_cap_ok(z->capB, m->B) ||
+	    r.cond == ZDEV_COND_OFFLINE || r.cond == ZDEV_COND_READONLY)
+		return -EIO;
+	return 0;
+}
+
+/* Borrow an EMPTY data zone from the zone source into a slot.  Lock held
+ * (the source takes only its own leaf lock and never waits). */
+static int borrow_zone(struct mlog *m, uint32_t *out)
+{
+	uint32_t si, zone;
+	int rc;
+
+	if (!m->src.borrow)
+		return -ENOSPC;
+	rc = borrow_slot(m, &si);
+	if (rc)
+		return rc;
+	/* Growth leaves room for the next snapshot beside the chain; the
+	 * snapshot itself, and records that free space, may take the last
+	 * zones (that is what the room is for). */
+	uint32_t keep = m->snap || m->append_frees ? 0 : next_snapshot_zones(m) + 1;
+	rc = m->src.borrow(m->src_arg, keep, &zone);
+	if (rc)
+		return rc;
+	rc = load_slot(m, si, zone);
+	if (!rc && m->z[si].cond != ZDEV_COND_EMPTY)
+		rc = -EIO;
+	if (rc) {
+		zf_warn("mlog: borrowed zone %u is not usable (%d)", zone, rc);
+		m->z[si].role = Z_UNUSED;
+		if (m->src.give_back)
+			m->src.give_back(m->src_arg, zone);
+		return rc;
+	}
+	m->z[si].borrowed = true;
+	m->st.zone_borrows++;
+	*out = si;
+	return 0;
+}
+
+/* The zone the chain continues in.  A snapshot's first zone is always a
+ * meta zone (recovery finds epochs by the meta zones' headers), so outside a
+ * snapshot one meta zone stays EMPTY; the other zones are meta zones while
+ * there are, then borrowed ones.  Lock held. */
+static int take_zone(struct mlog *m, bool head, uint32_t *out)
+{
+	uint32_t nfree = count_role(m, Z_FREE);
+
+	if (head)
+		return pick_free(m, out);
+	if (nfree >= (m->snap ? 1u : 2u))
+		return pick_free(m, out);
+	return borrow_zone(m, out);
 }
 
 /* Lay out the header block of zone zi as zone_seq seq of epoch; the tail
@@ -509,9 +700,10 @@ static void put_zone_header(struct mlog *m, uint32_t zi, uint64_t epoch,
 static int next_zone(struct mlog *m)
 {
 	uint32_t nzi;
+	int rc = take_zone(m, false, &nzi);
 
-	if (count_role(m, Z_FREE) < (m->snap ? 1u : 2u) || pick_free(m, &nzi))
-		return -ENOSPC;
+	if (rc)
+		return rc;
 	uint32_t pl[2] = { m->z[nzi].idx, 0 };
 	put_record(m, REC_NEXT_ZONE, pl, sizeof(pl), zf_crc32c(0, pl, sizeof(pl)),
 		   false);
@@ -523,6 +715,8 @@ static int next_zone(struct mlog *m)
 	m->z[nzi].role = m->snap ? Z_NEW : Z_CHAIN;
 	ch[(*len)++] = nzi;
 	put_zone_header(m, nzi, m->snap ? m->snap_epoch : m->epoch, *len - 1);
+	if (!m->snap)
+		tell_reserve(m);
 	return 0;
 }
 
@@ -608,12 +802,12 @@ static bool resync(struct mlog *m, struct mzone *z, struct seg *s)
 
 /* Write what is left of b.  Segments shrink from the front as bytes reach
  * the device.  *lost is set when the device no longer matches the layout. */
-static int write_batch(struct mlog *m, struct batch *b, uint64_t *written,
-		       bool *lost)
+static int write_batch(struct mlog *m, struct batch *b, uint32_t nz,
+		       uint64_t *written, bool *lost)
 {
 	int rc;
 
-	for (uint32_t i = 0; i < m->nz; i++)
+	for (uint32_t i = 0; i < nz; i++)
 		if (m->z[i].need_finish && (rc = finish_zone(m, &m->z[i])))
 			return rc;
 	for (uint32_t i = 0; i < b->nsegs; i++) {
@@ -734,13 +928,14 @@ static int leader_io(struct mlog *m, struct batch *b, bool flushes)
 	if (flushes)
 		g1 = ++m->flush_started;
 	m->inflight_bytes = b->len;
+	uint32_t nz = m->nz;	/* slots are never moved: usable unlocked */
 	pthread_mutex_unlock(&m->lock);
 	if (flushes) {
 		rc = zdev_flush(m->dev);
 		f1 = !rc;
 	}
 	if (!rc)
-		rc = write_batch(m, b, &written, &lost);
+		rc = write_batch(m, b, nz, &written, &lost);
 	if (!rc && flushes) {
 		pthread_mutex_lock(&m->lock);
 		g2 = ++m->flush_started;
@@ -820,7 +1015,14 @@ static bool is_snap_thread(const struct mlog *m)
 
 int mlog_append(struct mlog *m, uint16_t type, const void *payload, uint32_t len)
 {
-	if (!m || type < MLOG_REC_USER || (len && !payload))
+	return mlog_append_flags(m, type, payload, len, 0);
+}
+
+int mlog_append_flags(struct mlog *m, uint16_t type, const void *payload,
+		      uint32_t len, unsigned int flags)
+{
+	if (!m || type < MLOG_REC_USER || (len && !payload) ||
+	    (flags & ~(unsigned int)MLOG_APPEND_FREES))
 		return -EINVAL;
 	if (len > MLOG_MAX_PAYLOAD)
 		return -E2BIG;
@@ -838,8 +1040,14 @@ int mlog_append(struct mlog *m, uint16_t type, const void *payload, uint32_t len
 		rc = -EINVAL;
 	else if (m->broken)
 		rc = m->broken;
-	else
+	else if (m->state_full && !(flags & MLOG_APPEND_FREES) &&
+		 (m->state_full = !room_for_growth(m)))	/* room again? */
+		rc = -ENOSPC;
+	else {
+		m->append_frees = flags & MLOG_APPEND_FREES;
 		rc = append_locked(m, type, payload, len, pcrc);
+		m->append_frees = false;
+	}
 	if (!rc) {
 		m->st.records++;
 		if (m->snap)
@@ -870,6 +1078,10 @@ int mlog_commit(struct mlog *m)
 	uint64_t target = m->next_lsn, fgen = m->flush_started, egen = m->err_gen;
 	int rc = 0;
 	for (;;) {
+		/* Wait only for records that exist: a failed snapshot takes
+		 * back the LSNs it had given its own records. */
+		if (target > m->next_lsn)
+			target = m->next_lsn;
 		if (m->durable_lsn >= target)
 			break;
 		if (m->err_gen != egen && m->fail_lsn >= target) {
@@ -910,16 +1122,20 @@ bool mlog_should_snapshot(struct mlog *m)
 	pthread_mutex_lock(&m->lock);
 	bool r = !m->ro && !m->snap &&
 		 (m->need_snapshot || m->broken ||
-		  (m->chain_len >= 2 && 2ull * m->chain_len >= m->nz));
+		  (m->chain_len >= 2 && snapshot_due(m)));
 	pthread_mutex_unlock(&m->lock);
 	return r;
 }
 
 /* Reset every zone with role `role` (GARBAGE or NEW); leader only.  Zones
- * never written are freed without a reset. */
+ * never written are freed without a reset.  A borrowed zone, once reset, is
+ * given back to the zone source and its slot becomes unused. */
 static void reset_role(struct mlog *m, int role)
 {
-	for (uint32_t i = 0; i < m->nz; i++) {
+	pthread_mutex_lock(&m->lock);
+	uint32_t n = m->nz;
+	pthread_mutex_unlock(&m->lock);
+	for (uint32_t i = 0; i < n; i++) {
 		struct mzone *z = &m->z[i];
 		pthread_mutex_lock(&m->lock);
 		bool hit = z->role == role;
@@ -932,14 +1148,21 @@ static void reset_role(struct mlog *m, int role)
 			rc = zdev_zone_reset(m->dev, z->idx);
 		pthread_mutex_lock(&m->lock);
 		if (!rc) {
-			z->role = Z_FREE;
 			z->cond = ZDEV_COND_EMPTY;
 			z->wp = z->start;
 			z->need_finish = false;
 			if (reset)
 				m->st.zone_resets++;
+			if (z->borrowed) {
+				z->borrowed = false;
+				z->role = Z_UNUSED;
+				if (m->src.give_back)
+					m->src.give_back(m->src_arg, z->idx);
+			} else {
+				z->role = Z_FREE;
+			}
 		} else {
-			zf_warn("mlog: resetting meta zone %u: %d", z->idx, rc);
+			zf_warn("mlog: resetting log zone %u: %d", z->idx, rc);
 			z->role = Z_GARBAGE;
 		}
 		pthread_mutex_unlock(&m->lock);
@@ -1008,7 +1231,7 @@ int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 	pthread_mutex_lock(&m->lock);
 	uint64_t put0 = m->put_bytes;
 	uint32_t zi;
-	rc = pick_free(m, &zi);
+	rc = take_zone(m, true, &zi);
 	if (!rc)
 		rc = ensure_room(m, 3 * (size_t)m->B + 64);
 	if (!rc) {
@@ -1059,6 +1282,14 @@ int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 		m->st.snapshots++;
 		m->st.commits++;
 		m->st.last_snapshot_bytes = m->put_bytes - put0;
+		m->snap_bytes = m->put_bytes - put0;
+		m->snap_put = m->put_bytes;
+		m->snap_zones = m->chain_len;
+		m->state_full = !room_for_growth(m);
+		if (m->state_full)
+			zf_warn("mlog: the metadata fills the device: until files are "
+				"deleted, only records that free space are taken");
+		tell_reserve(m);
 		batch_free(&sv.stash);
 		pthread_mutex_unlock(&m->lock);
 
@@ -1100,6 +1331,9 @@ void mlog_get_stats(struct mlog *m, struct mlog_stats *st)
 	st->next_lsn = m->next_lsn;
 	st->zones_in_chain = m->chain_len;
 	st->zones_empty = count_role(m, Z_FREE);
+	st->zones_borrowed = count_borrowed(m);
+	st->state_full = m->state_full;
+	st->reserve_zones = reserve_needed(m);
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -1108,6 +1342,44 @@ void mlog_get_open_info(struct mlog *m, struct mlog_open_info *info)
 	pthread_mutex_lock(&m->lock);
 	*info = m->info;
 	pthread_mutex_unlock(&m->lock);
+}
+
+void mlog_set_zone_source(struct mlog *m, const struct mlog_zone_source *src,
+			  void *arg)
+{
+	pthread_mutex_lock(&m->lock);
+	if (src)
+		m->src = *src;
+	else
+		memset(&m->src, 0, sizeof(m->src));
+	m->src_arg = arg;
+	m->reserve_told = UINT32_MAX;
+	if (!m->ro)
+		tell_reserve(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
+bool mlog_state_full(struct mlog *m)
+{
+	pthread_mutex_lock(&m->lock);
+	bool r = m->state_full;
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+uint32_t mlog_borrowed_zones(struct mlog *m, uint32_t *out, uint32_t max)
+{
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&m->lock);
+	for (uint32_t i = m->nmeta; i < m->nz; i++)
+		if (m->z[i].role != Z_UNUSED) {
+			if (n < max)
+				out[n] = m->z[i].idx;
+			n++;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return n;
 }
 
 /* ---- setup / teardown ------------------------------------------------------ */
@@ -1141,12 +1413,18 @@ static int mlog_alloc(struct zdev *dev, const struct mlog_sb *sb, bool ro,
 	m->sb = *sb;
 	m->B = sb->block_size;
 	m->ro = ro;
-	m->nz = sb->meta_count;
+	m->nz = m->nmeta = sb->meta_count;
+	/* Every zone from the first meta zone on could end up in the log;
+	 * untouched slots cost no memory (calloc of large sizes maps zero
+	 * pages lazily). */
+	m->zcap = m->geo->nr_zones > sb->meta_first ? m->geo->nr_zones - sb->meta_first
+						    : m->nmeta;
+	m->zcap = ZF_MAX(m->zcap, m->nmeta);
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_cond_init(&m->cond, NULL);
-	m->z = calloc(m->nz, sizeof(*m->z));
-	m->chain = calloc(m->nz, sizeof(*m->chain));
-	m->nchain = calloc(m->nz, sizeof(*m->nchain));
+	m->z = calloc(m->zcap, sizeof(*m->z));
+	m->chain = calloc(m->zcap, sizeof(*m->chain));
+	m->nchain = calloc(m->zcap, sizeof(*m->nchain));
 	rep = calloc(m->nz, sizeof(*rep));
 	if (!m->z || !m->chain || !m->nchain || !rep)
 		goto fail;
@@ -1440,21 +1718,85 @@ static uint64_t readable_end(const struct mzone *z, uint32_t dblk)
 
 struct pres {
 	bool snap_end;
+	uint32_t snap_zones;	/* zones up to and including SNAP_END's */
+	uint64_t snap_bytes;	/* bytes from the chain's start to SNAP_END */
 	uint64_t next_lsn;
 	uint64_t user;
 	uint32_t tail_state, tail_zone;
 	uint64_t tail_off;
 };
 
-/* Walk an epoch's chain (meta-relative zones chain[0..n), headers hd[]),
+/* The zone a NEXT_ZONE in chain slot ci names: device zone `zone`, a meta
+ * zone (header in hd[]) or a borrowed data zone (its header read now).  Its
+ * header must continue the chain: same file system and epoch, zone_seq
+ * ci + 1, first_lsn the next expected LSN, and the zone not yet in the
+ * chain.  On success chain[ci + 1] is its slot and *n = ci + 2.  Returns 0,
+ * 1 when the zone does not continue the chain, or a read error. */
+static int resolve_next(struct mlog *m, uint32_t *chain, uint32_t *n, uint32_t ci,
+			uint32_t zone, const struct mhdr *hd, uint64_t epoch,
+			uint64_t expected)
+{
+	const struct zhdr *h0 = &hd[chain[0]].h;
+	struct mhdr mh;
+	const struct zhdr *h;
+	uint32_t si;
+	bool meta = zone >= m->sb.meta_first && zone - m->sb.meta_first < m->nmeta;
+
+	if (ci + 1 < *n && m->z[chain[ci + 1]].idx == zone)
+		return 0;	/* resolved by an earlier walk */
+	for (uint32_t k = 0; k <= ci; k++)
+		if (m->z[chain[k]].idx == zone)
+			return 1;
+	if (meta) {
+		si = zone - m->sb.meta_first;
+		if (!hd[si].valid || m->z[si].role == Z_BAD)
+			return 1;
+		h = &hd[si].h;
+	} else {
+		struct zdev_zone rep;
+		int rc;
+
+		if (zone >= m->geo->nr_zones || borrow_slot(m, &si))
+			return 1;
+		rc = report_all(m->dev, zone, 1, &rep);
+		memset(&mh, 0, sizeof(mh));
+		if (!rc && zone_has_data(&rep))
+			rc = read_headers(m->dev, &rep, 1, &mh);
+		if (rc)
+			return rc;
+		if (!mh.valid || !zone_cap_ok(zone_capB(ZF_MIN(rep.capacity, rep.len), m->B), m->B))
+			return 1;
+		memset(&m->z[si], 0, sizeof(m->z[si]));
+		m->z[si].idx = zone;
+		m->z[si].role = Z_UNUSED;
+		zone_from_report(&m->z[si], &rep, m->B);
+		h = &mh.h;
+	}
+	if (h->epoch != epoch || h->zone_seq != (uint64_t)ci + 1 ||
+	    h->first_lsn != expected || memcmp(h->sb.uuid, h0->sb.uuid, 16) ||
+	    !same_geometry(&h->sb, &h0->sb))
+		return 1;
+	if (!meta) {
+		m->z[si].borrowed = true;
+		m->z[si].role = Z_CHAIN;	/* the slot is taken */
+	}
+	chain[ci + 1] = si;
+	*n = ci + 2;
+	return 0;
+}
+
+/* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
+ * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
  * at SNAP_END).  Returns 0 (how it ended is in *res) or a read error or the
  * callback's error. */
-static int parse_chain(struct mlog *m, struct preader *r, const uint32_t *chain,
-		       uint32_t n, const struct mhdr *hd, uint64_t epoch,
+static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
+		       uint32_t *np, const struct mhdr *hd, uint64_t epoch,
 		       bool stop_at_end, mlog_replay_fn fn, void *arg,
 		       struct pres *res)
 {
+	uint32_t n = *np;
+	uint64_t before = 0;	/* bytes of the zones before chain[ci] */
 	const uint32_t B = m->B, dblk = r->dblk;
 	uint64_t expected = hd[chain[0]].h.first_lsn, user = 0;
 	bool begun = false, ended = false;
@@ -1514,12 +1856,14 @@ static int parse_chain(struct mlog *m, struct preader *r, const uint32_t *chain,
 					goto out;
 				memcpy(nzi, pl, sizeof(nzi));
 				state = MLOG_TAIL_CHAIN;
-				if (ci + 1 >= n)
+				rc = resolve_next(m, chain, np, ci, nzi[0], hd, epoch,
+						  expected);
+				n = *np;
+				if (rc) {
+					rc = rc < 0 ? rc : 0;
 					goto out;
-				const struct mzone *nz = &m->z[chain[ci + 1]];
-				if (nz->idx != nzi[0] ||
-				    hd[chain[ci + 1]].h.first_lsn != expected)
-					goto out;
+				}
+				before += off + RECHDR + h.len - z->start;
 				next = true;
 				break;
 			}
@@ -1541,6 +1885,8 @@ static int parse_chain(struct mlog *m, struct preader *r, const uint32_t *chain,
 					goto out;
 				ended = true;
 				expected++;
+				res->snap_zones = ci + 1;
+				res->snap_bytes = before + (off - z->start) + RECHDR + h.len;
 				if (stop_at_end) {
 					state = MLOG_TAIL_CLEAN;
 					goto out;
@@ -1598,7 +1944,7 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	rc = -ENOMEM;
 	rep = calloc(m->nz, sizeof(*rep));
 	hd = calloc(m->nz, sizeof(*hd));
-	chain = calloc(m->nz, sizeof(*chain));
+	chain = calloc(m->zcap, sizeof(*chain));
 	r.dblk = m->geo->block_size;
 	r.buf = zdev_buf_alloc(READ_WINDOW);
 	if (!rep || !hd || !chain || !r.buf)
@@ -1616,10 +1962,10 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 			m->info.bad_headers++;
 	}
 
-	/* Candidate chains start at a zone_seq 0 header; a chain is the
-	 * headers of the same uuid and epoch with zone_seq 1, 2, ...  Newest
-	 * epoch first (ties: lower zone first); the first whose chain reaches
-	 * SNAP_END wins.  Duplicate (uuid, epoch, seq) invalidates a chain. */
+	/* Candidate chains start at a zone_seq 0 header in a meta zone and go
+	 * on in the zones their NEXT_ZONE records name (meta or borrowed data
+	 * zones).  Newest epoch first (ties: lower zone first); the first whose
+	 * chain reaches SNAP_END wins. */
 	bool *tried = calloc(m->nz, sizeof(*tried));
 	if (!tried) {
 		rc = -ENOMEM;
@@ -1634,36 +1980,18 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		if (head == UINT32_MAX)
 			break;
 		tried[head] = true;
-		const struct zhdr *h0 = &hd[head].h;
-		uint64_t e = h0->epoch;
-		bool dup = false;
-		clen = 0;
-		for (uint64_t seq = 0; seq < m->nz && !dup; seq++) {
-			uint32_t found = 0, at = 0;
-			for (uint32_t i = 0; i < m->nz; i++)
-				if (hd[i].valid && hd[i].h.epoch == e &&
-				    hd[i].h.zone_seq == seq &&
-				    !memcmp(hd[i].h.sb.uuid, h0->sb.uuid, 16)) {
-					found++;
-					at = i;
-				}
-			if (found > 1)
-				dup = true;
-			if (found != 1)
-				break;
-			chain[clen++] = at;
+		uint64_t e = hd[head].h.epoch;
+		chain[0] = head;
+		clen = 1;
+		m->nz = m->nmeta;	/* forget slots a failed candidate took */
+		rc = parse_chain(m, &r, chain, &clen, hd, e, true, NULL, NULL, &res);
+		if (rc) {
+			free(tried);
+			goto fail;
 		}
-		if (!dup && clen) {
-			rc = parse_chain(m, &r, chain, clen, hd, e, true, NULL,
-					 NULL, &res);
-			if (rc) {
-				free(tried);
-				goto fail;
-			}
-			if (res.snap_end) {
-				epoch = e;
-				break;
-			}
+		if (res.snap_end) {
+			epoch = e;
+			break;
 		}
 		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
 			"skipped", (unsigned long long)e, m->z[head].idx);
@@ -1678,7 +2006,7 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	 * callback may use it (the fs needs the block size to apply TRUNCATE). */
 	if (sb)
 		*sb = hd[chain[0]].h.sb;
-	rc = parse_chain(m, &r, chain, clen, hd, epoch, false, fn, arg, &res);
+	rc = parse_chain(m, &r, chain, &clen, hd, epoch, false, fn, arg, &res);
 	if (rc)
 		goto fail;
 	if (res.tail_state != MLOG_TAIL_CLEAN)
@@ -1692,12 +2020,29 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 
 	for (uint32_t i = 0; i < clen; i++)
 		m->z[chain[i]].role = Z_CHAIN;
+	/* Slots resolved past where replay stopped hold no record of the
+	 * log: give them up (their zones are the zone source's garbage). */
+	for (uint32_t i = m->nmeta; i < m->nz; i++)
+		if (m->z[i].role != Z_CHAIN) {
+			m->z[i].role = Z_UNUSED;
+			m->z[i].borrowed = false;
+		}
 	memcpy(m->chain, chain, clen * sizeof(*chain));
 	m->chain_len = clen;
+	m->snap_zones = res.snap_zones;
+	m->snap_bytes = res.snap_bytes;
+	/* The records after the snapshot count for the next one's size;
+	 * their bytes are not known exactly: whole zones, at most. */
+	m->put_bytes = (uint64_t)(clen - ZF_MIN(clen, res.snap_zones)) * zone_room(m);
+	m->snap_put = 0;
 	m->epoch = epoch;
 	m->next_lsn = m->durable_lsn = res.next_lsn;
 	m->tail_zi = chain[clen - 1];
 	m->sb = hd[chain[0]].h.sb;
+	/* Version 2 chains may go on in borrowed data zones, which version 1
+	 * readers cannot follow: every header written from now on says 2. */
+	if (!ro)
+		m->sb.version = MLOG_SB_VERSION;
 	m->info.epoch = epoch;
 	m->info.max_epoch = m->max_epoch;
 	m->info.records_replayed = res.user;

@@ -54,7 +54,7 @@
 
 #include "zoned/zdev.h"
 
-#define MLOG_SB_VERSION 1
+#define MLOG_SB_VERSION 2	/* 2: chains may continue in borrowed data zones */
 #define MLOG_MAX_PAYLOAD (60u * 1024u)	/* bytes: largest record payload */
 
 /* Record types below MLOG_REC_USER are mlog's own and never replayed. */
@@ -111,6 +111,12 @@ void mlog_close(struct mlog *m);	/* does not commit */
  * -EINVAL if type < MLOG_REC_USER, -ENOSPC if the log has no room left
  * before a snapshot.  Records are durable only after mlog_commit(). */
 int mlog_append(struct mlog *m, uint16_t type, const void *payload, uint32_t len);
+/* The same with flags.  MLOG_APPEND_FREES: the record frees space (unlink,
+ * truncate, ...): it may take the zones kept for the next snapshot, so that
+ * space can always be freed on a full device. */
+enum { MLOG_APPEND_FREES = 1 };
+int mlog_append_flags(struct mlog *m, uint16_t type, const void *payload,
+		      uint32_t len, unsigned int flags);
 
 /* Make every record appended before this call durable (group commit).
  * Returns 0 or -errno; after an error the records stay pending. */
@@ -140,10 +146,43 @@ struct mlog_stats {
 	uint64_t snapshots;		/* snapshots since open */
 	uint64_t last_snapshot_bytes;
 	uint64_t zone_resets;
-	uint32_t zones_in_chain;	/* meta zones used by the current epoch */
+	uint32_t zones_in_chain;	/* zones used by the current epoch */
 	uint32_t zones_empty;		/* meta zones EMPTY now */
+	uint32_t zones_borrowed;	/* data zones the log holds now */
+	uint32_t reserve_zones;		/* data zones the log may need at its peak */
+	uint64_t zone_borrows;		/* data zones borrowed since open */
+	bool state_full;		/* mlog_state_full() */
 };
 void mlog_get_stats(struct mlog *m, struct mlog_stats *st);
+
+/* Growing beyond the meta zones.  The zone source lends EMPTY data zones
+ * to the log and takes them back once reset.  Its calls are made with
+ * mlog's lock held: they must take only leaf locks and never wait.
+ *   borrow(arg, keep, &zone): 0 and an EMPTY zone now owned by the log, or
+ *     -ENOSPC unless `keep` EMPTY zones would remain after it;
+ *   give_back(arg, zone): the zone is EMPTY again and the source's;
+ *   reserve(arg, n): keep EMPTY zones so that the log can hold n borrowed
+ *     zones at once (those it holds included); called when n changes;
+ *   avail(arg): how many EMPTY zones it could lend now.
+ * After each snapshot the log checks that the next one would still fit
+ * beside it; when not, the state is full (mlog_state_full): appends other
+ * than MLOG_APPEND_FREES fail with -ENOSPC, and a snapshot would not help,
+ * until records that free space have been taken and a snapshot shows room
+ * again.
+ * Without a source (mkfs, fsck, tests) the log lives in the meta zones
+ * alone and -ENOSPC from mlog_append asks the caller for a snapshot. */
+struct mlog_zone_source {
+	int (*borrow)(void *arg, uint32_t keep, uint32_t *zone);
+	void (*give_back)(void *arg, uint32_t zone);
+	void (*reserve)(void *arg, uint32_t zones);
+	uint32_t (*avail)(void *arg);	/* EMPTY zones it could lend now */
+};
+void mlog_set_zone_source(struct mlog *m, const struct mlog_zone_source *src,
+			  void *arg);
+/* Device indices of the data zones the log holds (up to max in out);
+ * returns how many it holds.  After mlog_open: the replayed chain's. */
+uint32_t mlog_borrowed_zones(struct mlog *m, uint32_t *out, uint32_t max);
+bool mlog_state_full(struct mlog *m);
 
 /* Added (append-only): what mlog_open() found, for fsck and diagnostics. */
 enum mlog_tail_state {

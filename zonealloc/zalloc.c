@@ -136,6 +136,8 @@ struct za_zone {
 	bool lease_gc;		/* the outstanding lease is the collector's */
 	bool gc_dest;		/* opened by the collector: its destination,
 				 * not for ordinary writers (until reset) */
+	bool lent;		/* the metadata log's (zalloc_lend): on no
+				 * list, cond EMPTY in the budget's books */
 };
 
 struct za_list {
@@ -177,6 +179,10 @@ struct zalloc {
 
 	void (*need_space_cb)(void *arg);
 	void *need_space_arg;
+
+	/* zones lent to the metadata log, and how many it may need at once
+	 * (zalloc_set_log_reserve): writers leave it the difference */
+	uint32_t nr_lent, log_reserve;
 
 	/* garbage collection (zalloc_set_gc) */
 	bool gc_enabled;
@@ -523,6 +529,11 @@ static bool gc_possible(const struct zalloc *za)
 static uint32_t free_usable(const struct zalloc *za, enum za_who who)
 {
 	uint32_t n = za->lists[ZA_L_FREE].count;
+	uint32_t log_keep = za->log_reserve > za->nr_lent ? za->log_reserve - za->nr_lent : 0;
+
+	/* The log's reserve comes first: with it, a snapshot and the records
+	 * that free space (unlink, truncate) always find a zone. */
+	n = n > log_keep ? n - log_keep : 0;
 
 	if (who == ZA_GC || !za->gc_enabled)
 		return n;
@@ -834,7 +845,7 @@ int zalloc_mount_done(struct zalloc *za)
 		struct za_zone *z = &za->z[i];
 		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
 
-		if (z->retired)
+		if (z->retired || z->lent)
 			continue;
 		if (z->cond == ZDEV_COND_EMPTY) {
 			list_add(za, z, ZA_L_FREE, false);
@@ -1533,6 +1544,7 @@ int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *
 	out->capacity = z->capacity;
 	out->valid_bytes = z->valid;
 	out->resets = z->resets;
+	out->lent = z->lent;
 	pthread_mutex_unlock(&za->mu);
 	return 0;
 }
@@ -1554,6 +1566,10 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 		st->valid_bytes += z->valid;
 		if (z->retired)
 			continue;	/* not usable capacity */
+		if (z->lent) {
+			st->log_bytes += z->capacity;
+			continue;
+		}
 		st->capacity_bytes += z->capacity;
 		if (z->cond == ZDEV_COND_EMPTY || cond_active(z->cond))
 			st->free_bytes += zremain(z);
@@ -1566,6 +1582,13 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 		     i = za->z[i].next, k++)
 			st->gc_floor_bytes += za->z[i].capacity;
 		st->free_bytes -= st->gc_floor_bytes;
+	}
+	st->log_zones = za->nr_lent;
+	st->log_reserve_zones = za->log_reserve;
+	if (za->log_reserve > za->nr_lent) {
+		uint64_t keep = (uint64_t)(za->log_reserve - za->nr_lent) * za->max_cap;
+		st->log_bytes += keep;
+		st->free_bytes -= ZF_MIN(st->free_bytes, keep);
 	}
 	st->device_bytes_written = za->dev_bytes;
 	memcpy(st->class_bytes_written, za->class_bytes,
@@ -1631,8 +1654,9 @@ double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
 static void gc_room(const struct zalloc *za, uint64_t room[ZALLOC_NR_CLASSES])
 {
 	uint64_t free_cap = 0;
+	uint32_t n = free_usable(za, ZA_GC);
 
-	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL; i = za->z[i].next)
+	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL && n; i = za->z[i].next, n--)
 		free_cap += za->z[i].capacity;
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++) {
 		room[c] = free_cap;
@@ -1764,6 +1788,74 @@ void zalloc_discard(struct zalloc *za, uint64_t dev_off, uint64_t len)
 }
 
 /* Debug/test aid: the number of acquirers currently blocked. */
+int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone)
+{
+	int rc = -ENOSPC;
+
+	pthread_mutex_lock(&za->mu);
+	uint32_t i = za->lists[ZA_L_FREE].head;
+	if (za->mounted && i != ZA_NIL && za->lists[ZA_L_FREE].count > keep) {
+		struct za_zone *z = &za->z[i];
+
+		list_del(za, z);
+		z->lent = true;
+		za->nr_lent++;
+		*zone = za->first + i;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&za->mu);
+	return rc;
+}
+
+void zalloc_lend_return(struct zalloc *za, uint32_t zone)
+{
+	pthread_mutex_lock(&za->mu);
+	struct za_zone *z = zone_of(za, zone);
+	if (!z || !z->lent) {
+		zf_err("zalloc: zone %u given back but not lent", zone);
+	} else {
+		z->lent = false;
+		za->nr_lent--;
+		z->resets++;
+		make_free(za, z);
+		pthread_cond_broadcast(&za->cv);
+	}
+	pthread_mutex_unlock(&za->mu);
+}
+
+int zalloc_lend_adopt(struct zalloc *za, uint32_t zone)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&za->mu);
+	struct za_zone *z = zone_of(za, zone);
+	if (!z || za->mounted || z->retired) {
+		rc = -EINVAL;
+	} else if (!z->lent) {
+		set_cond(za, z, ZDEV_COND_EMPTY);	/* the log's, not the budget's */
+		z->lent = true;
+		za->nr_lent++;
+	}
+	pthread_mutex_unlock(&za->mu);
+	return rc;
+}
+
+uint32_t zalloc_free_zones(struct zalloc *za)
+{
+	pthread_mutex_lock(&za->mu);
+	uint32_t n = za->lists[ZA_L_FREE].count;
+	pthread_mutex_unlock(&za->mu);
+	return n;
+}
+
+void zalloc_set_log_reserve(struct zalloc *za, uint32_t zones)
+{
+	pthread_mutex_lock(&za->mu);
+	za->log_reserve = zones;
+	pthread_cond_broadcast(&za->cv);
+	pthread_mutex_unlock(&za->mu);
+}
+
 unsigned int zalloc_waiters(struct zalloc *za)
 {
 	unsigned int n;

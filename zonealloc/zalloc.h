@@ -124,6 +124,7 @@ struct zalloc_zone_info {
 	uint64_t capacity;	/* bytes */
 	uint64_t valid_bytes;
 	uint64_t resets;	/* resets of this zone since mount */
+	bool lent;		/* held by the metadata log (zalloc_lend) */
 };
 int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *out);
 
@@ -167,6 +168,11 @@ struct zalloc_stats {
 	uint64_t class_life_bytes[ZALLOC_NR_CLASSES];	/* device bytes written
 					 * between a zone's last write and its
 					 * death, recent longest (0: none yet) */
+	uint32_t log_zones;		/* zones lent to the metadata log now */
+	uint32_t log_reserve_zones;	/* zones the log may need at once */
+	uint64_t log_bytes;		/* capacity of the lent zones and of the
+					 * FREE zones kept for the rest of the
+					 * reserve (not in free_bytes) */
 };
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
@@ -195,6 +201,29 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 #define ZALLOC_COMMIT_GRACE_NS 500000000ull	/* 0.5 s */
 void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
 			      void *arg);
+/* ---- Zones for the metadata log --------------------------------------- *
+ * The log grows beyond its meta zones by borrowing EMPTY data zones.  A
+ * lent zone is the log's alone: on no list, never leased, collected,
+ * finished or reset by zalloc, not counted in the open/active budget (the
+ * log's two active zones are reserved_active).
+ *   zalloc_lend: take the head FREE zone, whatever the writers' reserves
+ *     (the log's needs come first), if more than `keep` are FREE: 0, or
+ *     -ENOSPC.
+ *   zalloc_lend_return: the log reset it; it is FREE again.
+ *   zalloc_lend_adopt: before zalloc_mount_done, a zone the replayed log
+ *     holds (mount_done then leaves it alone).
+ *   zalloc_set_log_reserve: the log may hold `zones` lent zones at once;
+ *     writers and the collector leave FREE the ones it does not hold yet,
+ *     so a snapshot, and after it the records that free space, always find
+ *     room.  Their capacity is left out of free_bytes (log_bytes).
+ * None of them waits; they take only zalloc's leaf lock. */
+int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone);
+void zalloc_lend_return(struct zalloc *za, uint32_t zone);
+int zalloc_lend_adopt(struct zalloc *za, uint32_t zone);
+void zalloc_set_log_reserve(struct zalloc *za, uint32_t zones);
+/* FREE zones now (the log's room to borrow from). */
+uint32_t zalloc_free_zones(struct zalloc *za);
+
 /* Number of acquirers blocked right now (tests, stats). */
 unsigned int zalloc_waiters(struct zalloc *za);
 

