@@ -491,6 +491,11 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	KV("log_epoch", ms.epoch);
 	KV("log_records", ms.records);
 	KV("log_zones_in_chain", ms.zones_in_chain);
+	KV("log_zones_borrowed", ms.zones_borrowed);
+	KV("log_zone_borrows", ms.zone_borrows);
+	KV("log_reserve_zones", ms.reserve_zones);
+	KV("log_state_full", ms.state_full);
+	KV("log_errors", fs->meta_errors);
 	/* mount options in effect */
 	KV("opt_stripe_width", fs->opts.stripe_width);
 	KV("opt_stripe_unit", fs->opts.stripe_unit);

@@ -1,6 +1,8 @@
 /* mlog — the metadata log: typed, CRC'd records on a chain of meta zones.
  * The contract (API, invariants, thread safety) is in mlog.h; this comment
- * fixes the ON-DISK FORMAT (version 1) that fsck and fuzzers rely on.
+ * fixes the ON-DISK FORMAT (version 2) that fsck and fuzzers rely on.
+ * Version 1 is the same but for chains that leave the meta zones; it is
+ * read as is, and the first snapshot of a read-write mount writes 2.
  *
  * Units: bytes.  Integers little-endian.  B = sb.block_size (the fs block,
  * a power of two in [max(512, device block), 64 KiB]).  Offsets below are
@@ -46,8 +48,9 @@
  *   3 SNAP_END    payload {u64 epoch, u64 user records since SNAP_BEGIN}.
  *   4 NEXT_ZONE   payload {u32 next zone (device index), u32 0}; the rest of
  *                 the zone is unused (zero to the block end, then the zone
- *                 is finished); the chain continues in the zone carrying
- *                 zone_seq + 1 of the same epoch.
+ *                 is finished); the chain continues in the zone named, a
+ *                 meta zone or a data zone borrowed from the allocator,
+ *                 whose header carries zone_seq + 1 of the same epoch.
  *   >= 16         user records.
  * LSNs: SNAP_BEGIN, SNAP_END and user records each consume one LSN
  * (consecutive within an epoch and across epochs).  PAD and NEXT_ZONE carry
@@ -57,23 +60,27 @@
  * scanning non-empty sequential zones in index order (meta zones precede
  * data zones in practice).  A header is valid when magic, CRC, version,
  * hdr_size, reserved == 0, epoch >= 1, first_lsn >= 1, zone_seq <
- * meta_count and the superblock checks out: version 1, block size as
+ * the device's zone count and the superblock checks out: version 1 or 2,
+ * block size as
  * above and a multiple of the device block, zone_size equal to the
  * device's, zone_capacity <= zone_size, meta_count >= 3, meta range inside
  * the device and after the conventional zones, label NUL-terminated.  Within the meta range,
  * valid headers of the same geometry are considered; each zone_seq 0 header
- * starts a candidate chain: the headers with the same uuid and epoch and
- * zone_seq 1, 2, ... (contiguous; a duplicated seq invalidates the chain).
+ * starts a candidate chain, which goes on in the zones its NEXT_ZONE
+ * records name: each must carry a valid header of the same uuid, epoch and
+ * geometry, zone_seq one more than the previous zone's, and appear in the
+ * chain once.  An epoch's first zone is always a meta zone.
  * Candidates are tried newest epoch first (ties: lower zone first).  The
  * parser walks a chain checking magic, reserved == 0, type (internal types
  * 1-4 only), length bound (PAD <= B - 24, others <= MLOG_MAX_PAYLOAD, and
  * inside the zone's written part), CRC, LSN == expected, SNAP_BEGIN being
  * the first record at offset B of seq 0 with the chain's epoch, SNAP_END
  * once with matching epoch and count, PAD ending on a block boundary, and a
- * NEXT_ZONE's target zone index and the next header's first_lsn.  The
+ * the next header's first_lsn.  The
  * first failure ends the log (mlog_get_open_info tells how).  The first
  * candidate in which SNAP_END is reached is replayed in full; every other
- * non-empty meta zone is garbage, reset by the next mlog_snapshot().
+ * non-empty meta zone is garbage, reset by the next mlog_snapshot(); data
+ * zones outside the chain are the allocator's (reset at its mount).
  *
  * Readable part of a zone: [0, wp) for open/closed zones, [0, capacity)
  * for FULL/READONLY ones, clipped to capB; offline and conventional zones
@@ -85,7 +92,9 @@
  * with PAD/zero bytes to B and write each segment with 1 MiB writes; a zone
  * ended by NEXT_ZONE is finished right after its last write, before the
  * next zone is written, so at most one zone per epoch is active.  New zones
- * are taken round robin among the EMPTY meta zones.
+ * are taken round robin among the EMPTY meta zones, keeping one EMPTY for
+ * the next snapshot's first zone; past that they are borrowed from the zone
+ * source (mlog.h), and given back once reset.
  *
  * API corner cases (beyond mlog.h):
  *   - mlog_open fills *sb before the first replay callback (and again on

@@ -2,7 +2,9 @@
  *
  * Purpose: the file system's metadata (inodes, names, extents, xattrs) lives
  * in memory and is made durable as a stream of typed records appended to a
- * log kept in a fixed set of "meta zones" [sb.meta_first, +sb.meta_count).
+ * log kept in a set of "meta zones" [sb.meta_first, +sb.meta_count) and,
+ * when the state outgrows them, in data zones borrowed from a zone source
+ * (mlog_set_zone_source), so the state is limited by the device alone.
  * mlog knows nothing about what the records mean; it gives them an order
  * (LSN), a checksum, durability (mlog_commit) and compaction (mlog_snapshot).
  *
@@ -37,7 +39,12 @@
  *     time: the current one and, during a snapshot, the new epoch's one;
  *   - at least one meta zone is kept EMPTY outside a snapshot, so that a
  *     snapshot can always start (mlog_append/mlog_commit return -ENOSPC
- *     rather than use it; the caller then snapshots).
+ *     rather than use it; the caller then snapshots); an epoch's first
+ *     zone is a meta zone, so recovery finds every epoch there;
+ *   - with a zone source, the next snapshot always fits beside the chain
+ *     (the growth rule of mlog_should_snapshot, the reserve the source
+ *     keeps, and mlog_state_full), so the log never wedges;
+ *   - a waiter in mlog_commit waits only for records that exist.
  *
  * Thread safety: mlog_append, mlog_commit, mlog_get_stats and the
  * predicates may be called from any thread concurrently; concurrent commits
@@ -125,8 +132,10 @@ int mlog_commit(struct mlog *m);
 /* Bytes appended but not yet committed. */
 uint64_t mlog_pending_bytes(struct mlog *m);
 
-/* True when the current epoch has grown enough that a snapshot is due
- * (its chain uses half of the meta zones or more). */
+/* True when a snapshot is due: after open, after a device error broke the
+ * log, or when the chain has grown enough: by half its snapshot's zones (at
+ * least half the meta zones) with a zone source, to half of the meta zones
+ * without one. */
 bool mlog_should_snapshot(struct mlog *m);
 
 /* Start a new epoch: commit what is pending, write SNAP_BEGIN, call
