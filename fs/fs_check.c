@@ -32,6 +32,7 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	const struct zdev_geometry *g = zdev_geometry(dev);
 	struct zdev_zone *zones = NULL;
 	struct dext *all = NULL;
+	bool *logz = NULL;
 	size_t nall = 0, cap = 0;
 	uint64_t files = 0, dirs = 0, bytes = 0, extents = 0;
 	int problems = 0, ret;
@@ -56,6 +57,20 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 		goto out;
 	ret = 0;
 #define PROBLEM(...) do { problems++; report(arg, __VA_ARGS__); } while (0)
+	/* Data zones the metadata log holds: no extent may point into them. */
+	logz = calloc(g->nr_zones, sizeof(*logz));
+	uint32_t nlog = mlog_borrowed_zones(fs->mlog, NULL, 0);
+	uint32_t *lz = calloc(nlog + 1, sizeof(*lz));
+	if (!logz || !lz) {
+		free(lz);
+		ret = -ENOMEM;
+		goto out;
+	}
+	nlog = mlog_borrowed_zones(fs->mlog, lz, nlog);
+	for (uint32_t i = 0; i < nlog; i++)
+		if (lz[i] < g->nr_zones)
+			logz[lz[i]] = true;
+	free(lz);
 
 	for (size_t b = 0; b < fs->itab_size; b++) {
 		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
@@ -78,6 +93,10 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 						(unsigned long long)in->ino, (unsigned long long)e->dev);
 					continue;
 				}
+				if (logz[z])
+					PROBLEM("inode %llu: extent at device offset %llu lies in zone %u, "
+						"which holds the metadata log",
+						(unsigned long long)in->ino, (unsigned long long)e->dev, z);
 				const struct zdev_zone *zz = &zones[z];
 				if (e->dev + e->len > zz->wp || e->dev + e->len > zz->start + zz->capacity)
 					PROBLEM("inode %llu: extent %llu+%llu in zone %u ends beyond the write pointer (%llu)",
@@ -160,6 +179,7 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	ret = problems;
 out:
 	free(all);
+	free(logz);
 	free(zones);
 	fs_unmount(fs);
 	return ret;
