@@ -218,6 +218,93 @@ START_TEST(fill_with_names_then_delete)
 }
 END_TEST
 
+
+/* Device write errors while the log grows and snapshots: calls may fail,
+ * but once the device works again the next commit succeeds (a snapshot
+ * repairs a broken log while mounted), nothing acknowledged is lost, and
+ * the file system unmounts, checks clean and mounts again. */
+START_TEST(write_faults_during_growth_and_snapshots)
+{
+	enum { ROUNDS = 24, PER = 700 };
+	char name[64];
+	static bool made[ROUNDS * PER];
+	int failed_calls = 0;
+
+	setup_dev(48, MiB, 3);
+	memset(made, 0, sizeof(made));
+	for (int r = 0; r < ROUNDS; r++) {
+		/* a fault somewhere in the next few dozen writes */
+		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE,
+						       (uint32_t)(r * 7 % 40), 1 + r % 3,
+						       -EIO), 0);
+		for (int i = r * PER; i < (r + 1) * PER; i++) {
+			snprintf(name, sizeof(name), "faulty-growth-%07d", i);
+			int rc = create_n(FS_ROOT_INO, name);
+			ck_assert_msg(rc == 0 || rc == -EIO || rc == -ENOSPC,
+				      "create: %d", rc);
+			made[i] = rc == 0;
+			failed_calls += rc != 0;
+			if (i % 100 == 99 && fs_commit_log(fs))
+				failed_calls++;
+		}
+		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 0, 0), 0);
+		/* the device works again: the log is usable at once */
+		ck_assert_int_eq(fs_commit_log(fs), 0);
+		snprintf(name, sizeof(name), "after-round-%d", r);
+		ck_assert_int_eq(create_n(FS_ROOT_INO, name), 0);
+		ck_assert_int_eq(fs_commit_log(fs), 0);
+	}
+	ck_assert_int_gt(failed_calls, 0);
+	ck_assert_uint_gt(log_stats().snapshots, 0);
+	crash(true);	/* everything acknowledged was committed after its create */
+	for (int i = 0; i < ROUNDS * PER; i++) {
+		snprintf(name, sizeof(name), "faulty-growth-%07d", i);
+		if (made[i])
+			ck_assert_msg(exists(FS_ROOT_INO, name, NULL), "%s lost", name);
+	}
+	fsck_clean();
+}
+END_TEST
+
+
+/* The log's zone no longer matches its layout (a write landed that the log
+ * did not make): the log is broken.  The commit that finds it fails; the
+ * next ones succeed, because a snapshot writes the state into a new epoch
+ * while mounted.  Never EIO for good. */
+START_TEST(broken_log_repaired_while_mounted)
+{
+	setup_dev(16, MiB, 4);
+	ck_assert_int_eq(create_n(FS_ROOT_INO, "before"), 0);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	/* blocks written behind the log's back at its tail zone's pointer,
+	 * more than the next commit writes: the zone no longer matches */
+	const struct zdev_geometry *g = zdev_geometry(dev);
+	struct zdev_zone z[4];
+	ck_assert_int_eq(zdev_report_zones(dev, fs->sb.meta_first, 4, z), 4);
+	int tail = -1;
+	for (int i = 0; i < 4; i++)
+		if (z[i].cond == ZDEV_COND_IMP_OPEN || z[i].cond == ZDEV_COND_EXP_OPEN)
+			tail = i;
+	ck_assert_int_ge(tail, 0);
+	size_t len = 16 * (size_t)g->block_size;
+	void *blk = zdev_buf_alloc(len);
+	memset(blk, 0, len);
+	ck_assert_int_eq(zdev_write(dev, z[tail].wp, blk, len), (ssize_t)len);
+	zdev_buf_free(blk);
+	ck_assert_int_eq(create_n(FS_ROOT_INO, "during"), 0);
+	ck_assert_int_eq(fs_commit_log(fs), -EIO);
+	/* the device is fine: the file system is usable again */
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(create_n(FS_ROOT_INO, "after"), 0);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	crash(true);
+	ck_assert(exists(FS_ROOT_INO, "before", NULL));
+	ck_assert(exists(FS_ROOT_INO, "during", NULL));
+	ck_assert(exists(FS_ROOT_INO, "after", NULL));
+	fsck_clean();
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("meta");
@@ -227,6 +314,8 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, names_beyond_meta_zones);
 	tcase_add_test(tc, fill_with_names_then_delete);
+	tcase_add_test(tc, write_faults_during_growth_and_snapshots);
+	tcase_add_test(tc, broken_log_repaired_while_mounted);
 	suite_add_tcase(s, tc);
 	return s;
 }
