@@ -1308,6 +1308,10 @@ int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 	} else {
 		zf_warn("mlog: snapshot of epoch %llu failed: %d",
 			(unsigned long long)m->snap_epoch, rc);
+		/* No room for it: growing appends fail at once until there is
+		 * (rechecked at each), rather than each trying a snapshot. */
+		if (rc == -ENOSPC && m->src.avail)
+			m->state_full = true;
 		batch_clear(&m->cur);
 		pthread_mutex_unlock(&m->lock);
 
