@@ -73,7 +73,10 @@ static void itab_grow(struct fs *fs)
 	fs->itab_size = nsize;
 }
 
-struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
+/* An inode that is not in the table yet: an operation allocates it before
+ * it logs its record, and fs_inode_insert() (which cannot fail) adds it
+ * after; fs_inode_discard() frees it when the record could not be logged. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino)
 {
 	struct fs_inode *in = calloc(1, sizeof(*in));
 	if (!in)
@@ -84,12 +87,24 @@ struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
 	pthread_cond_init(&in->wb_cond, NULL);
 	extmap_init(&in->map);
 	in->map.boundary = zdev_geometry(fs->dev)->zone_size;
+	return in;
+}
+
+void fs_inode_insert(struct fs *fs, struct fs_inode *in)
+{
 	if (fs->ninodes + 1 > fs->itab_size)
 		itab_grow(fs);
-	size_t h = ihash(ino, fs->itab_size);
+	size_t h = ihash(in->ino, fs->itab_size);
 	in->hnext = fs->itab[h];
 	fs->itab[h] = in;
 	fs->ninodes++;
+}
+
+struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_inode_alloc(fs, ino);
+	if (in)
+		fs_inode_insert(fs, in);
 	return in;
 }
 
@@ -115,15 +130,9 @@ void fs_mark_dirty(struct fs *fs, struct fs_inode *in)
 	fs->dirty_tail = in;
 }
 
-static void inode_destroy(struct fs *fs, struct fs_inode *in)
+/* Free what an inode owns, then the inode (out of the table already). */
+static void inode_free(struct fs *fs, struct fs_inode *in)
 {
-	struct fs_inode **pp = &fs->itab[ihash(in->ino, fs->itab_size)];
-	while (*pp && *pp != in)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = in->hnext;
-	fs->ninodes--;
-	dirty_unlink(fs, in);
 	/* Buffers: nobody holds in->rw (no refs left) and no write-out is in
 	 * flight (its caller holds a pin until it ended), so drop them. */
 	fs_data_drop_buffers(fs, in, 0);
@@ -140,6 +149,24 @@ static void inode_destroy(struct fs *fs, struct fs_inode *in)
 	pthread_mutex_destroy(&in->wb_lock);
 	pthread_cond_destroy(&in->wb_cond);
 	free(in);
+}
+
+static void inode_destroy(struct fs *fs, struct fs_inode *in)
+{
+	struct fs_inode **pp = &fs->itab[ihash(in->ino, fs->itab_size)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = in->hnext;
+	fs->ninodes--;
+	dirty_unlink(fs, in);
+	inode_free(fs, in);
+}
+
+void fs_inode_discard(struct fs *fs, struct fs_inode *in)
+{
+	if (in)
+		inode_free(fs, in);
 }
 
 /* Free an inode nobody references (no name, no kernel lookup, not open). */
@@ -189,12 +216,18 @@ static void dtab_grow(struct fs *fs)
 	fs->dtab_size = nsize;
 }
 
-int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
+/* A name that is not in its directory yet, with a slot reserved for it in
+ * the directory's array, so that fs_dirent_insert() cannot fail: allocated
+ * before an operation logs its record.  At most one reservation per
+ * directory may be outstanding (free() an unused one). */
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino)
 {
 	struct fs_dir *dd = dir->dir;
 	size_t len = strlen(name);
 	struct fs_dirent *d;
 
+	(void)fs;
 	if (dd->n == dd->cap) {
 		/* Compact removed slots first; grow only when mostly live. */
 		if (dd->live < dd->n / 2) {
@@ -207,19 +240,28 @@ int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_
 			size_t cap = dd->cap ? dd->cap * 2 : 16;
 			struct fs_dirent **e = realloc(dd->ents, cap * sizeof(*e));
 			if (!e)
-				return -ENOMEM;
+				return NULL;
 			dd->ents = e;
 			dd->cap = cap;
 		}
 	}
 	d = malloc(sizeof(*d) + len + 1);
 	if (!d)
-		return -ENOMEM;
+		return NULL;
 	memcpy(d->name, name, len + 1);
 	d->parent = dir->ino;
 	d->ino = ino;
-	d->cookie = dd->next_cookie++;
+	d->cookie = 0;
 	d->hash = name_hash(dir->ino, name);
+	d->hnext = NULL;
+	return d;
+}
+
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+
+	d->cookie = dd->next_cookie++;
 	dd->ents[dd->n++] = d;
 	dd->live++;
 	if (fs->ndirents + 1 > fs->dtab_size)
@@ -227,6 +269,14 @@ int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_
 	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
 	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
 	fs->ndirents++;
+}
+
+int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
+{
+	struct fs_dirent *d = fs_dirent_alloc(fs, dir, name, ino);
+	if (!d)
+		return -ENOMEM;
+	fs_dirent_insert(fs, dir, d);
 	return 0;
 }
 

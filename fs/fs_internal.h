@@ -234,6 +234,16 @@ int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name);
 int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len);	/* extmap drop cb */
+/* Preallocation (fs.c).  An inode or a name that is not linked in yet:
+ * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
+ * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
+ * at most one outstanding reservation per directory. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
+void fs_inode_insert(struct fs *fs, struct fs_inode *in);
+void fs_inode_discard(struct fs *fs, struct fs_inode *in);
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino);
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
 /* Data records applied to memory, live (after the append) and at replay.
  * [L+RW]; fs_apply_extent fails only with -ENOMEM from the extent map. */
 int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
@@ -288,10 +298,19 @@ void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
 void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
 
 /* fs_xattr.c */
+/* A stored attribute not on any inode yet (copies of name and value), or
+ * NULL; fs_xattr_attach puts it on in, replacing one of the same name
+ * (cannot fail); fs_xattr_free frees one that was not attached. */
+struct fs_xattr *fs_xattr_new(const char *name, const void *v, size_t size);
+void fs_xattr_attach(struct fs_inode *in, struct fs_xattr *x);
+void fs_xattr_free(struct fs_xattr *x);
 int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size);
 int fs_xattr_del_raw(struct fs_inode *in, const char *name);
 struct fs_xattr *fs_xattr_find(struct fs_inode *in, const char *name);
 void fs_xattr_free_all(struct fs_inode *in);
+/* The class a user.zonefuse.lifetime value names ("long", "long rule\n"):
+ * 0, or -EINVAL when it names none. */
+int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
 
