@@ -371,11 +371,13 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	return ret;
 }
 
+/* Validate, log XATTR_SET, then apply it (the class change that setting
+ * user.zonefuse.lifetime implies is part of applying the same record). */
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags)
 {
+	struct fs_xattr *x = NULL;
 	int ret;
-	enum lifetime_class cls = LIFETIME_MEDIUM;
 
 	if (strncmp(name, "user.", 5) != 0)
 		return -EOPNOTSUPP;
@@ -384,6 +386,7 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 	if (size > 16384)
 		return -E2BIG;
 	if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
+		enum lifetime_class cls;
 		if (strcmp(name, FS_XATTR_LIFETIME) != 0)
 			return -EPERM;
 		if (fs_xattr_lifetime_parse(value, size, &cls))
@@ -397,27 +400,29 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		ret = -ENOENT;
 		goto out;
 	}
-	struct fs_xattr *x = fs_xattr_find(in, name);
-	if ((flags & XATTR_CREATE) && x) {
+	struct fs_xattr *cur = fs_xattr_find(in, name);
+	if ((flags & XATTR_CREATE) && cur) {
 		ret = -EEXIST;
 		goto out;
 	}
-	if ((flags & XATTR_REPLACE) && !x) {
+	if ((flags & XATTR_REPLACE) && !cur) {
 		ret = -ENODATA;
 		goto out;
 	}
+	x = fs_xattr_new(name, value, size);
+	if (!x) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = fs_log_xattr_set(fs, ino, name, value, size);
-	if (!ret)
-		ret = fs_xattr_set_raw(in, name, value, size);
-	if (!ret && strcmp(name, FS_XATTR_LIFETIME) == 0) {
-		in->cls = (uint8_t)cls;
-		in->cls_src = LIFETIME_SRC_XATTR;
-		ret = fs_log_attr(fs, in);
+	if (ret) {
+		fs_xattr_free(x);
+		goto out;
 	}
-	if (!ret) {
-		in->ctime = fs_now();
-		in->attr_dirty = true;
-	}
+	fs_apply_xattr_set(fs, in, x);
+	/* ctime is logged lazily, with the other attributes */
+	in->ctime = fs_now();
+	in->attr_dirty = true;
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
@@ -440,12 +445,11 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		ret = -ENOENT;
 	else if (!fs_xattr_find(in, name))
 		ret = -ENODATA;
-	else {
+	else
 		ret = fs_log_xattr_del(fs, ino, name);
-		if (!ret)
-			ret = fs_xattr_del_raw(in, name);
-		if (!ret)
-			in->ctime = fs_now();
+	if (!ret) {
+		fs_apply_xattr_del(fs, in, name);
+		in->ctime = fs_now();
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
