@@ -73,7 +73,10 @@ static void itab_grow(struct fs *fs)
 	fs->itab_size = nsize;
 }
 
-struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
+/* An inode that is not in the table yet: an operation allocates it before
+ * it logs its record, and fs_inode_insert() (which cannot fail) adds it
+ * after; fs_inode_discard() frees it when the record could not be logged. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino)
 {
 	struct fs_inode *in = calloc(1, sizeof(*in));
 	if (!in)
@@ -84,12 +87,24 @@ struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
 	pthread_cond_init(&in->wb_cond, NULL);
 	extmap_init(&in->map);
 	in->map.boundary = zdev_geometry(fs->dev)->zone_size;
+	return in;
+}
+
+void fs_inode_insert(struct fs *fs, struct fs_inode *in)
+{
 	if (fs->ninodes + 1 > fs->itab_size)
 		itab_grow(fs);
-	size_t h = ihash(ino, fs->itab_size);
+	size_t h = ihash(in->ino, fs->itab_size);
 	in->hnext = fs->itab[h];
 	fs->itab[h] = in;
 	fs->ninodes++;
+}
+
+struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_inode_alloc(fs, ino);
+	if (in)
+		fs_inode_insert(fs, in);
 	return in;
 }
 
@@ -115,15 +130,9 @@ void fs_mark_dirty(struct fs *fs, struct fs_inode *in)
 	fs->dirty_tail = in;
 }
 
-static void inode_destroy(struct fs *fs, struct fs_inode *in)
+/* Free what an inode owns, then the inode (out of the table already). */
+static void inode_free(struct fs *fs, struct fs_inode *in)
 {
-	struct fs_inode **pp = &fs->itab[ihash(in->ino, fs->itab_size)];
-	while (*pp && *pp != in)
-		pp = &(*pp)->hnext;
-	if (*pp)
-		*pp = in->hnext;
-	fs->ninodes--;
-	dirty_unlink(fs, in);
 	/* Buffers: nobody holds in->rw (no refs left) and no write-out is in
 	 * flight (its caller holds a pin until it ended), so drop them. */
 	fs_data_drop_buffers(fs, in, 0);
@@ -140,6 +149,24 @@ static void inode_destroy(struct fs *fs, struct fs_inode *in)
 	pthread_mutex_destroy(&in->wb_lock);
 	pthread_cond_destroy(&in->wb_cond);
 	free(in);
+}
+
+static void inode_destroy(struct fs *fs, struct fs_inode *in)
+{
+	struct fs_inode **pp = &fs->itab[ihash(in->ino, fs->itab_size)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = in->hnext;
+	fs->ninodes--;
+	dirty_unlink(fs, in);
+	inode_free(fs, in);
+}
+
+void fs_inode_discard(struct fs *fs, struct fs_inode *in)
+{
+	if (in)
+		inode_free(fs, in);
 }
 
 /* Free an inode nobody references (no name, no kernel lookup, not open). */
@@ -189,12 +216,18 @@ static void dtab_grow(struct fs *fs)
 	fs->dtab_size = nsize;
 }
 
-int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
+/* A name that is not in its directory yet, with a slot reserved for it in
+ * the directory's array, so that fs_dirent_insert() cannot fail: allocated
+ * before an operation logs its record.  At most one reservation per
+ * directory may be outstanding (free() an unused one). */
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino)
 {
 	struct fs_dir *dd = dir->dir;
 	size_t len = strlen(name);
 	struct fs_dirent *d;
 
+	(void)fs;
 	if (dd->n == dd->cap) {
 		/* Compact removed slots first; grow only when mostly live. */
 		if (dd->live < dd->n / 2) {
@@ -207,19 +240,28 @@ int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_
 			size_t cap = dd->cap ? dd->cap * 2 : 16;
 			struct fs_dirent **e = realloc(dd->ents, cap * sizeof(*e));
 			if (!e)
-				return -ENOMEM;
+				return NULL;
 			dd->ents = e;
 			dd->cap = cap;
 		}
 	}
 	d = malloc(sizeof(*d) + len + 1);
 	if (!d)
-		return -ENOMEM;
+		return NULL;
 	memcpy(d->name, name, len + 1);
 	d->parent = dir->ino;
 	d->ino = ino;
-	d->cookie = dd->next_cookie++;
+	d->cookie = 0;
 	d->hash = name_hash(dir->ino, name);
+	d->hnext = NULL;
+	return d;
+}
+
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+
+	d->cookie = dd->next_cookie++;
 	dd->ents[dd->n++] = d;
 	dd->live++;
 	if (fs->ndirents + 1 > fs->dtab_size)
@@ -227,6 +269,14 @@ int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_
 	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
 	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
 	fs->ndirents++;
+}
+
+int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
+{
+	struct fs_dirent *d = fs_dirent_alloc(fs, dir, name, ino);
+	if (!d)
+		return -ENOMEM;
+	fs_dirent_insert(fs, dir, d);
 	return 0;
 }
 
@@ -347,11 +397,11 @@ void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-static void kill_suidgid(struct fs_inode *in)
+static void kill_suidgid(uint32_t *mode)
 {
-	in->mode &= ~(uint32_t)S_ISUID;
-	if (in->mode & S_IXGRP)
-		in->mode &= ~(uint32_t)S_ISGID;
+	*mode &= ~(uint32_t)S_ISUID;
+	if (*mode & S_IXGRP)
+		*mode &= ~(uint32_t)S_ISGID;
 }
 
 int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
@@ -382,39 +432,48 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 		if (ret)
 			goto unpin;
 	}
+	/* The new attributes are computed aside, logged, then applied. */
 	pthread_mutex_lock(&fs->lock);
+	struct fs_attr a;
 	int64_t now = fs_now();
+	fs_attr_get(in, &a);
 	if (flags & FS_SET_MODE)
-		in->mode = (in->mode & S_IFMT) | (attr->st_mode & 07777);
+		a.mode = (a.mode & S_IFMT) | (attr->st_mode & 07777);
 	if (flags & (FS_SET_UID | FS_SET_GID)) {
 		if (flags & FS_SET_UID)
-			in->uid = attr->st_uid;
+			a.uid = attr->st_uid;
 		if (flags & FS_SET_GID)
-			in->gid = attr->st_gid;
-		if (!S_ISDIR(in->mode))	/* chown clears set-id bits */
-			kill_suidgid(in);
+			a.gid = attr->st_gid;
+		if (!S_ISDIR(a.mode))	/* chown clears set-id bits */
+			kill_suidgid(&a.mode);
 	}
 	if (flags & FS_SET_KILL_SUIDGID)
-		kill_suidgid(in);
+		kill_suidgid(&a.mode);
 	if (flags & FS_SET_ATIME_NOW)
-		in->atime = now;
+		a.atime = now;
 	else if (flags & FS_SET_ATIME)
-		in->atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+		a.atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
 	if (flags & FS_SET_MTIME_NOW)
-		in->mtime = now;
+		a.mtime = now;
 	else if (flags & FS_SET_MTIME)
-		in->mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+		a.mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
 	if (flags & FS_SET_SIZE)
-		in->mtime = now;
-	in->ctime = now;
+		a.mtime = now;
+	a.ctime = now;
 	/* Size changes are logged by fs_data_truncate; times alone are cheap
 	 * to lose, so log the rest now only when something durable changed. */
 	if (flags & (FS_SET_MODE | FS_SET_UID | FS_SET_GID | FS_SET_KILL_SUIDGID |
-		     FS_SET_ATIME | FS_SET_MTIME))
-		ret = fs_log_attr(fs, in);
-	else
+		     FS_SET_ATIME | FS_SET_MTIME)) {
+		ret = fs_log_inode(fs, &a);
+		if (!ret) {
+			fs_apply_attr(fs, in, &a);
+			in->attr_dirty = false;
+		}
+	} else {
+		fs_apply_attr(fs, in, &a);
 		in->attr_dirty = true;
-	if (out)
+	}
+	if (!ret && out)
 		fs_fill_stat(fs, in, out);
 	pthread_mutex_unlock(&fs->lock);
 unpin:
@@ -439,10 +498,14 @@ static int check_name(const char *name)
 	return 0;
 }
 
+/* Validate, prepare the inode (attributes, lifetime class, directory,
+ * target) and its name, log the one CREATE record, then apply it. */
 static int make_node(struct fs *fs, uint64_t parent, const char *name,
 		     mode_t mode, dev_t rdev, const char *target,
 		     const struct fs_ctx *ctx, struct stat *out)
 {
+	struct fs_inode *in = NULL;
+	struct fs_dirent *d = NULL;
 	int ret = check_name(name);
 	if (ret)
 		return ret;
@@ -464,56 +527,40 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 		ret = -EEXIST;
 		goto out;
 	}
-	struct fs_inode *in = fs_inode_new(fs, fs->next_ino++);
-	if (!in) {
+	struct fs_attr a = {
+		.ino = fs->next_ino,
+		.mode = (uint32_t)mode,
+		.uid = ctx ? ctx->uid : 0,
+		.gid = ctx ? ctx->gid : 0,
+		.nlink = S_ISDIR(mode) ? 2 : 1,
+		.rdev = (uint64_t)rdev,
+	};
+	if (dir->mode & S_ISGID) {	/* BSD group semantics on setgid dirs */
+		a.gid = dir->gid;
+		if (S_ISDIR(mode))
+			a.mode |= S_ISGID;
+	}
+	a.atime = a.mtime = a.ctime = fs_now();
+	ret = fs_inode_prepare(fs, &a, parent, target, &in);
+	if (ret)
+		goto out;
+	fs_lifetime_pick(fs, dir, name, ctx, in);
+	d = fs_dirent_alloc(fs, dir, name, in->ino);
+	if (!d) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	in->mode = mode;
-	in->uid = ctx ? ctx->uid : 0;
-	in->gid = ctx ? ctx->gid : 0;
-	if (dir->mode & S_ISGID) {	/* BSD group semantics on setgid dirs */
-		in->gid = dir->gid;
-		if (S_ISDIR(mode))
-			in->mode |= S_ISGID;
-	}
-	in->rdev = rdev;
-	in->nlink = S_ISDIR(mode) ? 2 : 1;
-	in->atime = in->mtime = in->ctime = fs_now();
-	fs_lifetime_pick(fs, dir, name, ctx, in);
-	if (S_ISDIR(mode)) {
-		in->dir = calloc(1, sizeof(*in->dir));
-		if (!in->dir) {
-			ret = -ENOMEM;
-			goto undo;
-		}
-		in->dir->next_cookie = 3;
-		in->dir->parent = parent;
-	}
-	if (target && !(in->symlink = strdup(target))) {
-		ret = -ENOMEM;
-		goto undo;
-	}
-	ret = fs_dirent_add(fs, dir, name, in->ino);
-	if (ret)
-		goto undo;
 	ret = fs_log_create(fs, in, parent, name);
-	if (!ret && target)
-		ret = fs_log_symlink(fs, in->ino, target);
-	if (ret) {
-		fs_dirent_remove(fs, dir, fs_dirent_find(fs, parent, name));
-		goto undo;
-	}
-	if (S_ISDIR(mode))
-		dir->nlink++;
-	dir->mtime = dir->ctime = in->ctime;
+	if (ret)
+		goto out;
+	fs_apply_create(fs, dir, in, d);
 	in->nlookup++;
 	fs_fill_stat(fs, in, out);
-	goto out;
-undo:
-	in->nlink = 0;
-	fs_inode_maybe_free(fs, in);
+	in = NULL;
+	d = NULL;
 out:
+	free(d);
+	fs_inode_discard(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
 }
@@ -561,16 +608,18 @@ int fs_link(struct fs *fs, uint64_t ino, uint64_t newparent,
 		ret = -EMLINK;
 	else if (fs_dirent_find(fs, newparent, newname))
 		ret = -EEXIST;
+	struct fs_dirent *d = NULL;
+	if (!ret && !(d = fs_dirent_alloc(fs, dir, newname, ino)))
+		ret = -ENOMEM;
 	if (!ret)
 		ret = fs_log_link(fs, newparent, newname, ino);
-	if (!ret)
-		ret = fs_dirent_add(fs, dir, newname, ino);
 	if (!ret) {
-		in->nlink++;
+		fs_apply_link(fs, dir, in, d);
+		d = NULL;
 		in->nlookup++;
-		in->ctime = dir->mtime = dir->ctime = fs_now();
 		fs_fill_stat(fs, in, out);
 	}
+	free(d);
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
 }
@@ -603,7 +652,7 @@ static int remove_name(struct fs *fs, uint64_t parent, const char *name, bool di
 	if (!ret && !in->dir && in->nlink <= 1)
 		fs_lifetime_note_unlink(fs, in, 0);	/* lifetime inference (fs_lifetime.c) */
 	if (!ret)
-		ret = fs_apply_unlink(fs, parent, name);
+		fs_apply_unlink(fs, parent, name);	/* validated: cannot fail */
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
 }
@@ -622,23 +671,10 @@ int fs_rmdir(struct fs *fs, uint64_t parent, const char *name)
 	return remove_name(fs, parent, name, true);
 }
 
-/* Is `ino` equal to `anc` or below it? [L] */
-static bool is_below(struct fs *fs, uint64_t ino, uint64_t anc)
-{
-	for (int depth = 0; depth < 4096; depth++) {
-		if (ino == anc)
-			return true;
-		struct fs_inode *in = fs_inode_get(fs, ino);
-		if (!in || !in->dir || ino == FS_ROOT_INO)
-			return false;
-		ino = in->dir->parent;
-	}
-	return true;
-}
-
 int fs_rename(struct fs *fs, uint64_t parent, const char *name,
 	      uint64_t newparent, const char *newname, unsigned int flags)
 {
+	struct fs_dirent *d = NULL;
 	int ret;
 
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
@@ -650,59 +686,26 @@ int fs_rename(struct fs *fs, uint64_t parent, const char *name,
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->lock);
-	struct fs_inode *pd = fs_inode_get(fs, parent), *npd = fs_inode_get(fs, newparent);
-	struct fs_dirent *src = NULL, *dst = NULL;
-	struct fs_inode *sin = NULL, *din = NULL;
-	if (!pd || !npd) {
-		ret = -ENOENT;
-		goto out;
-	}
-	if (!pd->dir || !npd->dir) {
-		ret = -ENOTDIR;
-		goto out;
-	}
-	src = fs_dirent_find(fs, parent, name);
-	if (!src || !(sin = fs_inode_get(fs, src->ino))) {
-		ret = -ENOENT;
-		goto out;
-	}
-	dst = fs_dirent_find(fs, newparent, newname);
-	din = dst ? fs_inode_get(fs, dst->ino) : NULL;
-	if (dst && (flags & RENAME_NOREPLACE)) {
-		ret = -EEXIST;
-		goto out;
-	}
-	if (!dst && (flags & RENAME_EXCHANGE)) {
-		ret = -ENOENT;
-		goto out;
-	}
-	if (dst && dst->ino == src->ino) {	/* same inode: POSIX says do nothing */
+	ret = fs_rename_check(fs, parent, name, newparent, newname, flags);
+	if (ret == 1) {		/* same inode: nothing to do */
 		ret = 0;
 		goto out;
 	}
-	/* A directory cannot move below itself. */
-	if ((sin->dir && is_below(fs, newparent, sin->ino)) ||
-	    ((flags & RENAME_EXCHANGE) && din && din->dir && is_below(fs, parent, din->ino))) {
-		ret = -EINVAL;
+	if (ret)
 		goto out;
-	}
-	if (din && !(flags & RENAME_EXCHANGE)) {
-		if (sin->dir && !din->dir) {
-			ret = -ENOTDIR;
-			goto out;
-		}
-		if (!sin->dir && din->dir) {
-			ret = -EISDIR;
-			goto out;
-		}
-		if (din->dir && din->dir->live > 0) {
-			ret = -ENOTEMPTY;
+	if (!(flags & RENAME_EXCHANGE)) {
+		uint64_t ino = fs_dirent_find(fs, parent, name)->ino;
+		d = fs_dirent_alloc(fs, fs_inode_get(fs, newparent), newname, ino);
+		if (!d) {
+			ret = -ENOMEM;
 			goto out;
 		}
 	}
 	ret = fs_log_rename(fs, parent, name, newparent, newname, flags);
 	if (!ret)
-		ret = fs_apply_rename(fs, parent, name, newparent, newname, flags);
+		ret = fs_apply_rename(fs, parent, name, newparent, newname, flags, d);
+	else
+		free(d);
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;

@@ -27,7 +27,8 @@
 enum fs_rec_type {
 	FS_REC_STATE = MLOG_REC_USER,	/* next_ino, cumulative counters */
 	FS_REC_INODE,		/* full attributes of an existing/new inode */
-	FS_REC_CREATE,		/* attributes + (parent, name): new inode linked */
+	FS_REC_CREATE,		/* attributes + (parent, name) [+ symlink target,
+				 * initial xattrs]: new inode linked */
 	FS_REC_DIRENT,		/* (parent, name) -> ino, no nlink change (snapshot) */
 	FS_REC_LINK,		/* (parent, name) -> ino, nlink + 1 */
 	FS_REC_UNLINK,		/* remove (parent, name), nlink - 1 */
@@ -37,7 +38,7 @@ enum fs_rec_type {
 	FS_REC_TRUNCATE,	/* ino: size, extents beyond dropped */
 	FS_REC_XATTR_SET,
 	FS_REC_XATTR_DEL,
-	FS_REC_SYMLINK,		/* ino: target */
+	FS_REC_SYMLINK,		/* ino: target (snapshots; CREATE carries it live) */
 	FS_REC_PUNCH,		/* ino: [off, off+len) unmapped */
 };
 
@@ -212,8 +213,26 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
 int64_t fs_now(void);
 int fs_commit(struct fs *fs);	/* no locks held */
 
-/* fs_records.c: logging (live) and applying (live + replay) */
-int fs_log_attr(struct fs *fs, struct fs_inode *in);		/* [L] */
+/* fs_records.c: logging (live) and applying (live + replay).
+ * Every operation validates, preallocates what its change needs, appends
+ * its one record, and only then applies it with the fs_apply_* function of
+ * that record type, which replay calls too and which cannot fail: an
+ * in-line snapshot taken by the append must describe the state before the
+ * record, and memory must be untouched when the append fails. [L] */
+
+/* Attributes as INODE and CREATE records carry them. */
+struct fs_attr {
+	uint64_t ino;
+	uint32_t mode, uid, gid, nlink;
+	uint64_t rdev, size;
+	int64_t atime, mtime, ctime;
+	uint8_t cls, src;		/* enum lifetime_class / lifetime_source */
+};
+void fs_attr_get(const struct fs_inode *in, struct fs_attr *a);
+
+int fs_log_attr(struct fs *fs, struct fs_inode *in);	/* in's attributes as they are */
+int fs_log_inode(struct fs *fs, const struct fs_attr *a);
+/* CREATE of the prepared inode `in` (with its symlink target and xattrs). */
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name);
 int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino);
 int fs_log_unlink(struct fs *fs, uint64_t parent, const char *name);
@@ -226,14 +245,47 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 		     const void *value, size_t size);
 int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name);
-int fs_log_symlink(struct fs *fs, uint64_t ino, const char *target);
 int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);
-/* Shared state changes (used live and at replay). [L] */
-int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name);
-int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+
+/* Preallocation (fs.c).  An inode or a name that is not linked in yet:
+ * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
+ * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
+ * at most one outstanding reservation per directory. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
+void fs_inode_insert(struct fs *fs, struct fs_inode *in);
+void fs_inode_discard(struct fs *fs, struct fs_inode *in);
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino);
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* A new inode with attributes a, not in the table: its directory (parent
+ * for '..') when a is a directory, a copy of target when not NULL.
+ * 0 or -ENOMEM. */
+int fs_inode_prepare(struct fs *fs, const struct fs_attr *a, uint64_t parent,
+		     const char *target, struct fs_inode **out);
+/* The checks of a RENAME (live: the errno to return; replay: any error
+ * means a corrupt record): 1 = same inode, nothing to do; 0 = apply. */
+int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
+
+/* Apply functions, one per record type, shared by the live operation
+ * (after its append) and replay (after decoding and validation). */
+void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
+void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		     struct fs_dirent *d);
+void fs_apply_link(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		   struct fs_dirent *d);
+void fs_apply_dirent(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		     struct fs_dirent *d);
+int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name);
+/* d: the new name (np, nn) -> the source inode, preallocated; NULL for an
+ * exchange (consumed or freed either way). */
+int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		    const char *nn, unsigned int flags, struct fs_dirent *d);
+void fs_apply_xattr_set(struct fs *fs, struct fs_inode *in, struct fs_xattr *x);
+void fs_apply_xattr_del(struct fs *fs, struct fs_inode *in, const char *name);
+void fs_apply_symlink(struct fs *fs, struct fs_inode *in, char *target);
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len);	/* extmap drop cb */
 /* Data records applied to memory, live (after the append) and at replay.
  * [L+RW]; fs_apply_extent fails only with -ENOMEM from the extent map. */
@@ -289,10 +341,19 @@ void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
 void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
 
 /* fs_xattr.c */
+/* A stored attribute not on any inode yet (copies of name and value), or
+ * NULL; fs_xattr_attach puts it on in, replacing one of the same name
+ * (cannot fail); fs_xattr_free frees one that was not attached. */
+struct fs_xattr *fs_xattr_new(const char *name, const void *v, size_t size);
+void fs_xattr_attach(struct fs_inode *in, struct fs_xattr *x);
+void fs_xattr_free(struct fs_xattr *x);
 int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size);
 int fs_xattr_del_raw(struct fs_inode *in, const char *name);
 struct fs_xattr *fs_xattr_find(struct fs_inode *in, const char *name);
 void fs_xattr_free_all(struct fs_inode *in);
+/* The class a user.zonefuse.lifetime value names ("long", "long rule\n"):
+ * 0, or -EINVAL when it names none. */
+int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
 

@@ -48,20 +48,13 @@ static enum lifetime_kind kind_of(const char *name)
 	return LIFETIME_KIND_OTHER;
 }
 
-/* The class in a user.zonefuse.lifetime value ("long", "long rule\n"...),
- * or -1. */
+/* The class in in's user.zonefuse.lifetime value, or -1. */
 static int xattr_class(struct fs_inode *in)
 {
 	struct fs_xattr *x = in ? fs_xattr_find(in, FS_XATTR_LIFETIME) : NULL;
 	enum lifetime_class cls;
-	char buf[32];
 
-	if (!x || x->size == 0 || x->size >= sizeof(buf))
-		return -1;
-	memcpy(buf, x->value, x->size);
-	buf[x->size] = 0;
-	buf[strcspn(buf, " \n")] = 0;
-	return lifetime_class_parse(buf, &cls) == 0 ? (int)cls : -1;
+	return x && fs_xattr_lifetime_parse(x->value, x->size, &cls) == 0 ? (int)cls : -1;
 }
 
 static int load_rules(struct fs *fs, const char *path)

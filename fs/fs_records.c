@@ -1,12 +1,20 @@
-/* fs_records — the file system's log records: encoding (live), decoding and
- * applying (replay), and the snapshot that describes the whole state.
+/* fs_records — the file system's log records: encoding (live), decoding,
+ * validating and applying (live and replay), and the snapshot that
+ * describes the whole state.
  *
- * Each record is one atomic logical step.  Payloads are packed
- * little-endian fields (see the put/get helpers); names carry a u16 length.
+ * Each record is one atomic logical step, and each operation writes one
+ * record: a crash or a group commit never splits an operation.  Payloads
+ * are packed little-endian fields (see the put/get helpers); names carry a
+ * u16 length.
  *   STATE     u64 next_ino
  *   INODE     attr                      (attr = ino u64, mode u32, uid u32,
  *   CREATE    attr, parent u64, name     gid u32, nlink u32, rdev u64, size u64,
- *   DIRENT    parent u64, ino u64, name  atime/mtime/ctime i64, cls u8, src u8)
+ *             [tail]                     atime/mtime/ctime i64, cls u8, src u8)
+ *             tail = target (u16 length), nx u16, nx * (name, vlen u32, value):
+ *             written when the new inode is a symlink (its target) or starts
+ *             with xattrs; absent otherwise.  A CREATE of a symlink without
+ *             the tail (older logs) is followed by its SYMLINK record.
+ *   DIRENT    parent u64, ino u64, name
  *   LINK      parent u64, ino u64, name
  *   UNLINK    parent u64, name
  *   RENAME    parent u64, newparent u64, flags u32, name, newname
@@ -14,9 +22,17 @@
  *   EXTENTS   ino u64, n u32, n * (off, len, dev)
  *   TRUNCATE  ino u64, size u64
  *   PUNCH     ino u64, off u64, len u64
- *   XATTR_SET ino u64, name, vlen u32, value
+ *   XATTR_SET ino u64, name, vlen u32, value  (user.zonefuse.lifetime also
+ *                                              sets the inode's class)
  *   XATTR_DEL ino u64, name
- *   SYMLINK   ino u64, target (u16 length)
+ *   SYMLINK   ino u64, target (u16 length)  (snapshots and older logs)
+ *
+ * Every record type has one fs_apply_* function: the live operation calls
+ * it after its append succeeded, replay after decoding and validating the
+ * record.  Apply functions do not fail: what they need is allocated before
+ * (fs_inode_prepare, fs_dirent_alloc, fs_xattr_new), so memory changes only
+ * once the record is in the log, and an in-line snapshot taken by the
+ * append (log full) describes the state without the record.
  * Decoding is bounds-checked everywhere: a malformed record aborts replay
  * with -EUCLEAN instead of reading out of bounds.
  * Locking: every function here runs with fs->lock held (or single-threaded
@@ -58,20 +74,43 @@ static void put_name(struct rbuf *r, const char *s)
 	put(r, s, len);
 }
 
-static void put_attr(struct rbuf *r, const struct fs_inode *in)
+void fs_attr_get(const struct fs_inode *in, struct fs_attr *a)
 {
-	put_u64(r, in->ino);
-	put_u32(r, in->mode);
-	put_u32(r, in->uid);
-	put_u32(r, in->gid);
-	put_u32(r, in->nlink);
-	put_u64(r, in->rdev);
-	put_u64(r, in->size);
-	put_u64(r, (uint64_t)in->atime);
-	put_u64(r, (uint64_t)in->mtime);
-	put_u64(r, (uint64_t)in->ctime);
-	put_u8(r, in->cls);
-	put_u8(r, in->cls_src);
+	a->ino = in->ino;
+	a->mode = in->mode;
+	a->uid = in->uid;
+	a->gid = in->gid;
+	a->nlink = in->nlink;
+	a->rdev = in->rdev;
+	a->size = in->size;
+	a->atime = in->atime;
+	a->mtime = in->mtime;
+	a->ctime = in->ctime;
+	a->cls = in->cls;
+	a->src = in->cls_src;
+}
+
+static void put_attr(struct rbuf *r, const struct fs_attr *a)
+{
+	put_u64(r, a->ino);
+	put_u32(r, a->mode);
+	put_u32(r, a->uid);
+	put_u32(r, a->gid);
+	put_u32(r, a->nlink);
+	put_u64(r, a->rdev);
+	put_u64(r, a->size);
+	put_u64(r, (uint64_t)a->atime);
+	put_u64(r, (uint64_t)a->mtime);
+	put_u64(r, (uint64_t)a->ctime);
+	put_u8(r, a->cls);
+	put_u8(r, a->src);
+}
+
+static void put_inode_attr(struct rbuf *r, const struct fs_inode *in)
+{
+	struct fs_attr a;
+	fs_attr_get(in, &a);
+	put_attr(r, &a);
 }
 
 /* Records that free space may use the room kept for the next snapshot:
@@ -111,21 +150,43 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 	return ret;
 }
 
-int fs_log_attr(struct fs *fs, struct fs_inode *in)
+int fs_log_inode(struct fs *fs, const struct fs_attr *a)
 {
 	struct rbuf r = { .n = 0 };
-	put_attr(&r, in);
-	in->attr_dirty = false;
+	put_attr(&r, a);
 	return emit(fs, FS_REC_INODE, &r);
+}
+
+int fs_log_attr(struct fs *fs, struct fs_inode *in)
+{
+	struct fs_attr a;
+	fs_attr_get(in, &a);
+	int ret = fs_log_inode(fs, &a);
+	if (!ret)
+		in->attr_dirty = false;
+	return ret;
 }
 
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name)
 {
 	struct rbuf r = { .n = 0 };
-	put_attr(&r, in);
+	put_inode_attr(&r, in);
 	put_u64(&r, parent);
 	put_name(&r, name);
-	in->attr_dirty = false;
+	if (in->symlink || in->xattrs) {
+		uint16_t nx = 0;
+		put_name(&r, in->symlink ? in->symlink : "");
+		for (struct fs_xattr *x = in->xattrs; x; x = x->next)
+			nx++;
+		put_u16(&r, nx);
+		for (struct fs_xattr *x = in->xattrs; x; x = x->next) {
+			put_name(&r, x->name);
+			put_u32(&r, (uint32_t)x->size);
+			put(&r, x->value, x->size);
+		}
+		if (r.overflow && in->xattrs)
+			return -E2BIG;
+	}
 	return emit(fs, FS_REC_CREATE, &r);
 }
 
@@ -208,21 +269,119 @@ int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name)
 	return emit(fs, FS_REC_XATTR_DEL, &r);
 }
 
-int fs_log_symlink(struct fs *fs, uint64_t ino, const char *target)
-{
-	struct rbuf r = { .n = 0 };
-	put_u64(&r, ino);
-	put_name(&r, target);
-	return emit(fs, FS_REC_SYMLINK, &r);
-}
-
-/* ---- shared state changes ---- */
+/* ---- applying records (live after the append, and replay) ---- */
 
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len)
 {
 	struct fs *fs = arg;
 	if (!fs->replaying && fs->za)
 		zalloc_valid_sub(fs->za, dev, len);
+}
+
+/* The block size while replaying: fs->bs is set only after mlog_open()
+ * returns, but mlog fills fs->sb before the first record.  0 if unknown
+ * (replay then rejects the record instead of dividing by zero). */
+static uint32_t replay_bs(const struct fs *fs)
+{
+	uint32_t bs = fs->bs ? fs->bs : fs->sb.block_size;
+	return bs && !(bs & (bs - 1)) ? bs : 0;
+}
+
+/* First byte past a file of `size` bytes that may hold no extent, or
+ * UINT64_MAX when rounding up would overflow. */
+static uint64_t tail_start(uint64_t size, uint32_t bs)
+{
+	return size > UINT64_MAX - bs ? UINT64_MAX : ZF_ALIGN_UP(size, bs);
+}
+
+/* Everything but the size, which only changes through fs_apply_truncate
+ * (it is [L+RW]: written only when it does change). */
+static void copy_attr(struct fs_inode *in, const struct fs_attr *a)
+{
+	in->mode = a->mode;
+	in->uid = a->uid;
+	in->gid = a->gid;
+	in->nlink = a->nlink;
+	in->rdev = a->rdev;
+	in->atime = a->atime;
+	in->mtime = a->mtime;
+	in->ctime = a->ctime;
+	in->cls = a->cls;
+	in->cls_src = a->src;
+}
+
+int fs_inode_prepare(struct fs *fs, const struct fs_attr *a, uint64_t parent,
+		     const char *target, struct fs_inode **out)
+{
+	struct fs_inode *in = fs_inode_alloc(fs, a->ino);
+
+	if (!in)
+		return -ENOMEM;
+	copy_attr(in, a);
+	in->size = a->size;
+	if (S_ISDIR(a->mode)) {
+		in->dir = calloc(1, sizeof(*in->dir));
+		if (!in->dir)
+			goto nomem;
+		in->dir->next_cookie = 3;
+		in->dir->parent = parent;
+	}
+	if (target && !(in->symlink = strdup(target)))
+		goto nomem;
+	*out = in;
+	return 0;
+nomem:
+	fs_inode_discard(fs, in);
+	return -ENOMEM;
+}
+
+/* INODE: the attributes as recorded.  A smaller size of a file drops the
+ * extents past it, as a TRUNCATE does. */
+void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a)
+{
+	if (a->size != in->size) {
+		if (S_ISREG(in->mode))
+			fs_apply_truncate(fs, in, a->size);
+		else
+			in->size = a->size;
+	}
+	copy_attr(in, a);
+	if (a->ino >= fs->next_ino)
+		fs->next_ino = a->ino + 1;
+}
+
+/* CREATE: the prepared inode (attributes, directory, target, xattrs) joins
+ * the table under the name d in dir. */
+void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		     struct fs_dirent *d)
+{
+	fs_inode_insert(fs, in);
+	fs_dirent_insert(fs, dir, d);
+	if (in->dir) {
+		in->dir->parent = dir->ino;
+		dir->nlink++;
+	}
+	dir->mtime = dir->ctime = in->ctime;
+	if (in->ino >= fs->next_ino)
+		fs->next_ino = in->ino + 1;
+}
+
+/* LINK: one more name for a non-directory. */
+void fs_apply_link(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		   struct fs_dirent *d)
+{
+	fs_dirent_insert(fs, dir, d);
+	in->nlink++;
+	in->ctime = dir->mtime = dir->ctime = fs_now();
+}
+
+/* DIRENT (snapshots): a name whose link count the INODE record has. */
+void fs_apply_dirent(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
+		     struct fs_dirent *d)
+{
+	fs_dirent_insert(fs, dir, d);
+	if (in->dir)
+		in->dir->parent = dir->ino;
 }
 
 int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name)
@@ -254,24 +413,30 @@ int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name)
 }
 
 int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
-		    const char *nn, unsigned int flags)
+		    const char *nn, unsigned int flags, struct fs_dirent *d)
 {
 	struct fs_inode *pd = fs_inode_get(fs, p), *npd = fs_inode_get(fs, np);
 	struct fs_dirent *src, *dst;
-	int ret;
+	int ret = 0;
 
-	if (!pd || !npd || !pd->dir || !npd->dir)
-		return -ENOTDIR;
+	if (!pd || !npd || !pd->dir || !npd->dir) {
+		ret = -ENOTDIR;
+		goto out;
+	}
 	src = fs_dirent_find(fs, p, n);
-	if (!src)
-		return -ENOENT;
+	if (!src) {
+		ret = -ENOENT;
+		goto out;
+	}
 	dst = fs_dirent_find(fs, np, nn);
 	if (src == dst)
-		return 0;
+		goto out;
 	int64_t now = fs_now();
 	if (flags & RENAME_EXCHANGE) {
-		if (!dst)
-			return -ENOENT;
+		if (!dst) {
+			ret = -ENOENT;
+			goto out;
+		}
 		uint64_t a = src->ino, b = dst->ino;
 		struct fs_inode *ia = fs_inode_get(fs, a), *ib = fs_inode_get(fs, b);
 		src->ino = b;
@@ -281,19 +446,19 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 			if (ib && ib->dir) { ib->dir->parent = p; pd->nlink++; npd->nlink--; }
 		}
 		pd->mtime = pd->ctime = npd->mtime = npd->ctime = now;
-		return 0;
+		goto out;
+	}
+	if (!d || d->ino != src->ino || d->parent != np) {
+		ret = -EINVAL;	/* the caller's preallocation does not fit */
+		goto out;
 	}
 	uint64_t ino = src->ino;
-	if (dst) {
-		ret = fs_apply_unlink(fs, np, nn);
-		if (ret)
-			return ret;
-	}
+	if (dst)
+		fs_apply_unlink(fs, np, nn);	/* dst exists in a directory */
 	src = fs_dirent_find(fs, p, n);	/* still valid: unlink touched only dst */
 	fs_dirent_remove(fs, pd, src);
-	ret = fs_dirent_add(fs, npd, nn, ino);
-	if (ret)
-		return ret;
+	fs_dirent_insert(fs, npd, d);
+	d = NULL;
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	if (in) {
 		in->ctime = now;
@@ -304,6 +469,116 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		}
 	}
 	pd->mtime = pd->ctime = npd->mtime = npd->ctime = now;
+out:
+	free(d);
+	return ret;
+}
+
+/* XATTR_SET: the value replaces any earlier one; user.zonefuse.lifetime
+ * also makes its class the inode's (the strongest lifetime source). */
+void fs_apply_xattr_set(struct fs *fs, struct fs_inode *in, struct fs_xattr *x)
+{
+	enum lifetime_class cls;
+
+	(void)fs;
+	if (strcmp(x->name, FS_XATTR_LIFETIME) == 0 &&
+	    fs_xattr_lifetime_parse(x->value, x->size, &cls) == 0) {
+		in->cls = (uint8_t)cls;
+		in->cls_src = LIFETIME_SRC_XATTR;
+	}
+	fs_xattr_attach(in, x);
+}
+
+void fs_apply_xattr_del(struct fs *fs, struct fs_inode *in, const char *name)
+{
+	(void)fs;
+	fs_xattr_del_raw(in, name);
+}
+
+/* SYMLINK: target (allocated by the caller) becomes in's. */
+void fs_apply_symlink(struct fs *fs, struct fs_inode *in, char *target)
+{
+	(void)fs;
+	free(in->symlink);
+	in->symlink = target;
+}
+
+/* Data records.  Dropped device ranges are reported to zalloc through
+ * fs_drop_valid (a no-op while replaying). [L+RW] */
+int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
+		    uint64_t dev, uint64_t size_min)
+{
+	int ret = extmap_set(&in->map, off, len, dev, fs_drop_valid, fs);
+	if (!ret && size_min > in->size)
+		in->size = size_min;
+	return ret;
+}
+
+void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
+{
+	if (size < in->size)
+		extmap_punch(&in->map, tail_start(size, replay_bs(fs)), UINT64_MAX,
+			     fs_drop_valid, fs);
+	in->size = size;
+}
+
+void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
+}
+
+/* ---- validation (live and replay) ---- */
+
+/* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
+ * as "below" (refused). */
+static bool is_below(struct fs *fs, uint64_t ino, uint64_t anc)
+{
+	for (int depth = 0; depth < 4096; depth++) {
+		if (ino == anc)
+			return true;
+		struct fs_inode *in = fs_inode_get(fs, ino);
+		/* a directory not named yet (snapshot replay) is its own parent */
+		if (!in || !in->dir || ino == FS_ROOT_INO || in->dir->parent == ino)
+			return false;
+		ino = in->dir->parent;
+	}
+	return true;
+}
+
+int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
+		    const char *nn, unsigned int flags)
+{
+	struct fs_inode *pd = fs_inode_get(fs, p), *npd = fs_inode_get(fs, np);
+	if (flags & ~(unsigned int)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)))
+		return -EINVAL;
+	if (!pd || !npd)
+		return -ENOENT;
+	if (!pd->dir || !npd->dir)
+		return -ENOTDIR;
+	struct fs_dirent *src = fs_dirent_find(fs, p, n), *dst = fs_dirent_find(fs, np, nn);
+	struct fs_inode *sin = src ? fs_inode_get(fs, src->ino) : NULL;
+	struct fs_inode *din = dst ? fs_inode_get(fs, dst->ino) : NULL;
+	if (!src || !sin)
+		return -ENOENT;
+	if (dst && (flags & RENAME_NOREPLACE))
+		return -EEXIST;
+	if (!dst && (flags & RENAME_EXCHANGE))
+		return -ENOENT;
+	if (dst && dst->ino == src->ino)	/* same inode: POSIX says do nothing */
+		return 1;
+	/* A directory cannot move below itself. */
+	if ((sin->dir && is_below(fs, np, sin->ino)) ||
+	    ((flags & RENAME_EXCHANGE) && din && din->dir && is_below(fs, p, din->ino)))
+		return -EINVAL;
+	if (din && !(flags & RENAME_EXCHANGE)) {
+		if (sin->dir && !din->dir)
+			return -ENOTDIR;
+		if (!sin->dir && din->dir)
+			return -EISDIR;
+		if (din->dir && din->dir->live > 0)
+			return -ENOTEMPTY;
+	}
 	return 0;
 }
 
@@ -346,15 +621,7 @@ static void get_name(struct rd *r, char *buf, size_t cap, bool path)
 		r->bad = true;
 }
 
-struct attr_rec {
-	uint64_t ino;
-	uint32_t mode, uid, gid, nlink;
-	uint64_t rdev, size;
-	int64_t atime, mtime, ctime;
-	uint8_t cls, src;
-};
-
-static void get_attr(struct rd *r, struct attr_rec *a)
+static void get_attr(struct rd *r, struct fs_attr *a)
 {
 	a->ino = get_u64(r);
 	a->mode = get_u32(r);
@@ -379,132 +646,6 @@ static void get_attr(struct rd *r, struct attr_rec *a)
 	}
 }
 
-/* The block size while replaying: fs->bs is set only after mlog_open()
- * returns, but mlog fills fs->sb before the first record.  0 if unknown
- * (the caller then rejects the record instead of dividing by zero). */
-static uint32_t replay_bs(const struct fs *fs)
-{
-	uint32_t bs = fs->bs ? fs->bs : fs->sb.block_size;
-	return bs && !(bs & (bs - 1)) ? bs : 0;
-}
-
-/* First byte past a file of `size` bytes that may hold no extent, or
- * UINT64_MAX when rounding up would overflow. */
-static uint64_t tail_start(uint64_t size, uint32_t bs)
-{
-	return size > UINT64_MAX - bs ? UINT64_MAX : ZF_ALIGN_UP(size, bs);
-}
-
-static int set_attr(struct fs *fs, const struct attr_rec *a)
-{
-	struct fs_inode *in = fs_inode_get(fs, a->ino);
-	if (in && (in->mode & S_IFMT) && (in->mode & S_IFMT) != (a->mode & S_IFMT))
-		return -EUCLEAN;	/* check before changing anything */
-	if (!in) {
-		in = fs_inode_new(fs, a->ino);
-		if (!in)
-			return -ENOMEM;
-	}
-	if (S_ISDIR(a->mode) && !in->dir) {
-		in->dir = calloc(1, sizeof(*in->dir));
-		if (!in->dir)
-			return -ENOMEM;
-		in->dir->next_cookie = 3;
-		in->dir->parent = a->ino;
-	}
-	in->mode = a->mode;
-	in->uid = a->uid;
-	in->gid = a->gid;
-	in->nlink = a->nlink;
-	in->rdev = a->rdev;
-	if (a->size < in->size && S_ISREG(a->mode)) {
-		uint32_t bs = replay_bs(fs);
-		if (!bs)
-			return -EUCLEAN;
-		extmap_punch(&in->map, tail_start(a->size, bs), UINT64_MAX, NULL, NULL);
-	}
-	in->size = a->size;
-	in->atime = a->atime;
-	in->mtime = a->mtime;
-	in->ctime = a->ctime;
-	in->cls = a->cls;
-	in->cls_src = a->src;
-	if (a->ino >= fs->next_ino)
-		fs->next_ino = a->ino + 1;
-	return 0;
-}
-
-/* Data records, applied to memory the same way live (after the record is
- * appended) and at replay.  Dropped device ranges are reported to zalloc
- * through fs_drop_valid (a no-op while replaying). [L+RW] */
-int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
-		    uint64_t dev, uint64_t size_min)
-{
-	int ret = extmap_set(&in->map, off, len, dev, fs_drop_valid, fs);
-	if (!ret && size_min > in->size)
-		in->size = size_min;
-	return ret;
-}
-
-void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
-{
-	if (size < in->size)
-		extmap_punch(&in->map, tail_start(size, replay_bs(fs)), UINT64_MAX,
-			     fs_drop_valid, fs);
-	in->size = size;
-}
-
-void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
-{
-	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
-}
-
-/* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
- * as "below" (refused). */
-static bool replay_is_below(struct fs *fs, uint64_t ino, uint64_t anc)
-{
-	for (int depth = 0; depth < 4096; depth++) {
-		if (ino == anc)
-			return true;
-		struct fs_inode *in = fs_inode_get(fs, ino);
-		/* a directory not named yet (snapshot replay) is its own parent */
-		if (!in || !in->dir || ino == FS_ROOT_INO || in->dir->parent == ino)
-			return false;
-		ino = in->dir->parent;
-	}
-	return true;
-}
-
-/* The checks the live fs_rename() makes before it logs a RENAME: a record
- * that fails them is corrupt.  Returns 1 for "same inode: nothing to do",
- * 0 to apply, -EUCLEAN to refuse. */
-static int replay_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
-			       const char *nn, uint32_t flags)
-{
-	struct fs_inode *pd = fs_inode_get(fs, p), *npd = fs_inode_get(fs, np);
-	if (flags & ~(uint32_t)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
-	    ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE)))
-		return -EUCLEAN;
-	if (!pd || !npd || !pd->dir || !npd->dir)
-		return -EUCLEAN;
-	struct fs_dirent *src = fs_dirent_find(fs, p, n), *dst = fs_dirent_find(fs, np, nn);
-	struct fs_inode *sin = src ? fs_inode_get(fs, src->ino) : NULL;
-	struct fs_inode *din = dst ? fs_inode_get(fs, dst->ino) : NULL;
-	if (!src || !sin)
-		return -EUCLEAN;
-	if ((dst && (flags & RENAME_NOREPLACE)) || (!dst && (flags & RENAME_EXCHANGE)))
-		return -EUCLEAN;
-	if (dst && dst->ino == src->ino)
-		return 1;
-	if ((sin->dir && replay_is_below(fs, np, sin->ino)) ||
-	    ((flags & RENAME_EXCHANGE) && din && din->dir && replay_is_below(fs, p, din->ino)))
-		return -EUCLEAN;
-	if (din && !(flags & RENAME_EXCHANGE) &&
-	    (!sin->dir != !din->dir || (din->dir && din->dir->live > 0)))
-		return -EUCLEAN;
-	return 0;
-}
-
 /* An extent's device range lies on the device and inside one zone (data is
  * written zone by zone; mount_reconcile refuses anything else too). */
 static bool dev_range_ok(const struct fs *fs, uint64_t dev, uint64_t len)
@@ -520,18 +661,186 @@ static struct fs_inode *reg_inode(struct fs *fs, uint64_t ino)
 	return in && S_ISREG(in->mode) ? in : NULL;
 }
 
+/* Scratch for names and targets (replay is single-threaded per fs, but
+ * several file systems may replay at once). */
+struct replay_buf {
+	char name[FS_NAME_MAX + 2], name2[FS_NAME_MAX + 2];
+	char target[4097];
+};
+static _Thread_local struct replay_buf rb;
+
+static int replay_inode(struct fs *fs, struct rd *r)
+{
+	struct fs_attr a;
+	get_attr(r, &a);
+	if (r->bad)
+		return 0;
+	struct fs_inode *in = fs_inode_get(fs, a.ino);
+	if (in && (in->mode & S_IFMT) != (a.mode & S_IFMT)) {
+		r->bad = true;	/* an inode never changes its type */
+		return 0;
+	}
+	if (in && S_ISREG(a.mode) && a.size < in->size && !replay_bs(fs)) {
+		r->bad = true;
+		return 0;
+	}
+	if (!in) {	/* a snapshot's inode: '..' is itself until it is named */
+		int ret = fs_inode_prepare(fs, &a, a.ino, NULL, &in);
+		if (ret)
+			return ret;
+		fs_inode_insert(fs, in);
+	}
+	fs_apply_attr(fs, in, &a);
+	return 0;
+}
+
+/* The optional tail of a CREATE: target, then initial xattrs, attached to
+ * the prepared inode; must use up the payload. */
+static int replay_create_tail(struct rd *r, struct fs_inode *in)
+{
+	get_name(r, rb.target, sizeof(rb.target), true);
+	uint16_t nx = get_u16(r);
+	if (r->bad)
+		return 0;
+	if (S_ISLNK(in->mode)) {
+		if (!(in->symlink = strdup(rb.target)))
+			return -ENOMEM;
+	} else if (rb.target[0]) {
+		r->bad = true;	/* only a symlink has a target */
+		return 0;
+	}
+	for (uint16_t i = 0; i < nx && !r->bad; i++) {
+		get_name(r, rb.name2, sizeof(rb.name2), true);
+		uint32_t vlen = get_u32(r);
+		if (r->bad || vlen > r->left || fs_xattr_find(in, rb.name2)) {
+			r->bad = true;
+			break;
+		}
+		struct fs_xattr *x = fs_xattr_new(rb.name2, r->p, vlen);
+		if (!x)
+			return -ENOMEM;
+		fs_xattr_attach(in, x);
+		r->p += vlen;
+		r->left -= vlen;
+	}
+	if (r->left)
+		r->bad = true;
+	return 0;
+}
+
+static int replay_create(struct fs *fs, struct rd *r)
+{
+	struct fs_attr a;
+	struct fs_inode *in = NULL;
+	struct fs_dirent *d = NULL;
+	int ret;
+
+	get_attr(r, &a);
+	uint64_t parent = get_u64(r);
+	get_name(r, rb.name, sizeof(rb.name), false);
+	if (r->bad)
+		return 0;
+	struct fs_inode *dir = fs_inode_get(fs, parent);
+	if (!dir || !dir->dir || fs_dirent_find(fs, parent, rb.name) ||
+	    fs_inode_get(fs, a.ino)) {
+		r->bad = true;
+		return 0;
+	}
+	ret = fs_inode_prepare(fs, &a, parent, NULL, &in);
+	if (!ret && r->left)
+		ret = replay_create_tail(r, in);
+	if (!ret && !r->bad && !(d = fs_dirent_alloc(fs, dir, rb.name, a.ino)))
+		ret = -ENOMEM;
+	if (ret || r->bad) {
+		fs_inode_discard(fs, in);
+		return ret;
+	}
+	fs_apply_create(fs, dir, in, d);
+	return 0;
+}
+
+/* LINK and DIRENT */
+static int replay_name(struct fs *fs, struct rd *r, uint16_t type)
+{
+	uint64_t parent = get_u64(r), ino = get_u64(r);
+	get_name(r, rb.name, sizeof(rb.name), false);
+	if (r->bad)
+		return 0;
+	struct fs_inode *dir = fs_inode_get(fs, parent), *in = fs_inode_get(fs, ino);
+	if (!dir || !dir->dir || !in || fs_dirent_find(fs, parent, rb.name)) {
+		r->bad = true;
+		return 0;
+	}
+	/* A directory has exactly one name (never a LINK), the root none, and
+	 * a directory never goes below itself. */
+	if (in->dir && (type == FS_REC_LINK || ino == FS_ROOT_INO ||
+			in->dir->parent != ino || is_below(fs, parent, ino))) {
+		r->bad = true;
+		return 0;
+	}
+	struct fs_dirent *d = fs_dirent_alloc(fs, dir, rb.name, ino);
+	if (!d)
+		return -ENOMEM;
+	if (type == FS_REC_LINK)
+		fs_apply_link(fs, dir, in, d);
+	else
+		fs_apply_dirent(fs, dir, in, d);
+	return 0;
+}
+
+static int replay_rename(struct fs *fs, struct rd *r)
+{
+	uint64_t p = get_u64(r), np = get_u64(r);
+	uint32_t flags = get_u32(r);
+	get_name(r, rb.name, sizeof(rb.name), false);
+	get_name(r, rb.name2, sizeof(rb.name2), false);
+	if (r->bad)
+		return 0;
+	int ret = fs_rename_check(fs, p, rb.name, np, rb.name2, flags);
+	if (ret < 0) {
+		r->bad = true;
+		return 0;
+	}
+	if (ret == 1)
+		return 0;
+	struct fs_dirent *d = NULL;
+	if (!(flags & RENAME_EXCHANGE)) {
+		uint64_t ino = fs_dirent_find(fs, p, rb.name)->ino;
+		d = fs_dirent_alloc(fs, fs_inode_get(fs, np), rb.name2, ino);
+		if (!d)
+			return -ENOMEM;
+	}
+	return fs_apply_rename(fs, p, rb.name, np, rb.name2, flags, d);
+}
+
+static int replay_xattr_set(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r);
+	get_name(r, rb.name, sizeof(rb.name), true);
+	uint32_t vlen = get_u32(r);
+	if (r->bad || vlen != r->left) {
+		r->bad = true;
+		return 0;
+	}
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	r->left = 0;
+	if (!in)	/* freed later in the log */
+		return 0;
+	struct fs_xattr *x = fs_xattr_new(rb.name, r->p, vlen);
+	if (!x)
+		return -ENOMEM;
+	fs_apply_xattr_set(fs, in, x);
+	return 0;
+}
+
 int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn)
 {
 	struct fs *fs = arg;
 	struct rd r = { .p = payload, .left = len };
-	static _Thread_local char name[FS_NAME_MAX + 2], name2[FS_NAME_MAX + 2];
-	static _Thread_local char target[4097];
-	struct attr_rec a;
 	struct fs_inode *in;
 	int ret = 0;
 
-	(void)lsn;
 	switch (type) {
 	case FS_REC_STATE: {
 		uint64_t next = get_u64(&r);
@@ -540,89 +849,32 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		break;
 	}
 	case FS_REC_INODE:
-		get_attr(&r, &a);
-		if (!r.bad)
-			ret = set_attr(fs, &a);
+		ret = replay_inode(fs, &r);
 		break;
-	case FS_REC_CREATE: {
-		get_attr(&r, &a);
-		uint64_t parent = get_u64(&r);
-		get_name(&r, name, sizeof(name), false);
-		if (r.bad)
-			break;
-		struct fs_inode *dir = fs_inode_get(fs, parent);
-		if (!dir || !dir->dir || fs_dirent_find(fs, parent, name) ||
-		    fs_inode_get(fs, a.ino)) {
-			r.bad = true;
-			break;
-		}
-		ret = set_attr(fs, &a);
-		if (!ret)
-			ret = fs_dirent_add(fs, dir, name, a.ino);
-		if (!ret && S_ISDIR(a.mode)) {
-			fs_inode_get(fs, a.ino)->dir->parent = parent;
-			dir->nlink++;
-		}
+	case FS_REC_CREATE:
+		ret = replay_create(fs, &r);
 		break;
-	}
 	case FS_REC_DIRENT:
-	case FS_REC_LINK: {
-		uint64_t parent = get_u64(&r), ino = get_u64(&r);
-		get_name(&r, name, sizeof(name), false);
-		if (r.bad)
-			break;
-		struct fs_inode *dir = fs_inode_get(fs, parent);
-		in = fs_inode_get(fs, ino);
-		if (!dir || !dir->dir || !in || fs_dirent_find(fs, parent, name)) {
-			r.bad = true;
-			break;
-		}
-		/* A directory has exactly one name (never a LINK), the root
-		 * none, and a directory never goes below itself. */
-		if (in->dir && (type == FS_REC_LINK || ino == FS_ROOT_INO ||
-				in->dir->parent != ino || replay_is_below(fs, parent, ino))) {
-			r.bad = true;
-			break;
-		}
-		ret = fs_dirent_add(fs, dir, name, ino);
-		if (!ret && in->dir)
-			in->dir->parent = parent;
-		if (!ret && type == FS_REC_LINK)
-			in->nlink++;
+	case FS_REC_LINK:
+		ret = replay_name(fs, &r, type);
 		break;
-	}
 	case FS_REC_UNLINK: {
 		uint64_t parent = get_u64(&r);
-		get_name(&r, name, sizeof(name), false);
+		get_name(&r, rb.name, sizeof(rb.name), false);
 		if (r.bad)
 			break;
-		struct fs_dirent *d = fs_dirent_find(fs, parent, name);
+		struct fs_dirent *d = fs_dirent_find(fs, parent, rb.name);
 		in = d ? fs_inode_get(fs, d->ino) : NULL;
 		if (!d || (in && in->dir && in->dir->live > 0)) {
 			r.bad = true;	/* missing name, or a non-empty directory */
 			break;
 		}
-		ret = fs_apply_unlink(fs, parent, name);
+		ret = fs_apply_unlink(fs, parent, rb.name);
 		break;
 	}
-	case FS_REC_RENAME: {
-		uint64_t p = get_u64(&r), np = get_u64(&r);
-		uint32_t flags = get_u32(&r);
-		get_name(&r, name, sizeof(name), false);
-		get_name(&r, name2, sizeof(name2), false);
-		if (r.bad)
-			break;
-		ret = replay_rename_check(fs, p, name, np, name2, flags);
-		if (ret < 0) {
-			r.bad = true;
-			ret = 0;
-		} else if (ret == 0) {
-			ret = fs_apply_rename(fs, p, name, np, name2, flags);
-		} else {
-			ret = 0;
-		}
+	case FS_REC_RENAME:
+		ret = replay_rename(fs, &r);
 		break;
-	}
 	case FS_REC_EXTENT: {
 		uint64_t ino = get_u64(&r), off = get_u64(&r), elen = get_u64(&r);
 		uint64_t dev = get_u64(&r), size_min = get_u64(&r);
@@ -653,7 +905,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 				break;
 			}
 			if (in)
-				ret = extmap_set(&in->map, off, elen, dev, NULL, NULL);
+				ret = fs_apply_extent(fs, in, off, elen, dev, 0);
 		}
 		break;
 	}
@@ -677,38 +929,28 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		fs_apply_punch(fs, in, off, plen);
 		break;
 	}
-	case FS_REC_XATTR_SET: {
-		uint64_t ino = get_u64(&r);
-		get_name(&r, name, sizeof(name), true);
-		uint32_t vlen = get_u32(&r);
-		if (r.bad || vlen != r.left) {
-			r.bad = true;
-			break;
-		}
-		in = fs_inode_get(fs, ino);
-		if (in)
-			ret = fs_xattr_set_raw(in, name, r.p, vlen);
-		r.left = 0;
+	case FS_REC_XATTR_SET:
+		ret = replay_xattr_set(fs, &r);
 		break;
-	}
 	case FS_REC_XATTR_DEL: {
 		uint64_t ino = get_u64(&r);
-		get_name(&r, name, sizeof(name), true);
+		get_name(&r, rb.name, sizeof(rb.name), true);
 		in = fs_inode_get(fs, ino);
 		if (!r.bad && in)
-			fs_xattr_del_raw(in, name);
+			fs_apply_xattr_del(fs, in, rb.name);
 		break;
 	}
 	case FS_REC_SYMLINK: {
 		uint64_t ino = get_u64(&r);
-		get_name(&r, target, sizeof(target), true);
+		get_name(&r, rb.target, sizeof(rb.target), true);
 		in = fs_inode_get(fs, ino);
 		if (r.bad || !in)
 			break;
-		free(in->symlink);
-		in->symlink = strdup(target);
-		if (!in->symlink)
+		char *t = strdup(rb.target);
+		if (!t)
 			ret = -ENOMEM;
+		else
+			fs_apply_symlink(fs, in, t);
 		break;
 	}
 	default:
@@ -742,7 +984,7 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 		return -ENOMEM;
 	r->n = 0;
 	r->overflow = false;
-	put_attr(r, in);
+	put_inode_attr(r, in);
 	ret = snap_append(m, FS_REC_INODE, r);
 	if (!ret && in->symlink) {
 		r->n = 0;

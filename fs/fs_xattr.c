@@ -39,29 +39,56 @@ struct fs_xattr *fs_xattr_find(struct fs_inode *in, const char *name)
 	return NULL;
 }
 
+struct fs_xattr *fs_xattr_new(const char *name, const void *v, size_t size)
+{
+	struct fs_xattr *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->name = strdup(name);
+	x->value = malloc(size ? size : 1);
+	if (!x->name || !x->value) {
+		fs_xattr_free(x);
+		return NULL;
+	}
+	if (size)
+		memcpy(x->value, v, size);
+	x->size = size;
+	return x;
+}
+
+void fs_xattr_free(struct fs_xattr *x)
+{
+	if (!x)
+		return;
+	free(x->name);
+	free(x->value);
+	free(x);
+}
+
+void fs_xattr_attach(struct fs_inode *in, struct fs_xattr *x)
+{
+	struct fs_xattr *old = fs_xattr_find(in, x->name);
+
+	if (old) {	/* keep the list position; take the new value */
+		free(old->value);
+		old->value = x->value;
+		old->size = x->size;
+		x->value = NULL;
+		fs_xattr_free(x);
+		return;
+	}
+	x->next = in->xattrs;
+	in->xattrs = x;
+}
+
 int fs_xattr_set_raw(struct fs_inode *in, const char *name, const void *v, size_t size)
 {
-	struct fs_xattr *x = fs_xattr_find(in, name);
-	void *copy = malloc(size ? size : 1);
+	struct fs_xattr *x = fs_xattr_new(name, v, size);
 
-	if (!copy)
+	if (!x)
 		return -ENOMEM;
-	if (size)
-		memcpy(copy, v, size);
-	if (!x) {
-		x = calloc(1, sizeof(*x));
-		if (!x || !(x->name = strdup(name))) {
-			free(x);
-			free(copy);
-			return -ENOMEM;
-		}
-		x->next = in->xattrs;
-		in->xattrs = x;
-	} else {
-		free(x->value);
-	}
-	x->value = copy;
-	x->size = size;
+	fs_xattr_attach(in, x);
 	return 0;
 }
 
@@ -84,6 +111,18 @@ void fs_xattr_free_all(struct fs_inode *in)
 {
 	while (in->xattrs)
 		fs_xattr_del_raw(in, in->xattrs->name);
+}
+
+int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls)
+{
+	char buf[32];
+
+	if (size == 0 || size >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, v, size);
+	buf[size] = 0;
+	buf[strcspn(buf, " \n")] = 0;
+	return lifetime_class_parse(buf, cls) ? -EINVAL : 0;
 }
 
 /* ---- virtual attributes ---- */
@@ -332,11 +371,13 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	return ret;
 }
 
+/* Validate, log XATTR_SET, then apply it (the class change that setting
+ * user.zonefuse.lifetime implies is part of applying the same record). */
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags)
 {
+	struct fs_xattr *x = NULL;
 	int ret;
-	enum lifetime_class cls = LIFETIME_MEDIUM;
 
 	if (strncmp(name, "user.", 5) != 0)
 		return -EOPNOTSUPP;
@@ -345,15 +386,10 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 	if (size > 16384)
 		return -E2BIG;
 	if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
-		char buf[32];
+		enum lifetime_class cls;
 		if (strcmp(name, FS_XATTR_LIFETIME) != 0)
 			return -EPERM;
-		if (size == 0 || size >= sizeof(buf))
-			return -EINVAL;
-		memcpy(buf, value, size);
-		buf[size] = 0;
-		buf[strcspn(buf, " \n")] = 0;
-		if (lifetime_class_parse(buf, &cls))
+		if (fs_xattr_lifetime_parse(value, size, &cls))
 			return -EINVAL;
 	}
 	if (fs->read_only)
@@ -364,27 +400,29 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		ret = -ENOENT;
 		goto out;
 	}
-	struct fs_xattr *x = fs_xattr_find(in, name);
-	if ((flags & XATTR_CREATE) && x) {
+	struct fs_xattr *cur = fs_xattr_find(in, name);
+	if ((flags & XATTR_CREATE) && cur) {
 		ret = -EEXIST;
 		goto out;
 	}
-	if ((flags & XATTR_REPLACE) && !x) {
+	if ((flags & XATTR_REPLACE) && !cur) {
 		ret = -ENODATA;
 		goto out;
 	}
+	x = fs_xattr_new(name, value, size);
+	if (!x) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	ret = fs_log_xattr_set(fs, ino, name, value, size);
-	if (!ret)
-		ret = fs_xattr_set_raw(in, name, value, size);
-	if (!ret && strcmp(name, FS_XATTR_LIFETIME) == 0) {
-		in->cls = (uint8_t)cls;
-		in->cls_src = LIFETIME_SRC_XATTR;
-		ret = fs_log_attr(fs, in);
+	if (ret) {
+		fs_xattr_free(x);
+		goto out;
 	}
-	if (!ret) {
-		in->ctime = fs_now();
-		in->attr_dirty = true;
-	}
+	fs_apply_xattr_set(fs, in, x);
+	/* ctime is logged lazily, with the other attributes */
+	in->ctime = fs_now();
+	in->attr_dirty = true;
 out:
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
@@ -407,12 +445,11 @@ int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 		ret = -ENOENT;
 	else if (!fs_xattr_find(in, name))
 		ret = -ENODATA;
-	else {
+	else
 		ret = fs_log_xattr_del(fs, ino, name);
-		if (!ret)
-			ret = fs_xattr_del_raw(in, name);
-		if (!ret)
-			in->ctime = fs_now();
+	if (!ret) {
+		fs_apply_xattr_del(fs, in, name);
+		in->ctime = fs_now();
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return ret;

@@ -6,6 +6,9 @@
  *   - corrupted metadata on the device (bit flips, wrong CRC, truncated log,
  *     a zeroed header): mount and fsck fail cleanly or fall back, never
  *     crash;
+ *   - every operation is one record, appended before memory changes: an
+ *     in-line snapshot, a group commit or a failed append never leaves
+ *     memory and log apart;
  *   - regression tests for what the crash loop and the fuzzers found.
  */
 #include <check.h>
@@ -312,6 +315,242 @@ START_TEST(repeated_crashes)
 }
 END_TEST
 
+/* ---- one record per operation, logged before memory changes ----------- */
+
+static uint64_t nrecords(void)
+{
+	struct mlog_stats ms;
+	mlog_get_stats(fs->mlog, &ms);
+	return ms.records;
+}
+
+static uint64_t nsnapshots(void)
+{
+	struct mlog_stats ms;
+	mlog_get_stats(fs->mlog, &ms);
+	return ms.snapshots;
+}
+
+static bool exists(uint64_t parent, const char *name)
+{
+	return lookup(parent, name) != 0;
+}
+
+/* A small metadata log: 3 meta zones of 1 MiB (a snapshot must fit in the
+ * one zone kept empty). */
+static void small_log_setup(void)
+{
+	teardown();
+	make_dev(16, 1u << 20);
+	open_dev();
+	struct fs_mkfs_opts mo = { .meta_zones = 3 };
+	ck_assert_int_eq(fs_mkfs(dev, &mo), 0);
+	do_mount();
+}
+
+/* Bug: make_node added the name before it logged CREATE; when that append
+ * found the log full, the in-line snapshot already held the new name and
+ * inode, and the CREATE after it made replay fail (EUCLEAN): the file
+ * system did not mount again.  Creates and unlinks (the state stays small)
+ * until a create is the append that snapshots, then a crash. */
+START_TEST(inline_snapshot_on_create)
+{
+	small_log_setup();
+	char name[32];
+	uint64_t snaps = nsnapshots();
+	int last = -1;
+	for (int i = 0; i < 400000 && last < 0; i++) {
+		snprintf(name, sizeof(name), "f%06d", i);
+		mk(FS_ROOT_INO, name, S_IFREG | 0644);
+		if (nsnapshots() != snaps) {
+			last = i;	/* this CREATE's append wrote the snapshot */
+			break;
+		}
+		if (i % 64 != 0)
+			ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
+		snaps = nsnapshots();
+	}
+	ck_assert_int_ge(last, 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	crash_and_remount();
+	for (int i = 0; i <= last; i++) {
+		snprintf(name, sizeof(name), "f%06d", i);
+		bool want = i % 64 == 0 || i == last;
+		ck_assert_msg(exists(FS_ROOT_INO, name) == want, "%s: %s", name,
+			      want ? "lost" : "back");
+	}
+	clean_remount();
+	snprintf(name, sizeof(name), "f%06d", last);
+	ck_assert(exists(FS_ROOT_INO, name));
+}
+END_TEST
+
+static void lifetime_is(uint64_t ino, const char *want)
+{
+	char v[64];
+	int n = fs_getxattr(fs, ino, FS_XATTR_LIFETIME, v, sizeof(v) - 1);
+	ck_assert_int_gt(n, 0);
+	v[n] = 0;
+	ck_assert_msg(strcmp(v, want) == 0, "ino %llu: '%s', want '%s'",
+		      (unsigned long long)ino, v, want);
+}
+
+/* Each operation is one record, so no group commit and no crash can split
+ * it: a symlink was CREATE + SYMLINK (a crash between them left a symlink
+ * without target), setting user.zonefuse.lifetime was XATTR_SET + INODE (a
+ * crash between them left the value without its class). */
+START_TEST(one_record_per_operation)
+{
+	struct stat st;
+	uint64_t n0;
+	char buf[64];
+
+	n0 = nrecords();
+	ck_assert_int_eq(fs_symlink(fs, FS_ROOT_INO, "sl", "a/b/target", NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	uint64_t sl = st.st_ino;
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	uint64_t d = mk(FS_ROOT_INO, "d", S_IFDIR | 0755);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	uint64_t f = mk(d, "f", S_IFREG | 0644);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	ck_assert_int_eq(fs_setxattr(fs, f, FS_XATTR_LIFETIME, "long", 4, 0), 0);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	ck_assert_int_eq(fs_setxattr(fs, d, FS_XATTR_LIFETIME, "short", 5, 0), 0);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	ck_assert_int_eq(fs_link(fs, f, FS_ROOT_INO, "f2", &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	ck_assert_int_eq(fs_rename(fs, FS_ROOT_INO, "f2", d, "f3", 0), 0);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	n0 = nrecords();
+	struct stat attr = { .st_mode = 0600 };
+	ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_MODE, &st), 0);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	uint64_t g = mk(d, "g", S_IFREG | 0644);	/* class from the dir's xattr */
+	/* a commit (the committer thread) may come right after any record */
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	crash_and_remount();
+	ck_assert_int_eq(fs_readlink(fs, sl, buf, sizeof(buf)), 10);
+	ck_assert_int_eq(memcmp(buf, "a/b/target", 10), 0);
+	lifetime_is(f, "long xattr\n");
+	lifetime_is(d, "short xattr\n");
+	lifetime_is(g, "short dir-xattr\n");
+	ck_assert_uint_eq(lookup(d, "f3"), f);
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.st_mode, S_IFREG | 0600);
+	ck_assert_uint_eq(st.st_nlink, 2);
+}
+END_TEST
+
+/* A CREATE carries the new inode's initial xattrs (the encoder writes what
+ * the prepared inode holds). */
+START_TEST(create_with_initial_xattrs)
+{
+	struct fs_attr a = { .mode = S_IFREG | 0640, .nlink = 1, .atime = 1, .mtime = 2,
+			     .ctime = 3, .cls = LIFETIME_LONG, .src = LIFETIME_SRC_XATTR };
+	struct fs_inode *in = NULL, *root;
+	struct fs_dirent *d;
+	char buf[64];
+
+	pthread_mutex_lock(&fs->lock);
+	root = fs_inode_get(fs, FS_ROOT_INO);
+	a.ino = fs->next_ino;
+	ck_assert_int_eq(fs_inode_prepare(fs, &a, FS_ROOT_INO, NULL, &in), 0);
+	ck_assert_int_eq(fs_xattr_set_raw(in, FS_XATTR_LIFETIME, "long", 4), 0);
+	ck_assert_int_eq(fs_xattr_set_raw(in, "user.empty", "", 0), 0);
+	ck_assert_ptr_nonnull(d = fs_dirent_alloc(fs, root, "born", a.ino));
+	uint64_t n0 = nrecords();
+	ck_assert_int_eq(fs_log_create(fs, in, FS_ROOT_INO, "born"), 0);
+	ck_assert_uint_eq(nrecords() - n0, 1);
+	fs_apply_create(fs, root, in, d);
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	crash_and_remount();
+	uint64_t ino = lookup(FS_ROOT_INO, "born");
+	ck_assert_uint_eq(ino, a.ino);
+	lifetime_is(ino, "long xattr\n");
+	ck_assert_int_eq(fs_getxattr(fs, ino, "user.empty", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(fs_getxattr(fs, ino, FS_XATTR_LIFETIME, buf, sizeof(buf)), 11);
+	clean_remount();
+	lifetime_is(ino, "long xattr\n");
+}
+END_TEST
+
+/* When an append fails (here: the log is full and the state does not fit
+ * a snapshot), the operation returns the error and memory is as before. */
+START_TEST(failed_append_changes_nothing)
+{
+	small_log_setup();
+	char name[64], val[1500];
+	struct stat st;
+	int err = 0, n = 0;
+	memset(val, 'v', sizeof(val));
+	uint64_t f = mk(FS_ROOT_INO, "victim", S_IFREG | 0644);
+	uint64_t d = mk(FS_ROOT_INO, "dir", S_IFDIR | 0755);
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.k", "old", 3, 0), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	for (n = 0; n < 20000 && !err; n++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", n);
+		err = fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st);
+		if (err)
+			break;
+		fs_forget(fs, st.st_ino, 1);
+		err = fs_setxattr(fs, st.st_ino, "user.pad", val, sizeof(val), 0);
+	}
+	ck_assert_msg(err == -ENOSPC || err == -E2BIG, "error %d", err);
+	/* every kind of operation now fails, and leaves memory alone */
+	struct stat attr = { .st_mode = 0600, .st_uid = 7 };
+	ck_assert_int_lt(fs_setattr(fs, f, &attr, FS_SET_MODE | FS_SET_UID, &st), 0);
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.st_mode, S_IFREG | 0644);
+	ck_assert_uint_eq(st.st_uid, 0);
+	ck_assert_int_lt(fs_symlink(fs, FS_ROOT_INO, "sl", "t", NULL, &st), 0);
+	ck_assert(!exists(FS_ROOT_INO, "sl"));
+	ck_assert_int_lt(fs_mkdir(fs, d, "sub", 0755, NULL, &st), 0);
+	ck_assert(!exists(d, "sub"));
+	ck_assert_int_eq(fs_getattr(fs, d, &st), 0);
+	ck_assert_uint_eq(st.st_nlink, 2);
+	ck_assert_int_lt(fs_link(fs, f, d, "l", &st), 0);
+	ck_assert(!exists(d, "l"));
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.st_nlink, 1);
+	ck_assert_int_lt(fs_rename(fs, FS_ROOT_INO, "victim", d, "moved", 0), 0);
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "victim"), f);
+	ck_assert(!exists(d, "moved"));
+	ck_assert_int_lt(fs_unlink(fs, FS_ROOT_INO, "victim"), 0);
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "victim"), f);
+	char buf[16];
+	ck_assert_int_lt(fs_setxattr(fs, f, "user.k", "new", 3, 0), 0);
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.k", buf, sizeof(buf)), 3);
+	ck_assert_int_eq(memcmp(buf, "old", 3), 0);
+	ck_assert_int_lt(fs_setxattr(fs, f, FS_XATTR_LIFETIME, "short", 5, 0), 0);
+	lifetime_is(f, "medium default\n");
+	ck_assert_int_lt(fs_removexattr(fs, f, "user.k"), 0);
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.k", buf, sizeof(buf)), 3);
+	/* the log replays to the same state (read-only: a read-write mount
+	 * needs a snapshot, which this state does not fit) */
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	fs_unmount(fs);
+	fs = NULL;
+	zdev_close(dev);
+	open_dev();
+	ck_assert_int_eq(fs_check(dev, false, count_report, NULL), 0);
+	ck_assert_int_eq(try_mount(true), 0);
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "victim"), f);
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq(st.st_mode, S_IFREG | 0644);
+	ck_assert(!exists(FS_ROOT_INO, "sl"));
+	ck_assert(!exists(d, "sub"));
+}
+END_TEST
+
 /* ---- regressions from the fsx model test -------------------------------- */
 
 /* Bug (fs_data.c / fs_prefetch.c, found by fsx.sh seed 5): a prefetch
@@ -570,6 +809,112 @@ START_TEST(inconsistent_namespace)
 	/* the tree is intact: fs_check-like walk */
 	ck_assert_int_eq(fs_getattr(fs, d, &st), 0);
 	ck_assert_uint_eq(st.st_nlink, 3);
+}
+END_TEST
+
+/* CREATE with its tail (target, initial xattrs), the older forms (CREATE
+ * then SYMLINK; XATTR_SET of the lifetime then INODE), and damaged tails. */
+START_TEST(create_tail_forms)
+{
+	uint64_t d = lookup(FS_ROOT_INO, "d"), f = lookup(d, "f");
+	struct rec r;
+	struct stat st;
+	char buf[64];
+
+	/* new form: symlink with its target and an xattr */
+	memset(&r, 0, sizeof(r));
+	r_attr(&r, 7001, S_IFLNK | 0777, 1, 0); r_u64(&r, d); r_name(&r, "ln1");
+	r_name(&r, "../t1"); r_u16(&r, 1);
+	r_name(&r, "user.x"); r_u32(&r, 2); r_u8(&r, 'h'); r_u8(&r, 'i');
+	ck_assert_int_eq(replay(FS_REC_CREATE, &r), 0);
+	ck_assert_uint_eq(lookup(d, "ln1"), 7001);
+	ck_assert_int_eq(fs_readlink(fs, 7001, buf, sizeof(buf)), 5);
+	ck_assert_int_eq(memcmp(buf, "../t1", 5), 0);
+	ck_assert_int_eq(fs_getxattr(fs, 7001, "user.x", buf, sizeof(buf)), 2);
+	/* a regular file created with the lifetime xattr (the class is in the
+	 * attributes, the value is stored as given) */
+	memset(&r, 0, sizeof(r));
+	r_attr(&r, 7002, S_IFREG | 0644, 1, 0);
+	r.b[r.n - 2] = LIFETIME_EXTREME; r.b[r.n - 1] = LIFETIME_SRC_XATTR;
+	r_u64(&r, d); r_name(&r, "withx");
+	r_name(&r, ""); r_u16(&r, 1);
+	r_name(&r, FS_XATTR_LIFETIME); r_u32(&r, 7);
+	memcpy(r.b + r.n, "extreme", 7); r.n += 7;
+	ck_assert_int_eq(replay(FS_REC_CREATE, &r), 0);
+	lifetime_is(7002, "extreme xattr\n");
+	struct fs_xattr *x = fs_xattr_find(fs_inode_get(fs, 7002), FS_XATTR_LIFETIME);
+	ck_assert_ptr_nonnull(x);
+	ck_assert_uint_eq(x->size, 7);
+	/* old form: CREATE without the tail, then SYMLINK */
+	memset(&r, 0, sizeof(r));
+	r_attr(&r, 7003, S_IFLNK | 0777, 1, 0); r_u64(&r, d); r_name(&r, "ln2");
+	ck_assert_int_eq(replay(FS_REC_CREATE, &r), 0);
+	memset(&r, 0, sizeof(r));
+	r_u64(&r, 7003); r_name(&r, "old/target");
+	ck_assert_int_eq(replay(FS_REC_SYMLINK, &r), 0);
+	ck_assert_int_eq(fs_readlink(fs, 7003, buf, sizeof(buf)), 10);
+	/* old form: XATTR_SET of the lifetime, then INODE with the class */
+	memset(&r, 0, sizeof(r));
+	r_u64(&r, f); r_name(&r, FS_XATTR_LIFETIME); r_u32(&r, 5);
+	memcpy(r.b + r.n, "short", 5); r.n += 5;
+	ck_assert_int_eq(replay(FS_REC_XATTR_SET, &r), 0);
+	lifetime_is(f, "short xattr\n");
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	memset(&r, 0, sizeof(r));
+	r_attr(&r, f, S_IFREG | 0644, 1, (uint64_t)st.st_size);
+	r.b[r.n - 2] = LIFETIME_SHORT; r.b[r.n - 1] = LIFETIME_SRC_XATTR;
+	ck_assert_int_eq(replay(FS_REC_INODE, &r), 0);
+	lifetime_is(f, "short xattr\n");
+	/* damaged tails: nothing is created */
+	struct { const char *what; uint32_t mode; const char *target; int nx; int vlen;
+		 bool dup; int extra; } bad[] = {
+		{ "target on a file", S_IFREG | 0644, "t", 0, 0, false, 0 },
+		{ "xattr count past the end", S_IFLNK | 0777, "t", 3, 1, false, 0 },
+		{ "value past the end", S_IFLNK | 0777, "t", 1, 100, false, 0 },
+		{ "same xattr twice", S_IFLNK | 0777, "t", 2, 1, true, 0 },
+		{ "bytes after the tail", S_IFLNK | 0777, "t", 1, 1, false, 5 },
+	};
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(bad); i++) {
+		memset(&r, 0, sizeof(r));
+		r_attr(&r, 7100 + i, bad[i].mode, 1, 0); r_u64(&r, d); r_name(&r, "bad");
+		r_name(&r, bad[i].target); r_u16(&r, (uint16_t)bad[i].nx);
+		int have = bad[i].nx > 2 ? 1 : bad[i].nx;
+		for (int k = 0; k < have; k++) {
+			r_name(&r, bad[i].dup || k == 0 ? "user.a" : "user.b");
+			r_u32(&r, (uint32_t)bad[i].vlen);
+			if (bad[i].vlen < 10) {
+				memset(r.b + r.n, 'v', (size_t)bad[i].vlen);
+				r.n += (size_t)bad[i].vlen;
+			}
+		}
+		memset(r.b + r.n, 0, (size_t)bad[i].extra);
+		r.n += (size_t)bad[i].extra;
+		ck_assert_msg(replay(FS_REC_CREATE, &r) == -EUCLEAN, "%s", bad[i].what);
+		ck_assert_msg(!exists(d, "bad"), "%s", bad[i].what);
+		ck_assert_int_eq(fs_getattr(fs, 7100 + i, &st), -ENOENT);
+	}
+	/* every cut of a CREATE with a tail: rejected, or (cut right after
+	 * the name) the older form without a tail */
+	memset(&r, 0, sizeof(r));
+	r_attr(&r, 7200, S_IFLNK | 0777, 1, 0); r_u64(&r, d); r_name(&r, "cut");
+	size_t base = r.n;
+	r_name(&r, "tgt"); r_u16(&r, 1); r_name(&r, "user.c"); r_u32(&r, 1); r_u8(&r, 'c');
+	for (size_t len = 0; len < r.n; len++) {
+		struct rec cut = r;
+		cut.n = len;
+		int ret = replay(FS_REC_CREATE, &cut);
+		if (len == base) {
+			ck_assert_int_eq(ret, 0);
+			memset(&cut, 0, sizeof(cut));
+			r_u64(&cut, d); r_name(&cut, "cut");
+			ck_assert_int_eq(replay(FS_REC_UNLINK, &cut), 0);
+		} else {
+			ck_assert_msg(ret == -EUCLEAN, "cut to %zu of %zu: %d", len, r.n, ret);
+		}
+		ck_assert(!exists(d, "cut"));
+	}
+	ck_assert_int_eq(replay(FS_REC_CREATE, &r), 0);
+	ck_assert_int_eq(fs_readlink(fs, 7200, buf, sizeof(buf)), 3);
 }
 END_TEST
 
@@ -845,6 +1190,10 @@ int main(void)
 	tcase_add_test(tc, prefetch_after_flush);
 	tcase_add_test(tc, snapshot_skips_dangling_names);
 	tcase_add_test(tc, fsck_small_zones);
+	tcase_add_test(tc, inline_snapshot_on_create);
+	tcase_add_test(tc, one_record_per_operation);
+	tcase_add_test(tc, create_with_initial_xattrs);
+	tcase_add_test(tc, failed_append_changes_nothing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("malformed");
@@ -853,6 +1202,7 @@ int main(void)
 	tcase_add_test(tc, truncated_payloads);
 	tcase_add_test(tc, bad_names_and_fields);
 	tcase_add_test(tc, inconsistent_namespace);
+	tcase_add_test(tc, create_tail_forms);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("corrupt");
