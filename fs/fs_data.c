@@ -808,6 +808,22 @@ unpin_out:
 	return ret;
 }
 
+/* Zero bytes [from, to) of block blk's buffered page, if it is buffered.
+ * [RW excl] */
+static void zero_in_page(struct fs *fs, struct fs_inode *in, uint64_t blk,
+			 uint32_t from, uint32_t to)
+{
+	struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+	uint8_t *p = c ? chunk_page(fs, c, (uint32_t)(blk % fs->pages_per_chunk)) : NULL;
+	if (p)
+		memset(p + from, 0, to - from);
+}
+
+/* Log first: the TRUNCATE record is appended before any buffered byte is
+ * dropped or zeroed, so a failed append (log full or broken) leaves the
+ * file as it was.  What can fail before the append only adds: the page of
+ * the new last block is made present (a copy of its bytes), and zeroed
+ * after the append. */
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 {
 	int ret = 0;
@@ -819,19 +835,11 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	if (size == in->size)
 		return 0;
 	fs_pf_invalidate(fs, in);
-	if (size > in->size) {
-		ret = zero_tail(fs, in);
-	} else {
-		fs_data_drop_buffers(fs, in, ZF_ALIGN_UP(size, fs->bs));
-		/* The new last block must read as zeros beyond the new size. */
-		if (size % fs->bs) {
-			uint8_t *p = page_get(fs, in, size / fs->bs, true);
-			if (!p)
-				ret = -ENOMEM;
-			else
-				memset(p + size % fs->bs, 0, fs->bs - size % fs->bs);
-		}
-	}
+	bool shrink = size < in->size;
+	if (!shrink)
+		ret = zero_tail(fs, in);	/* bytes beyond the size only */
+	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true))
+		ret = -ENOMEM;
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->lock);
@@ -839,11 +847,22 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	if (!ret) {
 		fs_apply_truncate(fs, in, size);
 		in->mtime = in->ctime = fs_now();
-		if (in->buffered)
-			fs_mark_dirty(fs, in);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	return ret;
+	if (ret)
+		return ret;
+	if (shrink) {
+		fs_data_drop_buffers(fs, in, ZF_ALIGN_UP(size, fs->bs));
+		/* The new last block reads as zeros beyond the new size. */
+		if (size % fs->bs)
+			zero_in_page(fs, in, size / fs->bs, (uint32_t)(size % fs->bs), fs->bs);
+	}
+	if (in->buffered) {
+		pthread_mutex_lock(&fs->lock);
+		fs_mark_dirty(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	return 0;
 }
 
 int fs_flush(struct fs *fs, uint64_t ino)
@@ -888,6 +907,70 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 	return ret;
 }
 
+/* Punch [off, off+len) (clipped to the size): whole blocks are unmapped by
+ * a PUNCH record, partial blocks at the edges become zeros in the buffer.
+ * Log first: the record is appended before any buffered byte is dropped or
+ * zeroed, so a failed append changes nothing.  Before it, only what may
+ * fail and adds nothing visible: the edge pages are made present (copies
+ * of their bytes) and the extent map gets room for the split a punch may
+ * need (its apply after the append cannot fail).  [RW excl, drops] */
+static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	int err = 0;
+
+	fs_data_wait_writeout(in);	/* as for truncate */
+	fs_pf_invalidate(fs, in);
+	uint64_t end = ZF_MIN(off + len, in->size);
+	uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
+	/* The partial blocks at the edges (at most two): [off, a) and [b, end)
+	 * when a block is not covered whole. */
+	uint64_t edge[2][2];
+	unsigned nedge = 0;
+	for (uint64_t pos = off; pos < end;) {
+		uint64_t bo = pos % fs->bs;
+		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
+		if (pos >= a && pos + n <= b && n == fs->bs) {
+			pos = b;	/* whole blocks: punched below */
+			continue;
+		}
+		edge[nedge][0] = pos;
+		edge[nedge][1] = n;
+		nedge++;
+		pos += n;
+	}
+	for (unsigned k = 0; k < nedge && !err; k++)
+		if (!page_get(fs, in, edge[k][0] / fs->bs, true))
+			err = -ENOMEM;
+	if (!err && b > a) {
+		pthread_mutex_lock(&fs->lock);
+		/* A punch inside one extent splits it: one more entry. */
+		err = extmap_reserve(&in->map, 1);
+		if (!err)
+			err = fs_log_punch(fs, in->ino, a, b - a);
+		if (!err)
+			fs_apply_punch(fs, in, a, b - a);
+		pthread_mutex_unlock(&fs->lock);
+		/* Buffered whole blocks in [a, b) are gone with the record. */
+		for (uint64_t blk = a / fs->bs; !err && blk < b / fs->bs; blk++) {
+			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+			if (c)
+				chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
+		}
+	}
+	if (err)
+		return err;
+	for (unsigned k = 0; k < nedge; k++) {
+		uint32_t bo = (uint32_t)(edge[k][0] % fs->bs);
+		zero_in_page(fs, in, edge[k][0] / fs->bs, bo, bo + (uint32_t)edge[k][1]);
+	}
+	pthread_mutex_lock(&fs->lock);
+	in->mtime = in->ctime = fs_now();
+	if (in->buffered)
+		fs_mark_dirty(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	int err;
@@ -910,45 +993,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 		if (off + len > in->size)
 			err = fs_data_truncate(fs, in, off + len);
 	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
-		fs_data_wait_writeout(in);	/* as for truncate */
-		fs_pf_invalidate(fs, in);
-		uint64_t end = ZF_MIN(off + len, in->size);
-		uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
-		/* Partial blocks at the edges become zeros in the buffer. */
-		for (uint64_t pos = off; pos < end && !err;) {
-			uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
-			uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
-			if (pos >= a && pos + n <= b && n == fs->bs) {
-				pos = b;	/* whole blocks: punched below */
-				continue;
-			}
-			uint8_t *p = page_get(fs, in, blk, true);
-			if (!p)
-				err = -ENOMEM;
-			else
-				memset(p + bo, 0, n);
-			pos += n;
-		}
-		if (!err && b > a) {
-			/* Drop buffered whole blocks in [a, b). */
-			for (uint64_t blk = a / fs->bs; blk < b / fs->bs; blk++) {
-				struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-				if (c)
-					chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
-			}
-			pthread_mutex_lock(&fs->lock);
-			err = fs_log_punch(fs, in->ino, a, b - a);
-			if (!err)
-				fs_apply_punch(fs, in, a, b - a);
-			pthread_mutex_unlock(&fs->lock);
-		}
-		if (!err) {
-			pthread_mutex_lock(&fs->lock);
-			in->mtime = in->ctime = fs_now();
-			if (in->buffered)
-				fs_mark_dirty(fs, in);
-			pthread_mutex_unlock(&fs->lock);
-		}
+		err = punch(fs, in, off, len);
 	}
 	pthread_rwlock_unlock(&in->rw);
 	unpin(fs, in);

@@ -9,7 +9,9 @@
  *   - fsck finds nothing wrong, and after a remount every file fsync'ed
  *     successfully holds its data; files whose fsync failed hold only bytes
  *     that were written to them (or zeros).
- * Also: ENOSPC on a full device and on full metadata zones.
+ * Also: ENOSPC on a full device and on full metadata zones; log first:
+ * a truncate or punch whose record cannot be appended (log full) changes
+ * nothing.
  */
 #include <check.h>
 #include <errno.h>
@@ -497,6 +499,131 @@ START_TEST(meta_full)
 }
 END_TEST
 
+/* ---- log first: a change whose record fails changes nothing ----------- */
+
+#define BS 4096u
+
+static uint64_t mkfile(const char *name)
+{
+	struct stat st;
+	ck_assert_int_eq(fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
+static void put(uint64_t ino, uint64_t off, size_t n, uint32_t seed)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, off, seed);
+	ck_assert_int_eq(fs_write(fs, ino, off, b, n, false), (ssize_t)n);
+	free(b);
+}
+
+/* The file reads as `size` bytes, byte_at(seed) in [from, to), zeros
+ * elsewhere. */
+static void expect(uint64_t ino, uint64_t size, uint64_t from, uint64_t to, uint32_t seed)
+{
+	struct stat st;
+	uint8_t *b = malloc(size + 1);
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, size);
+	ck_assert_int_eq(fs_read(fs, ino, 0, size + 1, b), (ssize_t)size);
+	for (uint64_t k = 0; k < size; k++) {
+		uint8_t want = k >= from && k < to ? byte_at(seed, k) : 0;
+		ck_assert_msg(b[k] == want, "byte %llu is 0x%02x, want 0x%02x",
+			      (unsigned long long)k, b[k], want);
+	}
+	free(b);
+}
+
+/* Metadata log full: the 3 smallest meta zones filled with names and
+ * xattrs until an append fails (as meta_full), then the room left in the
+ * tail zone with TRUNCATE records of a spare file until one fails: every
+ * later TRUNCATE or PUNCH record (no smaller) fails too, as the state no
+ * longer fits a snapshot. */
+static void fill_meta_log(void)
+{
+	char name[64], val[1500];
+	struct stat st;
+	int err = 0;
+	uint64_t spare = mkfile("spare");
+
+	memset(val, 'v', sizeof(val));
+	for (int i = 0; i < 20000 && err == 0; i++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", i);
+		err = fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st);
+		if (err)
+			break;
+		fs_forget(fs, st.st_ino, 1);
+		err = fs_setxattr(fs, st.st_ino, "user.pad", val, sizeof(val), 0);
+		if (!err && i % 50 == 49)
+			err = fs_sync(fs);
+	}
+	ck_assert_int_lt(err, 0);
+	memset(&st, 0, sizeof(st));
+	err = 0;
+	for (int i = 0; i < 1000000 && err == 0; i++) {
+		st.st_size = i % 2 ? 0 : BS;	/* nothing buffered to drop */
+		err = fs_setattr(fs, spare, &st, FS_SET_SIZE, NULL);
+	}
+	ck_assert_int_lt(err, 0);
+}
+
+/* A file with DIRTY bytes in the write buffer only (3 blocks and a part),
+ * then the metadata log made full. */
+#define DIRTY (3 * BS + 1000)
+static uint64_t buffered_file_log_full(void)
+{
+	teardown();
+	make_dev(12, 1u << 20, 8);	/* 1 MiB zones: a metadata log of 3 MiB */
+	open_dev();
+	struct fs_mkfs_opts mo = { .meta_zones = 3 };
+	ck_assert_int_eq(fs_mkfs(dev, &mo), 0);
+	ck_assert_int_eq(try_mount(), 0);
+	uint64_t ino = mkfile("dirty");
+	ck_assert_int_eq(fs_sync(fs), 0);
+	fill_meta_log();
+	put(ino, 0, DIRTY, 7);	/* no record: a partial chunk stays buffered */
+	expect(ino, DIRTY, 0, DIRTY, 7);
+	return ino;
+}
+
+/* A truncate whose TRUNCATE record cannot be appended fails and leaves the
+ * buffered bytes as they were (nothing is dropped or zeroed before the
+ * record is in the log). */
+START_TEST(failed_truncate_keeps_buffered_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	struct stat a;
+	memset(&a, 0, sizeof(a));
+	/* into the middle of a block (its tail would be zeroed), then to a
+	 * block boundary (whole pages would be dropped), then to 0 */
+	const uint64_t sizes[] = { BS + 904, 2 * BS, 0 };
+	for (unsigned k = 0; k < 3; k++) {
+		a.st_size = (off_t)sizes[k];
+		int r = fs_setattr(fs, ino, &a, FS_SET_SIZE, NULL);
+		ck_assert_msg(r < 0, "truncate to %llu with a full log: %d",
+			      (unsigned long long)sizes[k], r);
+		expect(ino, DIRTY, 0, DIRTY, 7);
+	}
+}
+END_TEST
+
+/* The same for a hole punch: partial edge blocks, whole blocks. */
+START_TEST(failed_punch_keeps_buffered_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	const int pm = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	/* [1000, 9000): partial block, one whole block, partial block */
+	int r = fs_fallocate(fs, ino, pm, 1000, 8000);
+	ck_assert_msg(r < 0, "punch with a full log: %d", r);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+	r = fs_fallocate(fs, ino, pm, BS, 2 * BS);	/* whole blocks only */
+	ck_assert_msg(r < 0, "punch with a full log: %d", r);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -522,6 +649,12 @@ int main(void)
 	tcase_add_test(tc, mkfs_faults);
 	tcase_add_test(tc, device_full);
 	tcase_add_test(tc, meta_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log_first");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, failed_truncate_keeps_buffered_data);
+	tcase_add_test(tc, failed_punch_keeps_buffered_data);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
