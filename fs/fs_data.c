@@ -726,6 +726,34 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 	return ret;
 }
 
+/* A write by someone else drops the set-user-ID bit (and set-group-ID
+ * when group execution is on) before the data changes.  Log first: the
+ * INODE record with the new mode must be in the log before the write goes
+ * on (else a crash could bring back the bits over new data); fs_log_attr()
+ * logs the inode as it is, so the new mode is set for the append under
+ * fs->lock (no one sees it meanwhile) and put back when the append fails.
+ * 0 or -errno (nothing changed). */
+static int drop_setid(struct fs *fs, struct fs_inode *in)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	uint32_t mode = in->mode, nmode = mode & ~(uint32_t)S_ISUID;
+	if (nmode & S_IXGRP)
+		nmode &= ~(uint32_t)S_ISGID;
+	if (nmode != mode) {
+		bool dirty = in->attr_dirty;
+		in->mode = nmode;
+		ret = fs_log_attr(fs, in);
+		if (ret) {
+			in->mode = mode;
+			in->attr_dirty = dirty;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill)
 {
@@ -753,6 +781,8 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
 		wait_one(in);
 	fs_pf_invalidate(fs, in);
+	if (kill && (ret = drop_setid(fs, in)))
+		goto unlock;
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
 	const uint8_t *src = buf;
@@ -774,12 +804,6 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		if (pos > in->size)
 			in->size = pos;
 		in->mtime = in->ctime = fs_now();
-		if (kill && (in->mode & (S_ISUID | S_ISGID))) {
-			in->mode &= ~(uint32_t)S_ISUID;
-			if (in->mode & S_IXGRP)
-				in->mode &= ~(uint32_t)S_ISGID;
-			fs_log_attr(fs, in);
-		}
 		in->attr_dirty = true;
 		fs_mark_dirty(fs, in);
 		pthread_mutex_unlock(&fs->lock);

@@ -10,8 +10,8 @@
  *     successfully holds its data; files whose fsync failed hold only bytes
  *     that were written to them (or zeros).
  * Also: ENOSPC on a full device and on full metadata zones; log first:
- * a truncate or punch whose record cannot be appended (log full) changes
- * nothing.
+ * a truncate, punch or set-id drop whose record cannot be appended (log
+ * full) changes nothing.
  */
 #include <check.h>
 #include <errno.h>
@@ -569,8 +569,8 @@ static void fill_meta_log(void)
 	ck_assert_int_lt(err, 0);
 }
 
-/* A file with DIRTY bytes in the write buffer only (3 blocks and a part),
- * then the metadata log made full. */
+/* A set-id file (mode 06775) with DIRTY bytes in the write buffer only
+ * (3 blocks and a part), then the metadata log made full. */
 #define DIRTY (3 * BS + 1000)
 static uint64_t buffered_file_log_full(void)
 {
@@ -580,7 +580,10 @@ static uint64_t buffered_file_log_full(void)
 	struct fs_mkfs_opts mo = { .meta_zones = 3 };
 	ck_assert_int_eq(fs_mkfs(dev, &mo), 0);
 	ck_assert_int_eq(try_mount(), 0);
-	uint64_t ino = mkfile("dirty");
+	struct stat st;
+	ck_assert_int_eq(fs_mknod(fs, FS_ROOT_INO, "dirty", S_IFREG | 06775, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	uint64_t ino = st.st_ino;
 	ck_assert_int_eq(fs_sync(fs), 0);
 	fill_meta_log();
 	put(ino, 0, DIRTY, 7);	/* no record: a partial chunk stays buffered */
@@ -624,6 +627,23 @@ START_TEST(failed_punch_keeps_buffered_data)
 }
 END_TEST
 
+/* A write that has to drop the set-id bits fails when the INODE record
+ * with the new mode cannot be appended, and changes neither the mode nor
+ * the data. */
+START_TEST(failed_setid_drop_keeps_mode_and_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	uint8_t b[100];
+	struct stat st;
+	memset(b, 0x5A, sizeof(b));
+	ssize_t r = fs_write(fs, ino, 100, b, sizeof(b), true);
+	ck_assert_msg(r < 0, "write dropping set-id bits with a full log: %zd", r);
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 06775);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -655,6 +675,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, failed_truncate_keeps_buffered_data);
 	tcase_add_test(tc, failed_punch_keeps_buffered_data);
+	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
