@@ -329,7 +329,13 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 	return 0;
 }
 
-/* Record the extents for stage bytes [so, so+len) written at device `dev`. */
+/* Record the extents for stage bytes [so, so+len) written at device `dev`.
+ * Log first, and nothing that can fail after the append: the extent map's
+ * room is reserved before the EXTENT record is appended, so a record in
+ * the log is always applied and its bytes counted valid (an extent logged
+ * but not counted would let zalloc reset its zone while the log still
+ * maps it).  On an error nothing more is recorded; the chunks stay
+ * buffered and are written again. */
 static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage *s,
 			  uint64_t so, uint64_t len, uint64_t dev)
 {
@@ -344,13 +350,13 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 		uint64_t fo = r->file_off + (a - r->stage_off);
 		uint64_t d = dev + (a - so);
 		uint64_t size_min = ZF_MIN(in->size, fo + (b - a));
-		ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
+		ret = extmap_reserve(&in->map, 2);	/* a set splits one extent in 3 */
+		if (!ret)
+			ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
 		if (ret)
 			break;
 		zalloc_valid_add(fs->za, d, b - a);
-		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);
-		if (ret)
-			zalloc_valid_sub(fs->za, d, b - a);
+		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);	/* room reserved */
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return ret;

@@ -10,8 +10,9 @@
  *     successfully holds its data; files whose fsync failed hold only bytes
  *     that were written to them (or zeros).
  * Also: ENOSPC on a full device and on full metadata zones; log first:
- * a truncate, punch or set-id drop whose record cannot be appended (log
- * full) changes nothing.
+ * a truncate, punch, set-id drop or extent whose record cannot be appended
+ * (log full, no memory) changes nothing, and what memory shows is what a
+ * replay of the log shows (the out-of-memory cases use failalloc.h).
  */
 #include <check.h>
 #include <errno.h>
@@ -23,7 +24,9 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "failalloc.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"
 #include "testlib.h"
 
 static struct tl_dev td;
@@ -644,6 +647,154 @@ START_TEST(failed_setid_drop_keeps_mode_and_data)
 }
 END_TEST
 
+/* Device byte + 1 of each of the first nblk blocks of ino as the in-memory
+ * extent map has it (0 = hole). */
+static void map_of(uint64_t ino, uint64_t *dev_of, size_t nblk)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	for (size_t b = 0; b < nblk; b++) {
+		uint64_t off = (uint64_t)b * BS;
+		size_t i = extmap_find(&in->map, off);
+		const struct extmap_ext *e = i < in->map.n ? &in->map.v[i] : NULL;
+		dev_of[b] = e && e->off <= off ? e->dev + (off - e->off) + 1 : 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* Make the next growth of ino's extent array fail; the map must be full
+ * (its next set needs a bigger array), so that the growth happens. */
+static void arm_map(uint64_t ino, size_t want_n)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	ck_assert_uint_eq(in->map.n, want_n);
+	ck_assert_uint_gt(in->map.n + 2, in->map.cap);
+	failalloc_arm(in->map.v);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* The daemon dies: only what was committed survives; fsck is clean. */
+static void crash_remount(void)
+{
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	fs_unmount(fs);		/* fails (-EIO): the device is dead; frees */
+	fs = NULL;
+	zdev_close(dev);
+	open_dev();
+	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
+	ck_assert_int_eq(try_mount(), 0);
+}
+
+/* What memory maps now, with the log committed, is what a replay of the
+ * log maps after a crash. */
+#define MAPBLK 64
+static void log_matches_memory(uint64_t ino)
+{
+	uint64_t live[MAPBLK], replayed[MAPBLK];
+	map_of(ino, live, MAPBLK);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	crash_remount();
+	map_of(ino, replayed, MAPBLK);
+	for (unsigned b = 0; b < MAPBLK; b++)
+		ck_assert_msg(live[b] == replayed[b],
+			      "block %u: memory maps device %llu, the log %llu (+1, 0 = hole)", b,
+			      (unsigned long long)live[b], (unsigned long long)replayed[b]);
+}
+
+/* Seven extents of `blocks` blocks, `blocks` apart (they cannot merge),
+ * each written and logged: the map holds 7 entries in an array of 8. */
+static uint64_t seven_extents(const char *name, uint32_t blocks)
+{
+	uint64_t ino = mkfile(name);
+	for (unsigned k = 0; k < 7; k++) {
+		put(ino, (uint64_t)k * 2 * blocks * BS, blocks * BS, 11);
+		ck_assert_int_eq(fs_flush(fs, ino), 0);
+	}
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	return ino;
+}
+
+/* No memory for the extent map when a write-out records its extent: no
+ * EXTENT record may reach the log that memory does not apply (its bytes
+ * would not count as valid, the zone could be reset under the record). */
+START_TEST(enomem_write_extent_log_agrees)
+{
+	uint64_t ino = seven_extents("x", 1);
+	put(ino, 14 * BS, BS, 11);
+	arm_map(ino, 7);
+	int r = fs_fsync(fs, ino, false);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	log_matches_memory(ino);
+	for (unsigned k = 0; k < 7; k++) {
+		uint8_t b[BS];
+		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
+	}
+}
+END_TEST
+
+/* No memory for the extent map when a hole punch splits an extent: the
+ * punch either is logged and applied or neither (memory must not keep
+ * serving bytes the log has punched). */
+START_TEST(enomem_punch_log_agrees)
+{
+	uint64_t ino = seven_extents("p", 3);	/* blocks [6k, 6k + 3) */
+	const int pm = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	/* the middle block of extent 0: a split, 8 entries of 8 */
+	ck_assert_int_eq(fs_fallocate(fs, ino, pm, BS, BS), 0);
+	arm_map(ino, 8);
+	int r = fs_fallocate(fs, ino, pm, 7 * BS, BS);	/* splits extent 1 */
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_msg(r == 0 || r == -ENOMEM, "punch: %d", r);
+	uint8_t live[BS], after[BS];
+	ck_assert_int_eq(fs_read(fs, ino, 7 * BS, BS, live), BS);
+	log_matches_memory(ino);
+	ck_assert_int_eq(fs_read(fs, ino, 7 * BS, BS, after), BS);
+	ck_assert(memcmp(live, after, BS) == 0);
+}
+END_TEST
+
+/* No memory for the extent map when the collector re-points a moved
+ * extent: as for a write, the EXTENT record and memory agree. */
+START_TEST(enomem_gc_repoint_log_agrees)
+{
+	/* one zone at a time, so that the data below fills one zone */
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 32ull << 20;
+	o.stripe_width = 1;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	uint64_t ino = seven_extents("g", 1);
+	/* the rest of the (4 MiB) zone: another file's data, then dead */
+	uint64_t other = mkfile("other");
+	put(other, 0, (4u << 20) - 7 * BS, 3);
+	ck_assert_int_eq(fs_fsync(fs, other, false), 0);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "other"), 0);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	arm_map(ino, 7);
+	int r = fs_gc_run_once(fs);
+	failalloc_disarm();
+	ck_assert_int_ge(r, 0);
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	log_matches_memory(ino);
+	for (unsigned k = 0; k < 7; k++) {
+		uint8_t b[BS];
+		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
+	}
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -676,6 +827,9 @@ int main(void)
 	tcase_add_test(tc, failed_truncate_keeps_buffered_data);
 	tcase_add_test(tc, failed_punch_keeps_buffered_data);
 	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
+	tcase_add_test(tc, enomem_write_extent_log_agrees);
+	tcase_add_test(tc, enomem_punch_log_agrees);
+	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
