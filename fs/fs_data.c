@@ -927,8 +927,13 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 		pthread_rwlock_unlock(&in->rw);
 	}
 	pthread_mutex_lock(&fs->lock);
-	if (!ret && in->attr_dirty)
+	if (!ret && in->attr_dirty) {
 		ret = fs_log_attr(fs, in);
+		/* Not in the log: still dirty, so that the next fsync logs the
+		 * attributes again instead of reporting success without them. */
+		if (ret)
+			in->attr_dirty = true;
+	}
 	in->pins--;
 	fs_inode_maybe_free(fs, in);
 	pthread_mutex_unlock(&fs->lock);

@@ -647,6 +647,28 @@ START_TEST(failed_setid_drop_keeps_mode_and_data)
 }
 END_TEST
 
+/* An fsync whose INODE record cannot be appended fails and leaves the
+ * attributes dirty: a later fsync (once the log takes records again) must
+ * log them, not report success without them.  (With the log still full
+ * that later fsync fails in the commit anyway, so the flag is checked.) */
+START_TEST(failed_fsync_attr_stays_dirty)
+{
+	buffered_file_log_full();
+	struct stat st, a;
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "spare", &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(fs_setattr(fs, st.st_ino, &a, FS_SET_MTIME_NOW, NULL), 0);
+	int r = fs_fsync(fs, st.st_ino, false);
+	ck_assert_msg(r < 0, "fsync with a full log: %d", r);
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, st.st_ino);
+	bool dirty = in && in->attr_dirty;
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_msg(dirty, "attributes not logged but no longer dirty");
+}
+END_TEST
+
 /* Device byte + 1 of each of the first nblk blocks of ino as the in-memory
  * extent map has it (0 = hole). */
 static void map_of(uint64_t ino, uint64_t *dev_of, size_t nblk)
@@ -827,6 +849,7 @@ int main(void)
 	tcase_add_test(tc, failed_truncate_keeps_buffered_data);
 	tcase_add_test(tc, failed_punch_keeps_buffered_data);
 	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
+	tcase_add_test(tc, failed_fsync_attr_stays_dirty);
 	tcase_add_test(tc, enomem_write_extent_log_agrees);
 	tcase_add_test(tc, enomem_punch_log_agrees);
 	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
