@@ -29,7 +29,7 @@ void extmap_free(struct extmap *m)
 	m->boundary = b;
 }
 
-static int reserve(struct extmap *m, size_t extra)
+int extmap_reserve(struct extmap *m, size_t extra)
 {
 	if (m->n + extra <= m->cap)
 		return 0;
@@ -88,7 +88,7 @@ int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
 		return 0;
 	/* One extent straddling both ends splits in two: needs a slot. */
 	if (i < m->n && m->v[i].off < off && m->v[i].off + m->v[i].len > end) {
-		if (reserve(m, 1))
+		if (extmap_reserve(m, 1))
 			return -ENOMEM;
 		struct extmap_ext *e = &m->v[i];
 		struct extmap_ext tail = {
@@ -135,7 +135,7 @@ int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 {
 	if (len == 0)
 		return 0;
-	if (reserve(m, 2))	/* punch may split (1) + the insert (1) */
+	if (extmap_reserve(m, 2))	/* punch may split (1) + the insert (1) */
 		return -ENOMEM;
 	extmap_punch(m, off, len, drop, arg);	/* cannot fail: space reserved */
 	size_t i = extmap_find(m, off);

@@ -38,6 +38,12 @@ typedef void (*extmap_drop_fn)(void *arg, uint64_t dev, uint64_t len);
 void extmap_init(struct extmap *m);
 void extmap_free(struct extmap *m);	/* no drop callbacks */
 
+/* Room for `extra` more entries: 0 or -ENOMEM (map unchanged).  A set
+ * needs at most 2 (it may split one extent in three), a punch at most 1
+ * (it may split one in two); after extmap_reserve(m, 2) the next set or
+ * punch cannot fail, so a caller that has to apply a change it already
+ * logged reserves before it appends the record. */
+int extmap_reserve(struct extmap *m, size_t extra);
 /* Map [off, off+len) to [dev, dev+len). 0 or -ENOMEM (map unchanged). */
 int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 	       extmap_drop_fn drop, void *arg);

@@ -329,7 +329,13 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 	return 0;
 }
 
-/* Record the extents for stage bytes [so, so+len) written at device `dev`. */
+/* Record the extents for stage bytes [so, so+len) written at device `dev`.
+ * Log first, and nothing that can fail after the append: the extent map's
+ * room is reserved before the EXTENT record is appended, so a record in
+ * the log is always applied and its bytes counted valid (an extent logged
+ * but not counted would let zalloc reset its zone while the log still
+ * maps it).  On an error nothing more is recorded; the chunks stay
+ * buffered and are written again. */
 static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage *s,
 			  uint64_t so, uint64_t len, uint64_t dev)
 {
@@ -344,13 +350,13 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 		uint64_t fo = r->file_off + (a - r->stage_off);
 		uint64_t d = dev + (a - so);
 		uint64_t size_min = ZF_MIN(in->size, fo + (b - a));
-		ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
+		ret = extmap_reserve(&in->map, 2);	/* a set splits one extent in 3 */
+		if (!ret)
+			ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
 		if (ret)
 			break;
 		zalloc_valid_add(fs->za, d, b - a);
-		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);
-		if (ret)
-			zalloc_valid_sub(fs->za, d, b - a);
+		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);	/* room reserved */
 	}
 	pthread_mutex_unlock(&fs->lock);
 	return ret;
@@ -726,6 +732,34 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 	return ret;
 }
 
+/* A write by someone else drops the set-user-ID bit (and set-group-ID
+ * when group execution is on) before the data changes.  Log first: the
+ * INODE record with the new mode must be in the log before the write goes
+ * on (else a crash could bring back the bits over new data); fs_log_attr()
+ * logs the inode as it is, so the new mode is set for the append under
+ * fs->lock (no one sees it meanwhile) and put back when the append fails.
+ * 0 or -errno (nothing changed). */
+static int drop_setid(struct fs *fs, struct fs_inode *in)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	uint32_t mode = in->mode, nmode = mode & ~(uint32_t)S_ISUID;
+	if (nmode & S_IXGRP)
+		nmode &= ~(uint32_t)S_ISGID;
+	if (nmode != mode) {
+		bool dirty = in->attr_dirty;
+		in->mode = nmode;
+		ret = fs_log_attr(fs, in);
+		if (ret) {
+			in->mode = mode;
+			in->attr_dirty = dirty;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill)
 {
@@ -753,6 +787,8 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
 		wait_one(in);
 	fs_pf_invalidate(fs, in);
+	if (kill && (ret = drop_setid(fs, in)))
+		goto unlock;
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
 	const uint8_t *src = buf;
@@ -774,12 +810,6 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		if (pos > in->size)
 			in->size = pos;
 		in->mtime = in->ctime = fs_now();
-		if (kill && (in->mode & (S_ISUID | S_ISGID))) {
-			in->mode &= ~(uint32_t)S_ISUID;
-			if (in->mode & S_IXGRP)
-				in->mode &= ~(uint32_t)S_ISGID;
-			fs_log_attr(fs, in);
-		}
 		in->attr_dirty = true;
 		fs_mark_dirty(fs, in);
 		pthread_mutex_unlock(&fs->lock);
@@ -808,6 +838,22 @@ unpin_out:
 	return ret;
 }
 
+/* Zero bytes [from, to) of block blk's buffered page, if it is buffered.
+ * [RW excl] */
+static void zero_in_page(struct fs *fs, struct fs_inode *in, uint64_t blk,
+			 uint32_t from, uint32_t to)
+{
+	struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+	uint8_t *p = c ? chunk_page(fs, c, (uint32_t)(blk % fs->pages_per_chunk)) : NULL;
+	if (p)
+		memset(p + from, 0, to - from);
+}
+
+/* Log first: the TRUNCATE record is appended before any buffered byte is
+ * dropped or zeroed, so a failed append (log full or broken) leaves the
+ * file as it was.  What can fail before the append only adds: the page of
+ * the new last block is made present (a copy of its bytes), and zeroed
+ * after the append. */
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 {
 	int ret = 0;
@@ -819,19 +865,11 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	if (size == in->size)
 		return 0;
 	fs_pf_invalidate(fs, in);
-	if (size > in->size) {
-		ret = zero_tail(fs, in);
-	} else {
-		fs_data_drop_buffers(fs, in, ZF_ALIGN_UP(size, fs->bs));
-		/* The new last block must read as zeros beyond the new size. */
-		if (size % fs->bs) {
-			uint8_t *p = page_get(fs, in, size / fs->bs, true);
-			if (!p)
-				ret = -ENOMEM;
-			else
-				memset(p + size % fs->bs, 0, fs->bs - size % fs->bs);
-		}
-	}
+	bool shrink = size < in->size;
+	if (!shrink)
+		ret = zero_tail(fs, in);	/* bytes beyond the size only */
+	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true))
+		ret = -ENOMEM;
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->lock);
@@ -839,11 +877,22 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	if (!ret) {
 		fs_apply_truncate(fs, in, size);
 		in->mtime = in->ctime = fs_now();
-		if (in->buffered)
-			fs_mark_dirty(fs, in);
 	}
 	pthread_mutex_unlock(&fs->lock);
-	return ret;
+	if (ret)
+		return ret;
+	if (shrink) {
+		fs_data_drop_buffers(fs, in, ZF_ALIGN_UP(size, fs->bs));
+		/* The new last block reads as zeros beyond the new size. */
+		if (size % fs->bs)
+			zero_in_page(fs, in, size / fs->bs, (uint32_t)(size % fs->bs), fs->bs);
+	}
+	if (in->buffered) {
+		pthread_mutex_lock(&fs->lock);
+		fs_mark_dirty(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	return 0;
 }
 
 int fs_flush(struct fs *fs, uint64_t ino)
@@ -878,14 +927,83 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 		pthread_rwlock_unlock(&in->rw);
 	}
 	pthread_mutex_lock(&fs->lock);
-	if (!ret && in->attr_dirty)
+	if (!ret && in->attr_dirty) {
 		ret = fs_log_attr(fs, in);
+		/* Not in the log: still dirty, so that the next fsync logs the
+		 * attributes again instead of reporting success without them. */
+		if (ret)
+			in->attr_dirty = true;
+	}
 	in->pins--;
 	fs_inode_maybe_free(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	if (!ret)
 		ret = fs_commit(fs);
 	return ret;
+}
+
+/* Punch [off, off+len) (clipped to the size): whole blocks are unmapped by
+ * a PUNCH record, partial blocks at the edges become zeros in the buffer.
+ * Log first: the record is appended before any buffered byte is dropped or
+ * zeroed, so a failed append changes nothing.  Before it, only what may
+ * fail and adds nothing visible: the edge pages are made present (copies
+ * of their bytes) and the extent map gets room for the split a punch may
+ * need (its apply after the append cannot fail).  [RW excl, drops] */
+static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	int err = 0;
+
+	fs_data_wait_writeout(in);	/* as for truncate */
+	fs_pf_invalidate(fs, in);
+	uint64_t end = ZF_MIN(off + len, in->size);
+	uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
+	/* The partial blocks at the edges (at most two): [off, a) and [b, end)
+	 * when a block is not covered whole. */
+	uint64_t edge[2][2];
+	unsigned nedge = 0;
+	for (uint64_t pos = off; pos < end;) {
+		uint64_t bo = pos % fs->bs;
+		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
+		if (pos >= a && pos + n <= b && n == fs->bs) {
+			pos = b;	/* whole blocks: punched below */
+			continue;
+		}
+		edge[nedge][0] = pos;
+		edge[nedge][1] = n;
+		nedge++;
+		pos += n;
+	}
+	for (unsigned k = 0; k < nedge && !err; k++)
+		if (!page_get(fs, in, edge[k][0] / fs->bs, true))
+			err = -ENOMEM;
+	if (!err && b > a) {
+		pthread_mutex_lock(&fs->lock);
+		/* A punch inside one extent splits it: one more entry. */
+		err = extmap_reserve(&in->map, 1);
+		if (!err)
+			err = fs_log_punch(fs, in->ino, a, b - a);
+		if (!err)
+			fs_apply_punch(fs, in, a, b - a);
+		pthread_mutex_unlock(&fs->lock);
+		/* Buffered whole blocks in [a, b) are gone with the record. */
+		for (uint64_t blk = a / fs->bs; !err && blk < b / fs->bs; blk++) {
+			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+			if (c)
+				chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
+		}
+	}
+	if (err)
+		return err;
+	for (unsigned k = 0; k < nedge; k++) {
+		uint32_t bo = (uint32_t)(edge[k][0] % fs->bs);
+		zero_in_page(fs, in, edge[k][0] / fs->bs, bo, bo + (uint32_t)edge[k][1]);
+	}
+	pthread_mutex_lock(&fs->lock);
+	in->mtime = in->ctime = fs_now();
+	if (in->buffered)
+		fs_mark_dirty(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
 }
 
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
@@ -910,45 +1028,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 		if (off + len > in->size)
 			err = fs_data_truncate(fs, in, off + len);
 	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
-		fs_data_wait_writeout(in);	/* as for truncate */
-		fs_pf_invalidate(fs, in);
-		uint64_t end = ZF_MIN(off + len, in->size);
-		uint64_t a = ZF_ALIGN_UP(off, fs->bs), b = ZF_ALIGN_DOWN(end, fs->bs);
-		/* Partial blocks at the edges become zeros in the buffer. */
-		for (uint64_t pos = off; pos < end && !err;) {
-			uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
-			uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
-			if (pos >= a && pos + n <= b && n == fs->bs) {
-				pos = b;	/* whole blocks: punched below */
-				continue;
-			}
-			uint8_t *p = page_get(fs, in, blk, true);
-			if (!p)
-				err = -ENOMEM;
-			else
-				memset(p + bo, 0, n);
-			pos += n;
-		}
-		if (!err && b > a) {
-			/* Drop buffered whole blocks in [a, b). */
-			for (uint64_t blk = a / fs->bs; blk < b / fs->bs; blk++) {
-				struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-				if (c)
-					chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
-			}
-			pthread_mutex_lock(&fs->lock);
-			err = fs_log_punch(fs, in->ino, a, b - a);
-			if (!err)
-				fs_apply_punch(fs, in, a, b - a);
-			pthread_mutex_unlock(&fs->lock);
-		}
-		if (!err) {
-			pthread_mutex_lock(&fs->lock);
-			in->mtime = in->ctime = fs_now();
-			if (in->buffered)
-				fs_mark_dirty(fs, in);
-			pthread_mutex_unlock(&fs->lock);
-		}
+		err = punch(fs, in, off, len);
 	}
 	pthread_rwlock_unlock(&in->rw);
 	unpin(fs, in);

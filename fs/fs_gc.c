@@ -28,11 +28,12 @@
  *      now: inference corrections apply), release the leases; then, with
  *      the file's rw lock exclusive (timed: the file's own writer may hold
  *      it while it waits for space) and fs->lock, re-point every sub-range
- *      that still maps to the bytes read: fs_log_extent() + valid_add of
- *      the new bytes + extmap_set() (whose drop callback subtracts the old
- *      ones) -- the same order as an ordinary write, so the reset-after-
- *      commit contract holds; new bytes not used (the file changed
- *      meanwhile) are zalloc_discard()ed;
+ *      that still maps to the bytes read: extmap_reserve() (so that the
+ *      apply cannot fail) + fs_log_extent() + valid_add of the new bytes +
+ *      extmap_set() (whose drop callback subtracts the old ones) -- the
+ *      same order as an ordinary write, so the reset-after-commit contract
+ *      holds; new bytes not used (the file changed meanwhile, or no room
+ *      in the map) are zalloc_discard()ed;
  *   4. zalloc_gc_done(), then a commit: the victim is reset after it.
  * A file whose lock cannot be had keeps its extents there; the victim is
  * then left alone for GC_BACKOFF_NS (zalloc_gc_done_backoff()).
@@ -259,17 +260,19 @@ static int64_t repoint(struct fs *fs, uint64_t ino, struct gc_part *parts,
 			if (a > pos)
 				zalloc_discard(fs->za, p->new + (pos - p->off), a - pos);
 			pos = b;
-			e = fs_log_extent(fs, ino, a, b - a, nd, ZF_MIN(in->size, b));
+			/* Log first, and nothing that can fail after the append
+			 * (a logged extent not applied would not count as valid:
+			 * its zone could be reset under the record): room in the
+			 * map (a set splits one extent in 3), then the record. */
+			e = extmap_reserve(&in->map, 2);
+			if (!e)
+				e = fs_log_extent(fs, ino, a, b - a, nd, ZF_MIN(in->size, b));
 			if (e) {
 				zalloc_discard(fs->za, nd, b - a);
 				continue;
 			}
 			zalloc_valid_add(fs->za, nd, b - a);
-			e = fs_apply_extent(fs, in, a, b - a, nd, ZF_MIN(in->size, b));
-			if (e) {
-				zalloc_valid_sub(fs->za, nd, b - a);
-				continue;
-			}
+			fs_apply_extent(fs, in, a, b - a, nd, ZF_MIN(in->size, b));	/* room reserved */
 			moved += (int64_t)(b - a);
 		}
 		if (end > pos)

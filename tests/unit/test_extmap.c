@@ -106,12 +106,59 @@ START_TEST(merge_contiguous_appends)
 }
 END_TEST
 
+/* After extmap_reserve(m, 2) the next set or punch never allocates, even
+ * when it splits an extent (the fs reserves before it logs a record, so
+ * the apply after the append cannot fail): the array and its capacity stay
+ * the same through every step of random set/punch sequences that keep the
+ * map full of small extents. */
+START_TEST(reserve_then_change_never_allocates)
+{
+	static uint64_t model[SPACE];
+	struct extmap m;
+	uint64_t dev_next = 1000;
+	unsigned tight = 0;
+
+	memset(model, 0, sizeof(model));
+	extmap_init(&m);
+	ck_assert_int_eq(extmap_reserve(&m, 0), 0);
+	srand(99 + (unsigned)_i);
+	for (int step = 0; step < 2000; step++) {
+		uint64_t off = (uint64_t)rand() % SPACE;
+		uint64_t len = 1 + (uint64_t)rand() % 40;
+		if (off + len > SPACE)
+			len = SPACE - off;
+		ck_assert_int_eq(extmap_reserve(&m, 2), 0);
+		ck_assert_uint_le(m.n + 2, m.cap);
+		const struct extmap_ext *v = m.v;
+		size_t cap = m.cap;
+		tight += m.n + 2 == m.cap;
+		if (rand() % 2) {
+			for (uint64_t b = 0; b < len; b++)
+				model[off + b] = dev_next + b + 1;
+			ck_assert_int_eq(extmap_set(&m, off, len, dev_next, NULL, NULL), 0);
+			dev_next += len + 1;	/* never contiguous: no merges */
+		} else {
+			for (uint64_t b = 0; b < len; b++)
+				model[off + b] = 0;
+			ck_assert_int_eq(extmap_punch(&m, off, len, NULL, NULL), 0);
+		}
+		ck_assert_ptr_eq(m.v, v);
+		ck_assert_uint_eq(m.cap, cap);
+		check_model(&m, model);
+	}
+	/* the sequences did reach a full array (n + 2 == cap) */
+	ck_assert_uint_gt(tight, 0);
+	extmap_free(&m);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("extmap");
 	TCase *tc = tcase_create("core");
 	tcase_add_loop_test(tc, random_ops_match_model, 0, 4);
 	tcase_add_test(tc, merge_contiguous_appends);
+	tcase_add_loop_test(tc, reserve_then_change_never_allocates, 0, 2);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }

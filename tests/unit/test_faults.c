@@ -9,7 +9,10 @@
  *   - fsck finds nothing wrong, and after a remount every file fsync'ed
  *     successfully holds its data; files whose fsync failed hold only bytes
  *     that were written to them (or zeros).
- * Also: ENOSPC on a full device and on full metadata zones.
+ * Also: ENOSPC on a full device and on full metadata zones; log first:
+ * a truncate, punch, set-id drop or extent whose record cannot be appended
+ * (log full, no memory) changes nothing, and what memory shows is what a
+ * replay of the log shows (the out-of-memory cases use failalloc.h).
  */
 #include <check.h>
 #include <errno.h>
@@ -21,7 +24,9 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "failalloc.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"
 #include "testlib.h"
 
 static struct tl_dev td;
@@ -497,6 +502,321 @@ START_TEST(meta_full)
 }
 END_TEST
 
+/* ---- log first: a change whose record fails changes nothing ----------- */
+
+#define BS 4096u
+
+static uint64_t mkfile(const char *name)
+{
+	struct stat st;
+	ck_assert_int_eq(fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
+static void put(uint64_t ino, uint64_t off, size_t n, uint32_t seed)
+{
+	uint8_t *b = malloc(n);
+	fill(b, n, off, seed);
+	ck_assert_int_eq(fs_write(fs, ino, off, b, n, false), (ssize_t)n);
+	free(b);
+}
+
+/* The file reads as `size` bytes, byte_at(seed) in [from, to), zeros
+ * elsewhere. */
+static void expect(uint64_t ino, uint64_t size, uint64_t from, uint64_t to, uint32_t seed)
+{
+	struct stat st;
+	uint8_t *b = malloc(size + 1);
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, size);
+	ck_assert_int_eq(fs_read(fs, ino, 0, size + 1, b), (ssize_t)size);
+	for (uint64_t k = 0; k < size; k++) {
+		uint8_t want = k >= from && k < to ? byte_at(seed, k) : 0;
+		ck_assert_msg(b[k] == want, "byte %llu is 0x%02x, want 0x%02x",
+			      (unsigned long long)k, b[k], want);
+	}
+	free(b);
+}
+
+/* Metadata log full: the 3 smallest meta zones filled with names and
+ * xattrs until an append fails (as meta_full), then the room left in the
+ * tail zone with TRUNCATE records of a spare file until one fails: every
+ * later TRUNCATE or PUNCH record (no smaller) fails too, as the state no
+ * longer fits a snapshot. */
+static void fill_meta_log(void)
+{
+	char name[64], val[1500];
+	struct stat st;
+	int err = 0;
+	uint64_t spare = mkfile("spare");
+
+	memset(val, 'v', sizeof(val));
+	for (int i = 0; i < 20000 && err == 0; i++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", i);
+		err = fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st);
+		if (err)
+			break;
+		fs_forget(fs, st.st_ino, 1);
+		err = fs_setxattr(fs, st.st_ino, "user.pad", val, sizeof(val), 0);
+		if (!err && i % 50 == 49)
+			err = fs_sync(fs);
+	}
+	ck_assert_int_lt(err, 0);
+	memset(&st, 0, sizeof(st));
+	err = 0;
+	for (int i = 0; i < 1000000 && err == 0; i++) {
+		st.st_size = i % 2 ? 0 : BS;	/* nothing buffered to drop */
+		err = fs_setattr(fs, spare, &st, FS_SET_SIZE, NULL);
+	}
+	ck_assert_int_lt(err, 0);
+}
+
+/* A set-id file (mode 06775) with DIRTY bytes in the write buffer only
+ * (3 blocks and a part), then the metadata log made full. */
+#define DIRTY (3 * BS + 1000)
+static uint64_t buffered_file_log_full(void)
+{
+	teardown();
+	make_dev(12, 1u << 20, 8);	/* 1 MiB zones: a metadata log of 3 MiB */
+	open_dev();
+	struct fs_mkfs_opts mo = { .meta_zones = 3 };
+	ck_assert_int_eq(fs_mkfs(dev, &mo), 0);
+	ck_assert_int_eq(try_mount(), 0);
+	struct stat st;
+	ck_assert_int_eq(fs_mknod(fs, FS_ROOT_INO, "dirty", S_IFREG | 06775, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	uint64_t ino = st.st_ino;
+	ck_assert_int_eq(fs_sync(fs), 0);
+	fill_meta_log();
+	put(ino, 0, DIRTY, 7);	/* no record: a partial chunk stays buffered */
+	expect(ino, DIRTY, 0, DIRTY, 7);
+	return ino;
+}
+
+/* A truncate whose TRUNCATE record cannot be appended fails and leaves the
+ * buffered bytes as they were (nothing is dropped or zeroed before the
+ * record is in the log). */
+START_TEST(failed_truncate_keeps_buffered_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	struct stat a;
+	memset(&a, 0, sizeof(a));
+	/* into the middle of a block (its tail would be zeroed), then to a
+	 * block boundary (whole pages would be dropped), then to 0 */
+	const uint64_t sizes[] = { BS + 904, 2 * BS, 0 };
+	for (unsigned k = 0; k < 3; k++) {
+		a.st_size = (off_t)sizes[k];
+		int r = fs_setattr(fs, ino, &a, FS_SET_SIZE, NULL);
+		ck_assert_msg(r < 0, "truncate to %llu with a full log: %d",
+			      (unsigned long long)sizes[k], r);
+		expect(ino, DIRTY, 0, DIRTY, 7);
+	}
+}
+END_TEST
+
+/* The same for a hole punch: partial edge blocks, whole blocks. */
+START_TEST(failed_punch_keeps_buffered_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	const int pm = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	/* [1000, 9000): partial block, one whole block, partial block */
+	int r = fs_fallocate(fs, ino, pm, 1000, 8000);
+	ck_assert_msg(r < 0, "punch with a full log: %d", r);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+	r = fs_fallocate(fs, ino, pm, BS, 2 * BS);	/* whole blocks only */
+	ck_assert_msg(r < 0, "punch with a full log: %d", r);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+}
+END_TEST
+
+/* A write that has to drop the set-id bits fails when the INODE record
+ * with the new mode cannot be appended, and changes neither the mode nor
+ * the data. */
+START_TEST(failed_setid_drop_keeps_mode_and_data)
+{
+	uint64_t ino = buffered_file_log_full();
+	uint8_t b[100];
+	struct stat st;
+	memset(b, 0x5A, sizeof(b));
+	ssize_t r = fs_write(fs, ino, 100, b, sizeof(b), true);
+	ck_assert_msg(r < 0, "write dropping set-id bits with a full log: %zd", r);
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 06775);
+	expect(ino, DIRTY, 0, DIRTY, 7);
+}
+END_TEST
+
+/* An fsync whose INODE record cannot be appended fails and leaves the
+ * attributes dirty: a later fsync (once the log takes records again) must
+ * log them, not report success without them.  (With the log still full
+ * that later fsync fails in the commit anyway, so the flag is checked.) */
+START_TEST(failed_fsync_attr_stays_dirty)
+{
+	buffered_file_log_full();
+	struct stat st, a;
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "spare", &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(fs_setattr(fs, st.st_ino, &a, FS_SET_MTIME_NOW, NULL), 0);
+	int r = fs_fsync(fs, st.st_ino, false);
+	ck_assert_msg(r < 0, "fsync with a full log: %d", r);
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, st.st_ino);
+	bool dirty = in && in->attr_dirty;
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_msg(dirty, "attributes not logged but no longer dirty");
+}
+END_TEST
+
+/* Device byte + 1 of each of the first nblk blocks of ino as the in-memory
+ * extent map has it (0 = hole). */
+static void map_of(uint64_t ino, uint64_t *dev_of, size_t nblk)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	for (size_t b = 0; b < nblk; b++) {
+		uint64_t off = (uint64_t)b * BS;
+		size_t i = extmap_find(&in->map, off);
+		const struct extmap_ext *e = i < in->map.n ? &in->map.v[i] : NULL;
+		dev_of[b] = e && e->off <= off ? e->dev + (off - e->off) + 1 : 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* Make the next growth of ino's extent array fail; the map must be full
+ * (its next set needs a bigger array), so that the growth happens. */
+static void arm_map(uint64_t ino, size_t want_n)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	ck_assert_uint_eq(in->map.n, want_n);
+	ck_assert_uint_gt(in->map.n + 2, in->map.cap);
+	failalloc_arm(in->map.v);
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* The daemon dies: only what was committed survives; fsck is clean. */
+static void crash_remount(void)
+{
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	fs_unmount(fs);		/* fails (-EIO): the device is dead; frees */
+	fs = NULL;
+	zdev_close(dev);
+	open_dev();
+	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
+	ck_assert_int_eq(try_mount(), 0);
+}
+
+/* What memory maps now, with the log committed, is what a replay of the
+ * log maps after a crash. */
+#define MAPBLK 64
+static void log_matches_memory(uint64_t ino)
+{
+	uint64_t live[MAPBLK], replayed[MAPBLK];
+	map_of(ino, live, MAPBLK);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	crash_remount();
+	map_of(ino, replayed, MAPBLK);
+	for (unsigned b = 0; b < MAPBLK; b++)
+		ck_assert_msg(live[b] == replayed[b],
+			      "block %u: memory maps device %llu, the log %llu (+1, 0 = hole)", b,
+			      (unsigned long long)live[b], (unsigned long long)replayed[b]);
+}
+
+/* Seven extents of `blocks` blocks, `blocks` apart (they cannot merge),
+ * each written and logged: the map holds 7 entries in an array of 8. */
+static uint64_t seven_extents(const char *name, uint32_t blocks)
+{
+	uint64_t ino = mkfile(name);
+	for (unsigned k = 0; k < 7; k++) {
+		put(ino, (uint64_t)k * 2 * blocks * BS, blocks * BS, 11);
+		ck_assert_int_eq(fs_flush(fs, ino), 0);
+	}
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	return ino;
+}
+
+/* No memory for the extent map when a write-out records its extent: no
+ * EXTENT record may reach the log that memory does not apply (its bytes
+ * would not count as valid, the zone could be reset under the record). */
+START_TEST(enomem_write_extent_log_agrees)
+{
+	uint64_t ino = seven_extents("x", 1);
+	put(ino, 14 * BS, BS, 11);
+	arm_map(ino, 7);
+	int r = fs_fsync(fs, ino, false);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	log_matches_memory(ino);
+	for (unsigned k = 0; k < 7; k++) {
+		uint8_t b[BS];
+		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
+	}
+}
+END_TEST
+
+/* No memory for the extent map when a hole punch splits an extent: the
+ * punch either is logged and applied or neither (memory must not keep
+ * serving bytes the log has punched). */
+START_TEST(enomem_punch_log_agrees)
+{
+	uint64_t ino = seven_extents("p", 3);	/* blocks [6k, 6k + 3) */
+	const int pm = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	/* the middle block of extent 0: a split, 8 entries of 8 */
+	ck_assert_int_eq(fs_fallocate(fs, ino, pm, BS, BS), 0);
+	arm_map(ino, 8);
+	int r = fs_fallocate(fs, ino, pm, 7 * BS, BS);	/* splits extent 1 */
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_msg(r == 0 || r == -ENOMEM, "punch: %d", r);
+	uint8_t live[BS], after[BS];
+	ck_assert_int_eq(fs_read(fs, ino, 7 * BS, BS, live), BS);
+	log_matches_memory(ino);
+	ck_assert_int_eq(fs_read(fs, ino, 7 * BS, BS, after), BS);
+	ck_assert(memcmp(live, after, BS) == 0);
+}
+END_TEST
+
+/* No memory for the extent map when the collector re-points a moved
+ * extent: as for a write, the EXTENT record and memory agree. */
+START_TEST(enomem_gc_repoint_log_agrees)
+{
+	/* one zone at a time, so that the data below fills one zone */
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 32ull << 20;
+	o.stripe_width = 1;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	uint64_t ino = seven_extents("g", 1);
+	/* the rest of the (4 MiB) zone: another file's data, then dead */
+	uint64_t other = mkfile("other");
+	put(other, 0, (4u << 20) - 7 * BS, 3);
+	ck_assert_int_eq(fs_fsync(fs, other, false), 0);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "other"), 0);
+	ck_assert_int_eq(fs_commit_log(fs), 0);
+	arm_map(ino, 7);
+	int r = fs_gc_run_once(fs);
+	failalloc_disarm();
+	ck_assert_int_ge(r, 0);
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	log_matches_memory(ino);
+	for (unsigned k = 0; k < 7; k++) {
+		uint8_t b[BS];
+		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
+	}
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -522,6 +842,17 @@ int main(void)
 	tcase_add_test(tc, mkfs_faults);
 	tcase_add_test(tc, device_full);
 	tcase_add_test(tc, meta_full);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("log_first");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, failed_truncate_keeps_buffered_data);
+	tcase_add_test(tc, failed_punch_keeps_buffered_data);
+	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
+	tcase_add_test(tc, failed_fsync_attr_stays_dirty);
+	tcase_add_test(tc, enomem_write_extent_log_agrees);
+	tcase_add_test(tc, enomem_punch_log_agrees);
+	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
