@@ -118,8 +118,11 @@ class Runner:
         self.fsynced = set()
         self.nid = 0
         self.serial = 0
+        self.last = "setup"
 
     def j(self, line):
+        if line.startswith("B "):
+            self.last = line.split(" ", 2)[2]
         os.write(self.jfd, (line + "\n").encode())
 
     def p(self, rel):
@@ -260,7 +263,7 @@ class Runner:
                     raise OSError(errno.ENOTCONN, "the file system went away")
                 self.one()
             except OSError as e:
-                return self.stopped(e, ops, f"operation {self.nid}")
+                return self.stopped(e, ops, f"operation {self.nid} ({self.last})")
             ops += 1
         print(f"metacrash run: finished {ops} ops, {len(self.state)} entries")
         self.j("DONE")
