@@ -28,7 +28,11 @@
 # meson runs each part as its own test (meta_scale_a.sh, _b, _c).
 # Times on a 2-vCPU VM shared with other jobs, at a3030cd (where (a)
 # fails): (a) 289 s for the first 150000 files (520 files/s: every commit
-# takes a snapshot of a log at half its zones), then ENOSPC; (b) passes
+# takes a snapshot of a log at half its zones), then the fsync of file
+# 154999 gets ENOSPC ("metadata snapshot failed"), the unmount's final
+# commit fails (daemon exit 1), fsck says clean, and a read-write mount then
+# fails ("writing the mount snapshot: No space left on device"; -o ro
+# mounts and shows the 155000 files); (b) passes
 # but in 620 s (381 files/s, then 226/s in the second half, 7.8 GB of
 # metadata written for 32 MB of log), with ZF_META_FILES_B=100000 in
 # 160 s (no snapshot storm); (c) 15-48 s.
