@@ -10,7 +10,10 @@
 #   2. RocksDB db_bench fillrandom,waitforcompaction / overwrite / readrandom
 #      on zonefuse and ext4-on-loop;
 #   3. LevelDB IoT ingest (zf-leveldb iot: 1, 2, 4, 8 threads x 1 and 10
-#      sensors per thread) on zonefuse and ext4-on-loop.
+#      sensors per thread) on zonefuse and ext4-on-loop;
+#   4. metadata, mdtest-style: create, stat and unlink of small files (100
+#      bytes), N files per thread each in its own directory, 1 and 4 threads
+#      (processes), files/s on zonefuse and ext4-on-loop.
 # Prints a table with the ratio zonefuse / ext4 (and zonefuse / passthrough)
 # per row and writes results.json, results.md, chart.svg and every log under
 # results/bench-DATE/ (results/latest points at the last run).
@@ -22,7 +25,7 @@ cd "$(dirname "$0")/.."
 SRC=$(pwd)
 
 quick=0
-parts=fio,dbbench,iot
+parts=fio,dbbench,iot,meta
 fio_targets=zonefuse,ext4,tmpfs,passthrough
 fio_size=512m
 fio_runs=5
@@ -36,6 +39,9 @@ iot_num=100000
 iot_runs=3
 iot_threads=1,2,4,8
 iot_sensors=1,10
+md_files=10000
+md_threads=1,4
+md_runs=3
 zone_size=64M
 zones=
 backing=
@@ -51,7 +57,7 @@ usage() {
 	cat <<EOF
 Usage: scripts/bench.sh [--quick] [options]     (as root)
   --quick               small sizes, every row still present (< 3 min)
-  --parts LIST          any of fio,dbbench,iot [$parts]
+  --parts LIST          any of fio,dbbench,iot,meta [$parts]
   --fio-targets LIST    any of zonefuse,ext4,tmpfs,passthrough [$fio_targets]
   --fio-size SIZE       matrix file size [$fio_size; quick 64m] (seed 003: 1g)
   --fio-runs N          matrix passes, median reported [$fio_runs; quick 3]
@@ -65,6 +71,9 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --iot-runs N          runs per configuration, median reported [$iot_runs; quick 1]
   --iot-threads LIST    [$iot_threads]
   --iot-sensors LIST    sensors per thread [$iot_sensors]
+  --md-files N          metadata rows: files per thread [$md_files; quick 2000]
+  --md-threads LIST     metadata rows: threads (processes) [$md_threads]
+  --md-runs N           metadata rows: runs, median reported [$md_runs; quick 1]
   --zone-size SIZE      emulated zone size [$zone_size]
   --zones N             emulated zones; the ext4 image gets the same size
                         [enough for the largest part: 4 x fio size, 1 GiB min]
@@ -99,6 +108,9 @@ while [ $# -gt 0 ]; do
 	--iot-runs) iot_runs=$2; shift ;;
 	--iot-threads) iot_threads=$2; shift ;;
 	--iot-sensors) iot_sensors=$2; shift ;;
+	--md-files) md_files=$2; shift ;;
+	--md-threads) md_threads=$2; shift ;;
+	--md-runs) md_runs=$2; shift ;;
 	--zone-size) zone_size=$2; shift ;;
 	--zones) zones=$2; shift ;;
 	--backing-dir) backing=$2; shift ;;
@@ -124,15 +136,18 @@ if [ $quick -eq 1 ]; then
 	quick_default --db-num db_num 50000
 	quick_default --iot-num iot_num 20000
 	quick_default --iot-runs iot_runs 1
+	quick_default --md-files md_files 2000
+	quick_default --md-runs md_runs 1
 fi
 for p in ${parts//,/ }; do
-	case "$p" in fio | dbbench | iot) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
+	case "$p" in fio | dbbench | iot | meta) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
 done
 for t in ${fio_targets//,/ }; do
 	case "$t" in zonefuse | ext4 | tmpfs | passthrough) ;;
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
 done
-for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$churn_files" "$churn_loops"; do
+for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$churn_files" "$churn_loops" \
+	"$md_files" "$md_runs" ${md_threads//,/ }; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
@@ -479,6 +494,84 @@ if has_part iot; then
 	stop_target ext4 iot
 fi
 
+# ---- 4. metadata (mdtest-style) ----------------------------------------------------
+# Each of T processes creates N files of 100 bytes in its own directory
+# (open O_CREAT|O_EXCL, write, close), then stats them, then unlinks them;
+# the processes start each phase together (a barrier) and the rate is all
+# files / time until the last one finished the phase.  zonefuse and ext4
+# take turns; median of the runs.
+md_v=
+md_once() { # target threads: sets md_v to "create stat unlink" files/s
+	local res
+	res=$(python3 - "${tdir[$1]}/md" "$2" "$md_files" 2>>"$out/logs/md-$1.txt" <<'EOF'
+import multiprocessing as mp, os, sys, time
+root, T, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+data = b"m" * 100
+def work(k, bar, q):
+    d = os.path.join(root, f"t{k}")
+    os.mkdir(d)
+    names = [os.path.join(d, f"f{i}") for i in range(N)]
+    for phase in ("create", "stat", "unlink"):
+        bar.wait()
+        for p in names:
+            if phase == "create":
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                os.write(fd, data)
+                os.close(fd)
+            elif phase == "stat":
+                os.stat(p)
+            else:
+                os.unlink(p)
+        q.put((phase, time.monotonic()))
+    os.rmdir(d)
+os.mkdir(root)
+bar, q = mp.Barrier(T + 1), mp.Queue()
+ps = [mp.Process(target=work, args=(k, bar, q)) for k in range(T)]
+for p in ps:
+    p.start()
+res = []
+for phase in ("create", "stat", "unlink"):
+    bar.wait()
+    t0 = time.monotonic()
+    end = max(q.get()[1] for _ in range(T))
+    res.append(T * N / (end - t0))
+for p in ps:
+    p.join()
+    if p.exitcode:
+        sys.exit(f"a worker failed (exit {p.exitcode})")
+os.rmdir(root)
+print(" ".join(f"{v:.1f}" for v in res))
+EOF
+) || die "metadata benchmark on $1 ($2 threads) failed: $out/logs/md-$1.txt"
+	echo "$2 threads x $md_files files: create stat unlink $res files/s" >>"$out/logs/md-$1.txt"
+	md_v=$res
+}
+if has_part meta; then
+	start_target zonefuse
+	start_target ext4
+	msg "metadata (mdtest-style): $md_files files of 100 bytes per thread, threads {$md_threads}, median of $md_runs (load $(load))"
+	for th in ${md_threads//,/ }; do
+		declare -A mdv=()
+		for ((i = 0; i < md_runs; i++)); do
+			for t in zonefuse ext4; do
+				md_once "$t" "$th"
+				read -r c st u <<<"$md_v"
+				mdv[$t.create]+="$c " mdv[$t.stat]+="$st " mdv[$t.unlink]+="$u "
+			done
+		done
+		for ph in create stat unlink; do
+			for t in zonefuse ext4; do
+				# shellcheck disable=SC2086
+				row metadata "$ph $th thr" files/s "$t" "$(printf '%s\n' ${mdv[$t.$ph]} | median)"
+			done
+			msg "  $ph, $th threads: zonefuse ${mdv[zonefuse.$ph]}, ext4 ${mdv[ext4.$ph]} files/s"
+		done
+		unset mdv
+	done
+	stop_target zonefuse meta
+	stop_target ext4 meta
+fi
+
 # ---- report ------------------------------------------------------------------------
 git_rev=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$SRC" diff --quiet HEAD 2>/dev/null || git_rev="$git_rev (with local changes)"
@@ -504,11 +597,13 @@ BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of
 has_part fio || BENCH_FIO="not run"
 has_part dbbench || BENCH_DB="not run"
 has_part iot || BENCH_IOT="not run"
+BENCH_MD="mdtest-style create/stat/unlink, $md_files files of 100 bytes per thread in its own directory, threads {$md_threads}, median of $md_runs runs"
+has_part meta || BENCH_MD="not run"
 BENCH_MACHINE=$machine
 BENCH_LOAD="load average (1/5/15 min) at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)"
 BENCH_OS=$os
 BENCH_VERSIONS=$versions
-export BENCH_LOAD BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT \
+export BENCH_LOAD BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT BENCH_MD \
 	BENCH_MACHINE BENCH_OS BENCH_VERSIONS
 python3 - "$rows" "$out" <<'EOF'
 import json, math, os, sys
@@ -541,7 +636,7 @@ env = os.environ
 meta = {"command": env["BENCH_CMD"], "git": env["BENCH_GIT"], "machine": env["BENCH_MACHINE"],
         "os": env["BENCH_OS"], "versions": env["BENCH_VERSIONS"], "backing": env["BENCH_BACKING"],
         "device": env["BENCH_DEV"], "fio": env["BENCH_FIO"], "db_bench": env["BENCH_DB"],
-        "iot": env["BENCH_IOT"], "seconds": int(env["BENCH_SECONDS"]), "load": env["BENCH_LOAD"],
+        "iot": env["BENCH_IOT"], "metadata": env["BENCH_MD"], "seconds": int(env["BENCH_SECONDS"]), "load": env["BENCH_LOAD"],
         "date": os.path.basename(out).replace("bench-", "")}
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump({"meta": meta, "rows": res}, f, indent=1)
@@ -594,7 +689,8 @@ md = [f"# zonefuse benchmark {meta['date']}", "",
       f"- machine: {meta['machine']}; {meta['os']}; {meta['load']}",
       f"- software: {meta['versions']}",
       f"- backing storage: {meta['backing']}; {meta['device']}",
-      f"- fio: {meta['fio']}", f"- RocksDB: {meta['db_bench']}", f"- LevelDB: {meta['iot']}", "",
+      f"- fio: {meta['fio']}", f"- RocksDB: {meta['db_bench']}", f"- LevelDB: {meta['iot']}",
+      f"- metadata: {meta['metadata']}", "",
       "| " + " | ".join(hdr) + " |",
       "|" + "|".join(["---"] * 3 + ["---:"] * 6) + "|"]
 for l in lines:
@@ -677,7 +773,7 @@ for r, h in zip(res, heights):
     y += h
 s.append(f'<line x1="{x1:.1f}" y1="{top - 6}" x2="{x1:.1f}" y2="{yb}" stroke="black"/>')
 s.append(f'<text x="{W / 2}" y="{H - 6}" text-anchor="middle" fill="#555">ratio, log scale; '
-         f'bars start at parity (1x); fio in MiB/s or files/s, RocksDB and LevelDB in ops/s</text>')
+         f'bars start at parity (1x); fio in MiB/s or files/s, RocksDB and LevelDB in ops/s, metadata in files/s</text>')
 s.append("</svg>")
 with open(os.path.join(out, "chart.svg"), "w") as f:
     f.write("\n".join(s) + "\n")

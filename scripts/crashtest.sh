@@ -3,6 +3,7 @@
 # with ~20 points; this is the same harness with more points).
 #
 #   scripts/crashtest.sh [--points N] [--power-loss] [--seed S] [--db-rounds R]
+#   scripts/crashtest.sh --meta [--points N] [--seed S]
 #
 #   --points N     file system crash points (default 200)
 #   --power-loss   after each kill -9, also simulate a power loss of the
@@ -13,6 +14,10 @@
 #   --db-rounds R  crash rounds for each database workload (LevelDB and
 #                  RocksDB through their C APIs, db_bench fillseq --sync=1,
 #                  zf-leveldb overwrite --sync); default N / 25, at least 2
+#   --meta         the metadata crash loop instead (tests/integration/
+#                  meta_crash.sh: create/unlink/rename/setxattr/symlink churn
+#                  on a 3-zone metadata log, kill -9 / power loss / torn
+#                  writes cycling; about 5 s per point)
 #
 # Every point: a checker does random writes/appends/truncates/renames/links/
 # unlinks/fsyncs and logs each acknowledged operation outside the file
@@ -22,7 +27,7 @@
 # Env: ZF_BUILD_DIR (default ./build, built with ninja first if present).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-points=200 modes="kill9" seed="" dbr=""
+points=200 modes="kill9" seed="" dbr="" meta=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--points) points=$2; shift 2 ;;
@@ -30,7 +35,8 @@ while [ $# -gt 0 ]; do
 	--mixed) modes="kill9 powerloss tear"; shift ;;
 	--seed) seed=$2; shift 2 ;;
 	--db-rounds) dbr=$2; shift 2 ;;
-	-h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--meta) meta=1; shift ;;
+	-h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "crashtest.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
 	esac
 done
@@ -38,6 +44,12 @@ done
 [ -n "$dbr" ] || dbr=$(( points / 25 > 2 ? points / 25 : 2 ))
 export ZF_BUILD_DIR=${ZF_BUILD_DIR:-$PWD/build}
 if [ -f "$ZF_BUILD_DIR/build.ninja" ]; then ninja -C "$ZF_BUILD_DIR" >/dev/null; fi
+if [ $meta -eq 1 ]; then
+	export ZF_MCRASH_POINTS=$points ZF_MCRASH_SEED=${seed:-$(( $(date +%s) % 1000000 ))}
+	export ZF_TEST=crashtest-meta
+	echo "crashtest --meta: $points points, seed $ZF_MCRASH_SEED"
+	exec bash tests/integration/meta_crash.sh
+fi
 export ZF_CRASH_POINTS=$points ZF_CRASH_MODES=$modes ZF_CRASH_DB_ROUNDS=$dbr
 export ZF_CRASH_SEED=${seed:-$(( $(date +%s) % 1000000 ))}
 export ZF_TEST=crashtest
