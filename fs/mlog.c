@@ -1955,8 +1955,8 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	if (rc)
 		return rc;
 	rc = -ENOMEM;
-	rep = calloc(m->nz, sizeof(*rep));
-	hd = calloc(m->nz, sizeof(*hd));
+	rep = calloc(m->nmeta, sizeof(*rep));
+	hd = calloc(m->nmeta, sizeof(*hd));
 	chain = calloc(m->zcap, sizeof(*chain));
 	r.dblk = m->geo->block_size;
 	r.buf = zdev_buf_alloc(READ_WINDOW);
@@ -1965,7 +1965,7 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	rc = load_meta(dev, &ref, rep, hd);
 	if (rc)
 		goto fail;
-	for (uint32_t i = 0; i < m->nz; i++) {
+	for (uint32_t i = 0; i < m->nmeta; i++) {
 		zone_from_report(&m->z[i], &rep[i], m->B);
 		if (hd[i].valid && m->z[i].role == Z_BAD)
 			hd[i].valid = false;
@@ -1979,14 +1979,14 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	 * on in the zones their NEXT_ZONE records name (meta or borrowed data
 	 * zones).  Newest epoch first (ties: lower zone first); the first whose
 	 * chain reaches SNAP_END wins. */
-	bool *tried = calloc(m->nz, sizeof(*tried));
+	bool *tried = calloc(m->nmeta, sizeof(*tried));
 	if (!tried) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	for (;;) {
 		uint32_t head = UINT32_MAX;
-		for (uint32_t i = 0; i < m->nz; i++)
+		for (uint32_t i = 0; i < m->nmeta; i++)
 			if (hd[i].valid && !tried[i] && hd[i].h.zone_seq == 0 &&
 			    (head == UINT32_MAX || hd[i].h.epoch > hd[head].h.epoch))
 				head = i;

@@ -106,13 +106,13 @@ scale() {
 	zf_mount
 	local cap
 	cap=$(stat -f -c '%b %S' "$ZF_MNT" | awk '{ printf "%d", $1 * $2 / 1048576 }')
-	zf_log "part $name: $n files take $((n * 4 >> 10)) MiB in 4 KiB blocks; data capacity (df) $cap MiB"
+	zf_log "part $name: $n files (empty but every ${ZF_META_FSYNC_EVERY:-200}th); data capacity (df) $cap MiB"
 	zf_log "part $name: creating files [0, $half) in $dirs directories"
-	drv "part $name: first half" create "$ZF_MNT" "$j1" --first 0 --last "$half" --dirs "$dirs"
+	drv "part $name: first half" create "$ZF_MNT" "$j1" --first 0 --last "$half" --dirs "$dirs" --empty
 	zf_log "part $name: stats $(stat_line)"
 	# the second half starts; kill -9 the daemon a few fsyncs into it
 	: >"$j2"
-	python3 "$DRV" create "$ZF_MNT" "$j2" --first "$half" --last "$n" --dirs "$dirs" \
+	python3 "$DRV" create "$ZF_MNT" "$j2" --first "$half" --last "$n" --dirs "$dirs" --empty \
 		>"$ZF_WORK/inflight.out" 2>&1 &
 	local cpid=$! i
 	for ((i = 0; i < 600; i++)); do
@@ -136,7 +136,7 @@ scale() {
 	zf_log "part $name: remount took $((SECONDS - tm)) s"
 	cat "$j1" "$j2" >"$ZF_WORK/journal-$name"
 	drv "part $name: verify after the crash" verify "$ZF_MNT" "$ZF_WORK/journal-$name" --dirs "$dirs"
-	drv "part $name: second half" create "$ZF_MNT" "$j2" --first "$half" --last "$n" --dirs "$dirs"
+	drv "part $name: second half" create "$ZF_MNT" "$j2" --first "$half" --last "$n" --dirs "$dirs" --empty
 	zf_log "part $name: stats $(stat_line)"
 	drv "part $name: delete all $n" delete "$ZF_MNT" --expect "$n"
 	zf_log "part $name: stats $(stat_line)"
