@@ -60,7 +60,6 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
-void fs_kick_committer(struct fs *fs);
 
 #define MAX_BATCH 64
 
@@ -744,9 +743,7 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
 	int ret = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	uint32_t mode = in->mode, nmode = mode & ~(uint32_t)S_ISUID;
-	if (nmode & S_IXGRP)
-		nmode &= ~(uint32_t)S_ISGID;
+	uint32_t mode = in->mode, nmode = fs_mode_kill_suidgid(mode);
 	if (nmode != mode) {
 		bool dirty = in->attr_dirty;
 		in->mode = nmode;

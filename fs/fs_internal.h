@@ -139,6 +139,16 @@ struct fs_inode {
 	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
 };
 
+/* The commit thread (fs_commit.c): wakes every commit_interval_ms, or when
+ * kicked, writes out aged buffers and commits. */
+struct fs_committer {
+	pthread_t thread;
+	bool running;			/* set and cleared by start/stop only */
+	pthread_mutex_t lock;		/* leaf; protects the three flags */
+	pthread_cond_t cond;
+	bool stop, kick, commit_only;	/* [lock] */
+};
+
 struct fs {
 	struct zdev *dev;
 	struct mlog *mlog;
@@ -165,11 +175,7 @@ struct fs {
 	_Atomic uint64_t buffered;
 
 	/* commit thread */
-	pthread_t committer;
-	bool committer_running;
-	pthread_mutex_t cmt_lock;
-	pthread_cond_t cmt_cond;
-	bool cmt_stop, cmt_kick, cmt_commit_only;
+	struct fs_committer cmt;	/* fs_commit.c */
 
 	/* prefetch (fs_prefetch.c) */
 	uint64_t pf_window;		/* bytes per buffer, 0 = off */
@@ -201,17 +207,31 @@ struct fs {
 					 * file's class (counted by fs_data.c) */
 };
 
-/* fs.c */
-struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);	/* [L] */
-struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino);	/* [L] */
-void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in);	/* [L] */
+/* fs_inode.c: the inode and name tables, the dirty list. [L] */
+int64_t fs_now(void);				/* ns since the epoch */
+struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);
+struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino);
+void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in);
+void fs_inode_destroy(struct fs *fs, struct fs_inode *in);	/* whatever its references */
 struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
 void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
-void fs_mark_dirty(struct fs *fs, struct fs_inode *in);	/* [L] */
+size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie);	/* first entry >= cookie */
+void fs_mark_dirty(struct fs *fs, struct fs_inode *in);
+void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
+/* The mode after a write or chown by someone else: no set-user-id bit, no
+ * set-group-id bit where group execute is set (as the kernel does). */
+uint32_t fs_mode_kill_suidgid(uint32_t mode);
+
+/* fs_namei.c */
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
-int64_t fs_now(void);
+
+/* fs_commit.c */
 int fs_commit(struct fs *fs);	/* no locks held */
+int fs_committer_start(struct fs *fs);
+void fs_committer_stop(struct fs *fs);
+void fs_kick_committer(struct fs *fs);	/* write out buffers and commit now */
+void fs_commit_need_space(void *fs);	/* zalloc waits for a commit's resets */
 
 /* fs_records.c: logging (live) and applying (live + replay).
  * Every operation validates, preallocates what its change needs, appends

@@ -1,0 +1,200 @@
+/* fs_commit — making metadata durable: the commit (and the snapshot that
+ * follows when one is due), syncfs, and the commit thread that writes out
+ * aged buffers and commits every commit_interval_ms. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+/* ---- commit ---- */
+
+/* A snapshot when one is due.  A snapshot rewrites the whole state into a
+ * new epoch, so it also makes durable whatever a failed commit left
+ * pending, and it repairs a log broken by a device error. [no locks] */
+static int snapshot_if_due(struct fs *fs)
+{
+	int ret = 0;
+
+	if (!mlog_should_snapshot(fs->mlog))
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	if (mlog_should_snapshot(fs->mlog)) {
+		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+		if (ret) {
+			fs->meta_errors++;
+			zf_warn("metadata snapshot failed: %s; retried at the next commit",
+				strerror(-ret));
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+int fs_commit(struct fs *fs)
+{
+	uint64_t t = zalloc_commit_begin(fs->za);
+	int ret = mlog_commit(fs->mlog);
+	if (ret) {
+		/* The caller hears of it (a failed flush may have lost data
+		 * written before it).  A log broken by the error (a zone no
+		 * longer matches the layout) is cured by a snapshot: one is
+		 * tried now, and at every commit until it succeeds. */
+		fs->meta_errors++;
+		zf_err("metadata commit failed: %s", strerror(-ret));
+		snapshot_if_due(fs);
+		return ret;
+	}
+	fs->commits++;
+	ret = zalloc_commit_end(fs->za, t);
+	if (ret < 0) {
+		zf_err("zone reset after commit failed: %s", strerror(-ret));
+		return ret;
+	}
+	/* Everything is durable now: a snapshot that fails is retried later,
+	 * never reported to the caller as a failed fsync. */
+	snapshot_if_due(fs);
+	return 0;
+}
+
+int fs_commit_log(struct fs *fs)
+{
+	return fs_commit(fs);
+}
+
+/* Write out every inode's buffers whose data is older than `age_ns`. */
+static int flush_dirty(struct fs *fs, uint64_t age_ns)
+{
+	int ret = 0;
+	uint64_t now = zf_now_ns();
+
+	pthread_mutex_lock(&fs->lock);
+	size_t budget = fs->ninodes;	/* each inode visited at most once */
+	pthread_mutex_unlock(&fs->lock);
+	while (budget--) {
+		pthread_mutex_lock(&fs->lock);
+		struct fs_inode *in = fs->dirty_head;
+		if (!in || (age_ns && now - in->dirty_since_ns < age_ns)) {
+			pthread_mutex_unlock(&fs->lock);
+			break;
+		}
+		fs_dirty_unlink(fs, in);
+		in->pins++;
+		pthread_mutex_unlock(&fs->lock);
+		/* A busy inode is being written by its owner, who may be waiting
+		 * for a commit from us: skip it rather than wait (it is put back
+		 * on the list and retried).  So is one with a write-out in
+		 * flight (its device I/O runs without in->rw). */
+		int r;
+		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
+			r = in->wb_busy ? -EBUSY : fs_data_flush(fs, in, true);
+			pthread_rwlock_unlock(&in->rw);
+		} else {
+			r = -EBUSY;
+		}
+		pthread_mutex_lock(&fs->lock);
+		if (r && r != -EBUSY && !ret)
+			ret = r;
+		if (r)	/* keep it on the list, retried next round */
+			fs_mark_dirty(fs, in);
+		in->pins--;
+		fs_inode_maybe_free(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+		if (r && r != -EBUSY)
+			break;
+	}
+	return ret;
+}
+
+int fs_sync(struct fs *fs)
+{
+	int ret = flush_dirty(fs, 0);
+	pthread_mutex_lock(&fs->lock);
+	for (size_t b = 0; b < fs->itab_size; b++)
+		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext)
+			if (in->attr_dirty && !ret)
+				ret = fs_log_attr(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	int r = fs_commit(fs);
+	return ret ? ret : r;
+}
+
+static void *committer_main(void *arg)
+{
+	struct fs *fs = arg;
+	uint64_t interval = (uint64_t)fs->opts.commit_interval_ms * 1000000ull;
+
+	pthread_mutex_lock(&fs->cmt.lock);
+	while (!fs->cmt.stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t ns = (uint64_t)ts.tv_nsec + interval;
+		ts.tv_sec += (time_t)(ns / 1000000000ull);
+		ts.tv_nsec = (long)(ns % 1000000000ull);
+		if (!fs->cmt.kick && !fs->cmt.commit_only)
+			pthread_cond_timedwait(&fs->cmt.cond, &fs->cmt.lock, &ts);
+		bool kicked = fs->cmt.kick, commit_only = fs->cmt.commit_only;
+		fs->cmt.kick = fs->cmt.commit_only = false;
+		if (fs->cmt.stop)
+			break;
+		pthread_mutex_unlock(&fs->cmt.lock);
+		if (!commit_only || kicked)
+			flush_dirty(fs, kicked ? 0 : interval);
+		fs_commit(fs);
+		pthread_mutex_lock(&fs->cmt.lock);
+	}
+	pthread_mutex_unlock(&fs->cmt.lock);
+	return NULL;
+}
+
+void fs_kick_committer(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->cmt.lock);
+	fs->cmt.kick = true;
+	pthread_cond_signal(&fs->cmt.cond);
+	pthread_mutex_unlock(&fs->cmt.lock);
+}
+
+/* zalloc waits for zones that only a commit can reset: wake the committer,
+ * or commit here when there is none (the caller holds no fs or zalloc
+ * lock). */
+void fs_commit_need_space(void *arg)
+{
+	struct fs *fs = arg;
+	if (fs->cmt.running) {
+		pthread_mutex_lock(&fs->cmt.lock);
+		fs->cmt.commit_only = true;
+		pthread_cond_signal(&fs->cmt.cond);
+		pthread_mutex_unlock(&fs->cmt.lock);
+	} else {
+		fs_commit(fs);
+	}
+}
+
+int fs_committer_start(struct fs *fs)
+{
+	if (fs->read_only || !fs->opts.commit_interval_ms || fs->cmt.running)
+		return 0;
+	int ret = -pthread_create(&fs->cmt.thread, NULL, committer_main, fs);
+	if (!ret)
+		fs->cmt.running = true;
+	return ret;
+}
+
+void fs_committer_stop(struct fs *fs)
+{
+	if (!fs->cmt.running)
+		return;
+	pthread_mutex_lock(&fs->cmt.lock);
+	fs->cmt.stop = true;
+	pthread_cond_signal(&fs->cmt.cond);
+	pthread_mutex_unlock(&fs->cmt.lock);
+	pthread_join(fs->cmt.thread, NULL);
+	fs->cmt.running = false;
+}

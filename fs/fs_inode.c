@@ -1,0 +1,313 @@
+/* fs_inode — the inode table, the name table and the dirty list, and the
+ * clock the core stamps times with.  Every function here runs with
+ * fs->lock held (or single-threaded at mount); fs.h has the lock order. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+int64_t fs_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- inode table [L] ---- */
+
+static size_t ihash(uint64_t ino, size_t size)
+{
+	return (size_t)((ino * 0x9E3779B97F4A7C15ull) >> 17) & (size - 1);
+}
+
+struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino)
+{
+	for (struct fs_inode *in = fs->itab[ihash(ino, fs->itab_size)]; in; in = in->hnext)
+		if (in->ino == ino)
+			return in;
+	return NULL;
+}
+
+static void itab_grow(struct fs *fs)
+{
+	size_t nsize = fs->itab_size * 2;
+	struct fs_inode **nt = calloc(nsize, sizeof(*nt));
+	if (!nt)
+		return;	/* keep the old table; chains just get longer */
+	for (size_t b = 0; b < fs->itab_size; b++) {
+		struct fs_inode *in = fs->itab[b];
+		while (in) {
+			struct fs_inode *next = in->hnext;
+			size_t h = ihash(in->ino, nsize);
+			in->hnext = nt[h];
+			nt[h] = in;
+			in = next;
+		}
+	}
+	free(fs->itab);
+	fs->itab = nt;
+	fs->itab_size = nsize;
+}
+
+/* An inode that is not in the table yet: an operation allocates it before
+ * it logs its record, and fs_inode_insert() (which cannot fail) adds it
+ * after; fs_inode_discard() frees it when the record could not be logged. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = calloc(1, sizeof(*in));
+	if (!in)
+		return NULL;
+	in->ino = ino;
+	pthread_rwlock_init(&in->rw, NULL);
+	pthread_mutex_init(&in->wb_lock, NULL);
+	pthread_cond_init(&in->wb_cond, NULL);
+	extmap_init(&in->map);
+	in->map.boundary = zdev_geometry(fs->dev)->zone_size;
+	return in;
+}
+
+void fs_inode_insert(struct fs *fs, struct fs_inode *in)
+{
+	if (fs->ninodes + 1 > fs->itab_size)
+		itab_grow(fs);
+	size_t h = ihash(in->ino, fs->itab_size);
+	in->hnext = fs->itab[h];
+	fs->itab[h] = in;
+	fs->ninodes++;
+}
+
+struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
+{
+	struct fs_inode *in = fs_inode_alloc(fs, ino);
+	if (in)
+		fs_inode_insert(fs, in);
+	return in;
+}
+
+void fs_dirty_unlink(struct fs *fs, struct fs_inode *in)
+{
+	if (!in->on_dirty)
+		return;
+	if (in->dprev) in->dprev->dnext = in->dnext; else fs->dirty_head = in->dnext;
+	if (in->dnext) in->dnext->dprev = in->dprev; else fs->dirty_tail = in->dprev;
+	in->dnext = in->dprev = NULL;
+	in->on_dirty = false;
+}
+
+void fs_mark_dirty(struct fs *fs, struct fs_inode *in)
+{
+	if (in->on_dirty)
+		return;
+	in->on_dirty = true;
+	in->dirty_since_ns = zf_now_ns();
+	in->dprev = fs->dirty_tail;
+	in->dnext = NULL;
+	if (fs->dirty_tail) fs->dirty_tail->dnext = in; else fs->dirty_head = in;
+	fs->dirty_tail = in;
+}
+
+/* Free what an inode owns, then the inode (out of the table already). */
+static void inode_free(struct fs *fs, struct fs_inode *in)
+{
+	/* Buffers: nobody holds in->rw (no refs left) and no write-out is in
+	 * flight (its caller holds a pin until it ended), so drop them. */
+	fs_data_drop_buffers(fs, in, 0);
+	fs_pf_free(fs, in);
+	extmap_punch(&in->map, 0, UINT64_MAX, fs_drop_valid, fs);
+	extmap_free(&in->map);
+	if (in->dir) {
+		free(in->dir->ents);
+		free(in->dir);
+	}
+	free(in->symlink);
+	fs_xattr_free_all(in);
+	pthread_rwlock_destroy(&in->rw);
+	pthread_mutex_destroy(&in->wb_lock);
+	pthread_cond_destroy(&in->wb_cond);
+	free(in);
+}
+
+void fs_inode_destroy(struct fs *fs, struct fs_inode *in)
+{
+	struct fs_inode **pp = &fs->itab[ihash(in->ino, fs->itab_size)];
+	while (*pp && *pp != in)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = in->hnext;
+	fs->ninodes--;
+	fs_dirty_unlink(fs, in);
+	inode_free(fs, in);
+}
+
+void fs_inode_discard(struct fs *fs, struct fs_inode *in)
+{
+	if (in)
+		inode_free(fs, in);
+}
+
+/* Free an inode nobody references (no name, no kernel lookup, not open). */
+void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in)
+{
+	if (in->nlink == 0 && in->nlookup == 0 && in->nopen == 0 && in->pins == 0 &&
+	    in->ino != FS_ROOT_INO)
+		fs_inode_destroy(fs, in);
+}
+
+/* ---- names [L] ---- */
+
+static uint32_t name_hash(uint64_t parent, const char *name)
+{
+	uint32_t h = 2166136261u ^ (uint32_t)(parent * 0x9E3779B1u);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name)
+{
+	uint32_t h = name_hash(parent, name);
+	for (struct fs_dirent *d = fs->dtab[h & (fs->dtab_size - 1)]; d; d = d->hnext)
+		if (d->hash == h && d->parent == parent && strcmp(d->name, name) == 0)
+			return d;
+	return NULL;
+}
+
+static void dtab_grow(struct fs *fs)
+{
+	size_t nsize = fs->dtab_size * 2;
+	struct fs_dirent **nt = calloc(nsize, sizeof(*nt));
+	if (!nt)
+		return;
+	for (size_t b = 0; b < fs->dtab_size; b++) {
+		struct fs_dirent *d = fs->dtab[b];
+		while (d) {
+			struct fs_dirent *next = d->hnext;
+			d->hnext = nt[d->hash & (nsize - 1)];
+			nt[d->hash & (nsize - 1)] = d;
+			d = next;
+		}
+	}
+	free(fs->dtab);
+	fs->dtab = nt;
+	fs->dtab_size = nsize;
+}
+
+/* A name that is not in its directory yet, with a slot reserved for it in
+ * the directory's array, so that fs_dirent_insert() cannot fail: allocated
+ * before an operation logs its record.  At most one reservation per
+ * directory may be outstanding (free() an unused one). */
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino)
+{
+	struct fs_dir *dd = dir->dir;
+	size_t len = strlen(name);
+	struct fs_dirent *d;
+
+	(void)fs;
+	if (dd->n == dd->cap) {
+		/* Compact removed slots first; grow only when mostly live. */
+		if (dd->live < dd->n / 2) {
+			size_t k = 0;
+			for (size_t i = 0; i < dd->n; i++)
+				if (dd->ents[i])
+					dd->ents[k++] = dd->ents[i];
+			dd->n = k;
+		} else {
+			size_t cap = dd->cap ? dd->cap * 2 : 16;
+			struct fs_dirent **e = realloc(dd->ents, cap * sizeof(*e));
+			if (!e)
+				return NULL;
+			dd->ents = e;
+			dd->cap = cap;
+		}
+	}
+	d = malloc(sizeof(*d) + len + 1);
+	if (!d)
+		return NULL;
+	memcpy(d->name, name, len + 1);
+	d->parent = dir->ino;
+	d->ino = ino;
+	d->cookie = 0;
+	d->hash = name_hash(dir->ino, name);
+	d->hnext = NULL;
+	return d;
+}
+
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+
+	d->cookie = dd->next_cookie++;
+	dd->ents[dd->n++] = d;
+	dd->live++;
+	if (fs->ndirents + 1 > fs->dtab_size)
+		dtab_grow(fs);
+	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
+	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
+	fs->ndirents++;
+}
+
+int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
+{
+	struct fs_dirent *d = fs_dirent_alloc(fs, dir, name, ino);
+	if (!d)
+		return -ENOMEM;
+	fs_dirent_insert(fs, dir, d);
+	return 0;
+}
+
+size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie)
+{
+	size_t lo = 0, hi = dd->n;	/* first slot with cookie >= `cookie` */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2, m = mid;
+		while (m < hi && !dd->ents[m])
+			m++;
+		if (m == hi) {
+			hi = mid;
+			continue;
+		}
+		if (dd->ents[m]->cookie < cookie)
+			lo = m + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+	struct fs_dirent **pp = &fs->dtab[d->hash & (fs->dtab_size - 1)];
+
+	while (*pp && *pp != d)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = d->hnext;
+	fs->ndirents--;
+	size_t i = fs_dir_slot(dd, d->cookie);
+	while (i < dd->n && dd->ents[i] != d)
+		i++;
+	if (i < dd->n) {
+		dd->ents[i] = NULL;
+		dd->live--;
+	}
+	while (dd->n && !dd->ents[dd->n - 1])
+		dd->n--;
+	free(d);
+}
+
+uint32_t fs_mode_kill_suidgid(uint32_t mode)
+{
+	mode &= ~(uint32_t)S_ISUID;
+	if (mode & S_IXGRP)
+		mode &= ~(uint32_t)S_ISGID;
+	return mode;
+}

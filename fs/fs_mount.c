@@ -1,0 +1,483 @@
+/* fs_mount — the file system as a whole: default options, the on-disk
+ * layout and mkfs, mount (replay, reconcile with the allocator, the log's
+ * zone source) and unmount, statfs and the counters. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_internal.h"
+
+#define DEFAULT_META_ZONES 4
+#define ACTIVE_RESERVED 2	/* meta log: current zone + a snapshot's */
+
+void fs_opts_default(struct fs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->buffer_bytes = 256ull << 20;
+	o->stripe_unit = 1u << 20;
+	o->stripe_width = 4;
+	o->commit_interval_ms = 5000;
+	o->reorder_chunks = 8;
+	o->prefetch_bytes = UINT64_MAX;	/* default: derived from the stripe */
+	o->prefetch_limit = 256ull << 20;
+	o->gc_mbps = 128;	/* lifetime GC (fs_gc.c) */
+}
+
+int fs_statfs(struct fs *fs, struct statvfs *st)
+{
+	struct zalloc_stats zs;
+	zalloc_get_stats(fs->za, &zs);
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = fs->bs;
+	st->f_frsize = fs->bs;
+	/* the collector's floor zone never holds user data */
+	uint64_t floor = zs.gc_reserve_zones && zs.nr_zones ?
+			 ZALLOC_GC_FLOOR * (zs.capacity_bytes / zs.nr_zones) : 0;
+	/* nor do the metadata log's zones and the reserve kept for it */
+	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor + zs.log_bytes);
+	st->f_blocks = cap / fs->bs;
+	uint64_t used = zs.valid_bytes + fs->buffered;
+	uint64_t avail = cap > used ? cap - used : 0;
+	st->f_bfree = avail / fs->bs;
+	st->f_bavail = st->f_bfree;
+	pthread_mutex_lock(&fs->lock);
+	st->f_files = fs->ninodes + (1u << 20);
+	st->f_ffree = 1u << 20;
+	pthread_mutex_unlock(&fs->lock);
+	st->f_favail = st->f_ffree;
+	st->f_namemax = FS_NAME_MAX;
+	st->f_fsid = 0x7a66;
+	return 0;
+}
+
+void fs_get_stats(struct fs *fs, struct fs_stats *st)
+{
+	struct mlog_stats ms;
+	mlog_get_stats(fs->mlog, &ms);
+	memset(st, 0, sizeof(*st));
+	st->user_bytes_written = fs->user_bytes;
+	st->data_bytes_written = fs->data_bytes;
+	st->meta_bytes_written = ms.bytes_written;
+	st->buffer_bytes = fs->buffered;
+	st->buffer_limit = fs->opts.buffer_bytes;
+	st->prefetch_bytes = fs->pf_bytes;
+	st->prefetch_hits = fs->pf_hits;
+	st->prefetch_fills = fs->pf_fills;
+	st->commits = fs->commits;
+	st->snapshots = ms.snapshots;
+	pthread_mutex_lock(&fs->lock);
+	st->inodes = fs->ninodes;
+	pthread_mutex_unlock(&fs->lock);
+	fs_gc_fill_stats(fs, st);	/* GC, placement, WA (fs_gc.c) */
+}
+
+/* ---- mkfs, mount, unmount ---- */
+
+static int layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
+{
+	const struct zdev_geometry *g = zdev_geometry(dev);
+	uint32_t first = g->nr_conv_zones;	/* conventional zones are not used */
+
+	if (meta_zones == 0) {
+		/* About 256 MiB of log space, at least 4 zones and at most
+		 * 1/16 of the device: a snapshot must fit in half of them. */
+		uint64_t want = (256ull << 20) / ZF_MAX(g->zone_capacity, 1);
+		meta_zones = (uint32_t)ZF_MAX((uint64_t)DEFAULT_META_ZONES,
+					      ZF_MIN(want, (uint64_t)g->nr_zones / 16));
+	}
+	if (meta_zones < 3) {
+		zf_err("at least 3 metadata zones are needed");
+		return -EINVAL;
+	}
+	if (g->nr_zones < first + meta_zones + 2) {
+		zf_err("device too small: %u sequential zones, need at least %u",
+		       g->nr_zones - first, meta_zones + 2);
+		return -ENOSPC;
+	}
+	if (g->zone_capacity < 128 * 1024) {
+		zf_err("zone capacity %llu bytes is too small (minimum 128 KiB)",
+		       (unsigned long long)g->zone_capacity);
+		return -EINVAL;
+	}
+	if (g->max_active && g->max_active < ACTIVE_RESERVED + 2) {
+		zf_err("device allows only %u active zones; zonefuse needs at least %u",
+		       g->max_active, ACTIVE_RESERVED + 2);
+		return -EINVAL;
+	}
+	memset(sb, 0, sizeof(*sb));
+	sb->version = MLOG_SB_VERSION;
+	sb->block_size = ZF_MAX(4096u, g->block_size);
+	sb->zone_size = g->zone_size;
+	sb->zone_capacity = g->zone_capacity;
+	sb->nr_zones = g->nr_zones;
+	sb->meta_first = first;
+	sb->meta_count = meta_zones;
+	sb->data_first = first + meta_zones;
+	sb->data_count = g->nr_zones - sb->data_first;
+	sb->created_sec = (uint64_t)time(NULL);
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, sb->uuid, sizeof(sb->uuid)) != (ssize_t)sizeof(sb->uuid)) {
+		uint64_t t = zf_now_ns() ^ (uint64_t)getpid();
+		memcpy(sb->uuid, &t, sizeof(t));
+	}
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+static struct fs *fs_alloc(struct zdev *dev, const struct fs_opts *o)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return NULL;
+	fs->dev = dev;
+	if (o)
+		fs->opts = *o;
+	else
+		fs_opts_default(&fs->opts);
+	fs->itab_size = 1024;
+	fs->dtab_size = 1024;
+	fs->itab = calloc(fs->itab_size, sizeof(*fs->itab));
+	fs->dtab = calloc(fs->dtab_size, sizeof(*fs->dtab));
+	if (!fs->itab || !fs->dtab) {
+		free(fs->itab);
+		free(fs->dtab);
+		free(fs);
+		return NULL;
+	}
+	fs->next_ino = FS_ROOT_INO + 1;
+	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->cmt.lock, NULL);
+	pthread_cond_init(&fs->cmt.cond, NULL);
+	return fs;
+}
+
+static void fs_free(struct fs *fs)
+{
+	fs->replaying = true;	/* no valid-byte accounting while tearing down */
+	for (size_t b = 0; b < fs->itab_size; b++) {
+		while (fs->itab[b])
+			fs_inode_destroy(fs, fs->itab[b]);
+	}
+	for (size_t b = 0; b < fs->dtab_size; b++) {
+		struct fs_dirent *d = fs->dtab[b];
+		while (d) {
+			struct fs_dirent *next = d->hnext;
+			free(d);
+			d = next;
+		}
+	}
+	free(fs->itab);
+	free(fs->dtab);
+	fs_lifetime_fini(fs);	/* lifetime state (fs_lifetime.c) */
+	pthread_mutex_destroy(&fs->lock);
+	pthread_mutex_destroy(&fs->cmt.lock);
+	pthread_cond_destroy(&fs->cmt.cond);
+	free(fs);
+}
+
+static int make_root(struct fs *fs)
+{
+	struct fs_inode *root = fs_inode_new(fs, FS_ROOT_INO);
+	if (!root)
+		return -ENOMEM;
+	root->mode = S_IFDIR | 0755;
+	root->nlink = 2;
+	root->atime = root->mtime = root->ctime = fs_now();
+	root->cls = LIFETIME_MEDIUM;
+	root->dir = calloc(1, sizeof(*root->dir));
+	if (!root->dir)
+		return -ENOMEM;
+	root->dir->next_cookie = 3;
+	root->dir->parent = FS_ROOT_INO;
+	return 0;
+}
+
+int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o)
+{
+	struct mlog_sb sb, old;
+	struct mlog *m = NULL;
+	struct fs *fs = NULL;
+	int ret;
+
+	if (mlog_probe(dev, &old) == 0 && !(o && o->force)) {
+		zf_err("%s already holds a zonefuse file system (use --force to overwrite)",
+		       zdev_path(dev));
+		return -EEXIST;
+	}
+	ret = layout(dev, o ? o->meta_zones : 0, &sb);
+	if (ret)
+		return ret;
+	if (o && o->label)
+		snprintf(sb.label, sizeof(sb.label), "%s", o->label);
+	ret = zdev_reset_all(dev);
+	if (ret) {
+		zf_err("resetting zones: %s", strerror(-ret));
+		return ret;
+	}
+	ret = mlog_format(dev, &sb);
+	if (ret) {
+		zf_err("writing the metadata log: %s", strerror(-ret));
+		return ret;
+	}
+	fs = fs_alloc(dev, NULL);
+	if (!fs)
+		return -ENOMEM;
+	fs->bs = sb.block_size;
+	fs->replaying = true;
+	ret = mlog_open(dev, 0, fs_replay_record, fs, &sb, &m);
+	fs->replaying = false;
+	if (ret)
+		goto out;
+	fs->mlog = m;
+	fs->bs = sb.block_size;
+	ret = make_root(fs);
+	if (!ret)
+		ret = mlog_snapshot(m, fs_emit_snapshot, fs);
+	if (!ret)
+		ret = zdev_flush(dev);
+out:
+	if (m)
+		mlog_close(m);
+	fs_free(fs);
+	return ret;
+}
+
+/* The metadata log borrows EMPTY data zones from zalloc when its meta zones
+ * are not enough (mlog.h, zalloc.h); the callbacks run with mlog's lock
+ * held and take only zalloc's leaf lock. */
+static int log_borrow(void *arg, uint32_t keep, uint32_t *zone)
+{
+	struct fs *fs = arg;
+	return zalloc_lend(fs->za, keep, zone);
+}
+
+static void log_give_back(void *arg, uint32_t zone)
+{
+	struct fs *fs = arg;
+	zalloc_lend_return(fs->za, zone);
+}
+
+static void log_reserve(void *arg, uint32_t zones)
+{
+	struct fs *fs = arg;
+	zalloc_set_log_reserve(fs->za, zones);
+}
+
+static uint32_t log_avail(void *arg)
+{
+	struct fs *fs = arg;
+	return zalloc_free_zones(fs->za);
+}
+
+static const struct mlog_zone_source log_zone_source = {
+	.borrow = log_borrow, .give_back = log_give_back, .reserve = log_reserve,
+	.avail = log_avail,
+};
+
+/* Before zalloc_mount_done: the data zones the replayed log holds are the
+ * log's (mount_done would reset them: no extent references them). */
+static int adopt_log_zones(struct fs *fs)
+{
+	uint32_t n = mlog_borrowed_zones(fs->mlog, NULL, 0);
+	if (!n)
+		return 0;
+	uint32_t *z = calloc(n, sizeof(*z));
+	if (!z)
+		return -ENOMEM;
+	n = mlog_borrowed_zones(fs->mlog, z, n);
+	int ret = 0;
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		ret = zalloc_lend_adopt(fs->za, z[i]);
+		if (ret)
+			zf_err("metadata log zone %u is not a data zone", z[i]);
+	}
+	free(z);
+	return ret ? -EUCLEAN : 0;
+}
+
+/* After replay: free orphans, account valid bytes per zone, tell zalloc
+ * each zone's class. */
+static int mount_reconcile(struct fs *fs)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	uint64_t data_start = (uint64_t)fs->sb.data_first * g->zone_size;
+	uint64_t data_end = (uint64_t)(fs->sb.data_first + fs->sb.data_count) * g->zone_size;
+
+	fs->replaying = true;	/* valid bytes are not counted yet */
+	for (size_t b = 0; b < fs->itab_size; b++) {
+		struct fs_inode *in = fs->itab[b];
+		while (in) {
+			struct fs_inode *next = in->hnext;
+			if (in->nlink == 0 && in->ino != FS_ROOT_INO)
+				fs_inode_destroy(fs, in);	/* orphan: unlinked while open */
+			in = next;
+		}
+	}
+	fs->replaying = false;
+	for (size_t b = 0; b < fs->itab_size; b++) {
+		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
+			for (size_t i = 0; i < in->map.n; i++) {
+				const struct extmap_ext *e = &in->map.v[i];
+				if (e->dev < data_start || e->dev + e->len > data_end ||
+				    e->dev / g->zone_size != (e->dev + e->len - 1) / g->zone_size) {
+					zf_err("inode %llu: extent at device offset %llu is outside the data zones",
+					       (unsigned long long)in->ino, (unsigned long long)e->dev);
+					return -EUCLEAN;
+				}
+				zalloc_zone_adopt(fs->za, (uint32_t)(e->dev / g->zone_size),
+						  (enum lifetime_class)in->cls);
+				zalloc_valid_add(fs->za, e->dev, e->len);
+			}
+		}
+	}
+	return 0;
+}
+
+int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+{
+	const struct zdev_geometry *g = zdev_geometry(dev);
+	struct fs *fs = fs_alloc(dev, o);
+	int ret;
+
+	if (!fs)
+		return -ENOMEM;
+	fs->read_only = fs->opts.read_only;
+	/* Replay needs the block size before the log is read. */
+	ret = mlog_probe(dev, &fs->sb);
+	if (ret == 0 && (fs->sb.block_size < 512 || (fs->sb.block_size & (fs->sb.block_size - 1))))
+		ret = -EUCLEAN;
+	if (ret) {
+		if (ret == -ENODATA)
+			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
+		else
+			zf_err("reading the superblock of %s: %s", zdev_path(dev), strerror(-ret));
+		goto fail;
+	}
+	fs->bs = fs->sb.block_size;
+	fs->replaying = true;
+	ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
+			fs_replay_record, fs, &fs->sb, &fs->mlog);
+	fs->replaying = false;
+	if (ret) {
+		if (ret == -ENODATA)
+			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
+		else
+			zf_err("reading the metadata log of %s: %s", zdev_path(dev), strerror(-ret));
+		goto fail;
+	}
+	if (fs->sb.zone_size != g->zone_size || fs->sb.nr_zones != g->nr_zones ||
+	    fs->sb.block_size % g->block_size || fs->sb.block_size < 4096 ||
+	    fs->sb.data_first + fs->sb.data_count > g->nr_zones) {
+		zf_err("superblock geometry does not match the device");
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	fs->bs = fs->sb.block_size;
+	if (fs->opts.stripe_unit < fs->bs || fs->opts.stripe_unit % fs->bs ||
+	    fs->opts.stripe_unit > g->zone_capacity) {
+		zf_err("stripe_unit must be a multiple of %u bytes and at most the zone capacity", fs->bs);
+		ret = -EINVAL;
+		goto fail;
+	}
+	fs->pages_per_chunk = fs->opts.stripe_unit / fs->bs;
+	if (!fs_inode_get(fs, FS_ROOT_INO)) {
+		zf_err("metadata has no root directory");
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	struct zalloc_params zp = {
+		.first_zone = fs->sb.data_first,
+		.nr_zones = fs->sb.data_count,
+		.reserved_active = ACTIVE_RESERVED,
+		.reserved_open = ACTIVE_RESERVED,
+		.max_stripe_width = ZF_MAX(1u, fs->opts.stripe_width),
+	};
+	ret = zalloc_create(dev, &zp, &fs->za);
+	if (ret) {
+		zf_err("zone allocator: %s", strerror(-ret));
+		goto fail;
+	}
+	zalloc_set_need_space_cb(fs->za, fs_commit_need_space, fs);
+	ret = adopt_log_zones(fs);
+	if (ret)
+		goto fail;
+	ret = mount_reconcile(fs);
+	if (!ret)
+		ret = fs_lifetime_init(fs);	/* rules file, inference (fs_lifetime.c) */
+	if (ret)
+		goto fail;
+	if (!fs->read_only) {
+		ret = zalloc_mount_done(fs->za);
+		if (ret < 0) {
+			zf_err("mount-time zone cleanup: %s", strerror(-ret));
+			goto fail;
+		}
+		mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
+		pthread_mutex_lock(&fs->lock);
+		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+		pthread_mutex_unlock(&fs->lock);
+		if (ret) {
+			zf_err("writing the mount snapshot: %s", strerror(-ret));
+			goto fail;
+		}
+	}
+	*out = fs;
+	return 0;
+fail:
+	if (fs->mlog)
+		mlog_set_zone_source(fs->mlog, NULL, NULL);
+	if (fs->za)
+		zalloc_destroy(fs->za);
+	if (fs->mlog)
+		mlog_close(fs->mlog);
+	fs->za = NULL;
+	fs_free(fs);
+	return ret;
+}
+
+int fs_start(struct fs *fs)
+{
+	int ret = fs_pf_start(fs);
+	if (!ret)
+		ret = fs_gc_start(fs);	/* lifetime GC thread (fs_gc.c) */
+	if (!ret)
+		ret = fs_committer_start(fs);
+	return ret;
+}
+
+int fs_unmount(struct fs *fs)
+{
+	int ret = 0;
+
+	fs_gc_stop(fs);	/* lifetime GC thread (fs_gc.c) */
+	fs_committer_stop(fs);
+	fs_pf_stop(fs);
+	if (!fs->read_only) {
+		ret = fs_sync(fs);
+		if (ret) {
+			zf_err("unmount: final commit failed: %s", strerror(-ret));
+		} else {
+			/* Everything is durable: the snapshot only shortens the
+			 * next mount's replay. */
+			pthread_mutex_lock(&fs->lock);
+			int r = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+			pthread_mutex_unlock(&fs->lock);
+			if (r)
+				zf_warn("unmount: final snapshot failed (%s); the log "
+					"is replayed at the next mount", strerror(-r));
+		}
+	}
+	mlog_set_zone_source(fs->mlog, NULL, NULL);
+	zalloc_destroy(fs->za);
+	fs->za = NULL;
+	mlog_close(fs->mlog);
+	fs_free(fs);
+	return ret;
+}
