@@ -233,12 +233,13 @@ void fs_committer_stop(struct fs *fs);
 void fs_kick_committer(struct fs *fs);	/* write out buffers and commit now */
 void fs_commit_need_space(void *fs);	/* zalloc waits for a commit's resets */
 
-/* fs_records.c: logging (live) and applying (live + replay).
+/* fs_records.c: encoding (fs_log_*), decoding and replay, the snapshot.
  * Every operation validates, preallocates what its change needs, appends
  * its one record, and only then applies it with the fs_apply_* function of
- * that record type, which replay calls too and which cannot fail: an
- * in-line snapshot taken by the append must describe the state before the
- * record, and memory must be untouched when the append fails. [L] */
+ * that record type (fs_apply.c), which replay calls too and which cannot
+ * fail: an in-line snapshot taken by the append must describe the state
+ * before the record, and memory must be untouched when the append fails.
+ * [L] */
 
 /* Attributes as INODE and CREATE records carry them. */
 struct fs_attr {
@@ -269,7 +270,8 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);
 
-/* Preallocation (fs.c).  An inode or a name that is not linked in yet:
+/* Preallocation (fs_inode.c; fs_inode_prepare and fs_rename_check:
+ * fs_apply.c).  An inode or a name that is not linked in yet:
  * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
  * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
  * at most one outstanding reservation per directory. */
@@ -289,8 +291,13 @@ int fs_inode_prepare(struct fs *fs, const struct fs_attr *a, uint64_t parent,
 int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
 
-/* Apply functions, one per record type, shared by the live operation
- * (after its append) and replay (after decoding and validation). */
+/* fs_apply.c: apply functions, one per record type, shared by the live
+ * operation (after its append) and replay (after decoding and validation).
+ * fs_block_size: the block size, also while replaying (before fs->bs is
+ * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop or a
+ * very deep chain counts as below). */
+uint32_t fs_block_size(const struct fs *fs);
+bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
 void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
 void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d);
