@@ -1,100 +1,6 @@
-/* mlog — the metadata log: typed, CRC'd records on a chain of meta zones.
- * The contract (API, invariants, thread safety) is in mlog.h; this comment
- * fixes the ON-DISK FORMAT (version 2) that fsck and fuzzers rely on.
- * Version 1 is the same but for chains that leave the meta zones; it is
- * read as is, and the first snapshot of a read-write mount writes 2.
- *
- * Units: bytes.  Integers little-endian.  B = sb.block_size (the fs block,
- * a power of two in [max(512, device block), 64 KiB]).  Offsets below are
- * relative to the start of a meta zone.  capB = zone capacity rounded down
- * to B.  Meta zones must be sequential-write-required zones.
- *
- * Zone header: bytes [0, B) of every meta zone in use.  The first 216 bytes:
- *     0  char  magic[8]      "ZFMETA01"
- *     8  u32   version       1
- *    12  u32   hdr_size      216
- *    16  u64   epoch         >= 1
- *    24  u64   zone_seq      position in the epoch's chain, 0, 1, ...
- *    32  u64   first_lsn     LSN of the first LSN-consuming record that
- *                            follows (equals the next expected LSN)
- *    40  struct mlog_sb      168 bytes (see mlog.h)
- *   208  u32   crc           CRC32C (seed 0) of bytes [0, 216) with crc = 0
- *   212  u32   reserved      0
- *   The rest of the header block is zero (not checked).
- *
- * Records: from offset B on, packed, each starting at an 8-byte aligned
- * offset:
- *     0  u16   magic         0x4C4D ("ML")
- *     2  u16   type
- *     4  u32   len           payload bytes
- *     8  u64   lsn
- *    16  u32   crc           CRC32C of the payload (seed 0), continued over
- *                            the 24 header bytes with crc = 0:
- *                            crc32c(crc32c(0, payload, len), hdr0, 24)
- *    20  u32   reserved      0
- *    24  payload, then zero bytes up to the next multiple of 8.
- *   A record header never straddles a B boundary: when fewer than 24 bytes
- *   remain in the block (8 or 16, by alignment), those bytes are zero and
- *   the next record starts at the next block boundary.  Payloads may cross
- *   block boundaries.  Records never cross a zone; records other than
- *   NEXT_ZONE end at or before capB - B, so a NEXT_ZONE always fits.  A
- *   meta zone needs capB >= 2 B + roundup(24 + MLOG_MAX_PAYLOAD + 16, B)
- *   (72 KiB with B = 4 KiB); mlog_format refuses smaller zones.
- *
- * Types (< MLOG_REC_USER are internal and never replayed):
- *   1 PAD         fills the rest of a block at the end of a commit: it ends
- *                 exactly on a B boundary; len <= B - 24; payload zero.
- *   2 SNAP_BEGIN  payload {u64 epoch}; first record of an epoch.
- *   3 SNAP_END    payload {u64 epoch, u64 user records since SNAP_BEGIN}.
- *   4 NEXT_ZONE   payload {u32 next zone (device index), u32 0}; the rest of
- *                 the zone is unused (zero to the block end, then the zone
- *                 is finished); the chain continues in the zone named, a
- *                 meta zone or a data zone borrowed from the allocator,
- *                 whose header carries zone_seq + 1 of the same epoch.
- *   >= 16         user records.
- * LSNs: SNAP_BEGIN, SNAP_END and user records each consume one LSN
- * (consecutive within an epoch and across epochs).  PAD and NEXT_ZONE carry
- * the LSN the next consuming record will get and consume none.
- *
- * Recovery: the meta range (and B) come from the first valid header found
- * scanning non-empty sequential zones in index order (meta zones precede
- * data zones in practice).  A header is valid when magic, CRC, version,
- * hdr_size, reserved == 0, epoch >= 1, first_lsn >= 1, zone_seq <
- * the device's zone count and the superblock checks out: version 1 or 2,
- * block size as
- * above and a multiple of the device block, zone_size equal to the
- * device's, zone_capacity <= zone_size, meta_count >= 3, meta range inside
- * the device and after the conventional zones, label NUL-terminated.  Within the meta range,
- * valid headers of the same geometry are considered; each zone_seq 0 header
- * starts a candidate chain, which goes on in the zones its NEXT_ZONE
- * records name: each must carry a valid header of the same uuid, epoch and
- * geometry, zone_seq one more than the previous zone's, and appear in the
- * chain once.  An epoch's first zone is always a meta zone.
- * Candidates are tried newest epoch first (ties: lower zone first).  The
- * parser walks a chain checking magic, reserved == 0, type (internal types
- * 1-4 only), length bound (PAD <= B - 24, others <= MLOG_MAX_PAYLOAD, and
- * inside the zone's written part), CRC, LSN == expected, SNAP_BEGIN being
- * the first record at offset B of seq 0 with the chain's epoch, SNAP_END
- * once with matching epoch and count, PAD ending on a block boundary, and a
- * the next header's first_lsn.  The
- * first failure ends the log (mlog_get_open_info tells how).  The first
- * candidate in which SNAP_END is reached is replayed in full; every other
- * non-empty meta zone is garbage, reset by the next mlog_snapshot(); data
- * zones outside the chain are the allocator's (reset at its mount).
- *
- * Readable part of a zone: [0, wp) for open/closed zones, [0, capacity)
- * for FULL/READONLY ones, clipped to capB; offline and conventional zones
- * are never used.
- *
- * Write side: records are laid out at append time at their final device
- * position (pending segments = [zone, offset, bytes]), so a failed or
- * partial write only drops the prefix that reached the device.  Commits pad
- * with PAD/zero bytes to B and write each segment with 1 MiB writes; a zone
- * ended by NEXT_ZONE is finished right after its last write, before the
- * next zone is written, so at most one zone per epoch is active.  New zones
- * are taken round robin among the EMPTY meta zones, keeping one EMPTY for
- * the next snapshot's first zone; past that they are borrowed from the zone
- * source (mlog.h), and given back once reset.
+/* mlog — the metadata log: typed, CRC'd records on a chain of log zones.
+ * The contract (API, invariants, thread safety) is in mlog.h, the on-disk
+ * format in mlog_format.h.
  *
  * API corner cases (beyond mlog.h):
  *   - mlog_open fills *sb before the first replay callback (and again on
@@ -116,6 +22,7 @@
  *     stats.commits counts device commit rounds (a group of callers is one).
  */
 #include "fs/mlog.h"
+#include "fs/mlog_format.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -125,12 +32,12 @@
 
 #include "common/zf_common.h"
 
-#define ZHDR_MAGIC "ZFMETA01"
-#define ZHDR_VERSION 1u
-#define REC_MAGIC 0x4C4Du
-#define RECHDR 24u
+#define ZHDR_MAGIC MLOG_ZHDR_MAGIC
+#define ZHDR_VERSION MLOG_ZHDR_VERSION
+#define REC_MAGIC MLOG_REC_MAGIC
+#define RECHDR MLOG_RECHDR
 #define MAXREC ZF_ALIGN_UP(RECHDR + MLOG_MAX_PAYLOAD, 8u)
-#define MAX_BLOCK (64u * 1024u)
+#define MAX_BLOCK MLOG_MAX_BLOCK
 #define BUF_ALIGN 4096u
 #define WRITE_CHUNK (1u << 20)		/* bytes per zdev_write */
 #define READ_WINDOW (1u << 20)		/* bytes per read while parsing */
@@ -138,34 +45,8 @@
 #define PROBE_BATCH 32u
 #define KEEP_BUF (8u << 20)		/* larger batch buffers are not kept */
 
-enum { REC_PAD = 1, REC_SNAP_BEGIN = 2, REC_SNAP_END = 3, REC_NEXT_ZONE = 4 };
-
-struct zhdr {
-	char magic[8];
-	uint32_t version;
-	uint32_t hdr_size;
-	uint64_t epoch;
-	uint64_t zone_seq;
-	uint64_t first_lsn;
-	struct mlog_sb sb;
-	uint32_t crc;
-	uint32_t reserved;
-};
-
-struct rechdr {
-	uint16_t magic;
-	uint16_t type;
-	uint32_t len;
-	uint64_t lsn;
-	uint32_t crc;
-	uint32_t reserved;
-};
-
-_Static_assert(sizeof(struct mlog_sb) == 168, "mlog_sb layout");
-_Static_assert(offsetof(struct zhdr, sb) == 40, "zhdr layout");
-_Static_assert(offsetof(struct zhdr, crc) == 208, "zhdr layout");
-_Static_assert(sizeof(struct zhdr) == 216, "zhdr layout");
-_Static_assert(sizeof(struct rechdr) == RECHDR, "rechdr layout");
+enum { REC_PAD = MLOG_REC_PAD, REC_SNAP_BEGIN = MLOG_REC_SNAP_BEGIN,
+       REC_SNAP_END = MLOG_REC_SNAP_END, REC_NEXT_ZONE = MLOG_REC_NEXT_ZONE };
 
 /* Role of a log zone in the in-memory state.  Z_UNUSED: a slot past the
  * meta zones that holds no borrowed zone now (reusable). */
@@ -257,17 +138,17 @@ struct mlog {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static uint32_t rec_crc(const struct rechdr *h, const void *payload, uint32_t len)
+static uint32_t rec_crc(const struct mlog_rechdr *h, const void *payload, uint32_t len)
 {
-	struct rechdr t = *h;
+	struct mlog_rechdr t = *h;
 
 	t.crc = 0;
 	return zf_crc32c(zf_crc32c(0, payload, len), &t, sizeof(t));
 }
 
-static uint32_t zhdr_crc(const struct zhdr *h)
+static uint32_t zhdr_crc(const struct mlog_zhdr *h)
 {
-	struct zhdr t = *h;
+	struct mlog_zhdr t = *h;
 
 	t.crc = 0;
 	return zf_crc32c(0, &t, sizeof(t));
@@ -306,7 +187,7 @@ static bool sb_valid(const struct mlog_sb *sb, const struct zdev_geometry *geo)
 }
 
 /* 1 = valid header, 0 = not a header; *magic tells whether the magic matched. */
-static bool zhdr_valid(const struct zhdr *h, const struct zdev_geometry *geo,
+static bool zhdr_valid(const struct mlog_zhdr *h, const struct zdev_geometry *geo,
 		       bool *magic)
 {
 	if (memcmp(h->magic, ZHDR_MAGIC, 8) != 0)
@@ -476,7 +357,7 @@ static void put_record(struct mlog *m, uint16_t type, const void *payload,
 		       uint32_t len, uint32_t pcrc, bool consume)
 {
 	uint64_t pos = hdr_pos(m->tail_off, m->B);
-	struct rechdr h = { .magic = REC_MAGIC, .type = type, .len = len,
+	struct mlog_rechdr h = { .magic = REC_MAGIC, .type = type, .len = len,
 			    .lsn = m->next_lsn };
 
 	put_bytes(m, NULL, pos - m->tail_off);
@@ -687,7 +568,7 @@ static int take_zone(struct mlog *m, bool head, uint32_t *out)
 static void put_zone_header(struct mlog *m, uint32_t zi, uint64_t epoch,
 			    uint64_t seq)
 {
-	struct zhdr h;
+	struct mlog_zhdr h;
 
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, ZHDR_MAGIC, 8);
@@ -1506,7 +1387,7 @@ struct mhdr {
 	bool valid;	/* valid header of this file system */
 	bool magic;	/* the magic matched (valid or not) */
 	bool written;	/* zone not empty */
-	struct zhdr h;
+	struct mlog_zhdr h;
 };
 
 /* Read the first device block of each zone in idx[0..n) into hdr[]. */
@@ -1538,7 +1419,7 @@ static int read_headers(struct zdev *dev, const struct zdev_zone *rep,
 				rc = req[j].result < 0 ? (int)req[j].result : -EIO;
 				break;
 			}
-			memcpy(&out[i + j].h, buf + j * rb, sizeof(struct zhdr));
+			memcpy(&out[i + j].h, buf + j * rb, sizeof(struct mlog_zhdr));
 			out[i + j].written = true;
 			out[i + j].valid = zhdr_valid(&out[i + j].h, geo,
 						      &out[i + j].magic);
@@ -1749,9 +1630,9 @@ static int resolve_next(struct mlog *m, uint32_t *chain, uint32_t *n, uint32_t c
 			uint32_t zone, const struct mhdr *hd, uint64_t epoch,
 			uint64_t expected)
 {
-	const struct zhdr *h0 = &hd[chain[0]].h;
+	const struct mlog_zhdr *h0 = &hd[chain[0]].h;
 	struct mhdr mh;
-	const struct zhdr *h;
+	const struct mlog_zhdr *h;
 	uint32_t si;
 	bool meta = zone >= m->sb.meta_first && zone - m->sb.meta_first < m->nmeta;
 
@@ -1831,7 +1712,7 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				goto out;
 			}
 			const uint8_t *p = NULL;
-			struct rechdr h;
+			struct mlog_rechdr h;
 			rc = pr_get(r, off, RECHDR, lim, &p);
 			if (rc)
 				goto out;

@@ -9,6 +9,7 @@
 
 #include "common/zf_common.h"
 #include "fs/mlog.h"
+#include "fs/mlog_format.h"
 
 static struct zdev *g_dev;
 static char g_dir[256], g_path[300];
@@ -50,23 +51,23 @@ struct zdev *fz_device(void)
 
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
-/* Header layout (fs/mlog.c): magic[8] @0, crc @208 over [0, 216). */
+/* Layouts: fs/mlog_format.h. */
 void fz_fix_crcs(uint8_t *z, size_t len)
 {
-	if (len < FZ_BLOCK || memcmp(z, "ZFMETA01", 8) != 0)
+	if (len < FZ_BLOCK || memcmp(z, MLOG_ZHDR_MAGIC, 8) != 0)
 		return;
 	uint32_t zero = 0, crc;
-	memcpy(z + 208, &zero, 4);
-	crc = zf_crc32c(0, z, 216);
-	memcpy(z + 208, &crc, 4);
+	memcpy(z + MLOG_ZHDR_CRC_OFF, &zero, 4);
+	crc = zf_crc32c(0, z, MLOG_ZHDR_SIZE);
+	memcpy(z + MLOG_ZHDR_CRC_OFF, &crc, 4);
 	uint32_t B;
-	memcpy(&B, z + 40 + 20, 4);	/* sb.block_size */
+	memcpy(&B, z + MLOG_ZHDR_SB_OFF + offsetof(struct mlog_sb, block_size), 4);
 	if (B < 512 || B > 65536 || (B & (B - 1)) || B > len)
 		B = FZ_BLOCK;
 	/* records: 8-aligned, a header never straddles a block boundary */
 	size_t off = B;
-	while (off + 24 <= len) {
-		if (B - off % B < 24) {
+	while (off + MLOG_RECHDR <= len) {
+		if (B - off % B < MLOG_RECHDR) {
 			off = ZF_ALIGN_UP(off, B);
 			continue;
 		}
@@ -74,12 +75,12 @@ void fz_fix_crcs(uint8_t *z, size_t len)
 		uint32_t plen;
 		memcpy(&magic, z + off, 2);
 		memcpy(&plen, z + off + 4, 4);
-		if (magic != 0x4C4D || plen > len - off - 24)
+		if (magic != MLOG_REC_MAGIC || plen > len - off - MLOG_RECHDR)
 			break;
-		memcpy(z + off + 16, &zero, 4);
-		crc = zf_crc32c(zf_crc32c(0, z + off + 24, plen), z + off, 24);
-		memcpy(z + off + 16, &crc, 4);
-		off = ZF_ALIGN_UP(off + 24 + plen, 8);
+		memcpy(z + off + MLOG_RECHDR_CRC_OFF, &zero, 4);
+		crc = zf_crc32c(zf_crc32c(0, z + off + MLOG_RECHDR, plen), z + off, MLOG_RECHDR);
+		memcpy(z + off + MLOG_RECHDR_CRC_OFF, &crc, 4);
+		off = ZF_ALIGN_UP(off + MLOG_RECHDR + plen, 8);
 	}
 }
 
