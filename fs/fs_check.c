@@ -72,52 +72,50 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 			logz[lz[i]] = true;
 	free(lz);
 
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
-			if (in->dir)
-				dirs++;
-			else if (S_ISREG(in->mode))
-				files++;
-			uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
-			for (size_t i = 0; i < in->map.n; i++) {
-				const struct extmap_ext *e = &in->map.v[i];
-				uint32_t z = (uint32_t)(e->dev / g->zone_size);
-				extents++;
-				bytes += e->len;
-				if (e->off % fs->bs || e->len % fs->bs || e->dev % fs->bs)
-					PROBLEM("inode %llu: extent %llu+%llu is not block-aligned",
-						(unsigned long long)in->ino,
-						(unsigned long long)e->off, (unsigned long long)e->len);
-				if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count) {
-					PROBLEM("inode %llu: extent at device offset %llu is outside the data zones",
-						(unsigned long long)in->ino, (unsigned long long)e->dev);
-					continue;
-				}
-				if (logz[z])
-					PROBLEM("inode %llu: extent at device offset %llu lies in zone %u, "
-						"which holds the metadata log",
-						(unsigned long long)in->ino, (unsigned long long)e->dev, z);
-				const struct zdev_zone *zz = &zones[z];
-				if (e->dev + e->len > zz->wp || e->dev + e->len > zz->start + zz->capacity)
-					PROBLEM("inode %llu: extent %llu+%llu in zone %u ends beyond the write pointer (%llu)",
-						(unsigned long long)in->ino, (unsigned long long)e->off,
-						(unsigned long long)e->len, z,
-						(unsigned long long)(zz->wp - zz->start));
-				if (e->off + e->len > limit)
-					PROBLEM("inode %llu: extent %llu+%llu lies beyond the file size %llu",
-						(unsigned long long)in->ino, (unsigned long long)e->off,
-						(unsigned long long)e->len, (unsigned long long)in->size);
-				if (nall == cap) {
-					cap = cap ? cap * 2 : 1024;
-					struct dext *n = realloc(all, cap * sizeof(*n));
-					if (!n) {
-						ret = -ENOMEM;
-						goto out;
-					}
-					all = n;
-				}
-				all[nall++] = (struct dext){ e->dev, e->len, in->ino };
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		if (in->dir)
+			dirs++;
+		else if (S_ISREG(in->mode))
+			files++;
+		uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
+		for (size_t i = 0; i < in->map.n; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			uint32_t z = (uint32_t)(e->dev / g->zone_size);
+			extents++;
+			bytes += e->len;
+			if (e->off % fs->bs || e->len % fs->bs || e->dev % fs->bs)
+				PROBLEM("inode %llu: extent %llu+%llu is not block-aligned",
+					(unsigned long long)in->ino,
+					(unsigned long long)e->off, (unsigned long long)e->len);
+			if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count) {
+				PROBLEM("inode %llu: extent at device offset %llu is outside the data zones",
+					(unsigned long long)in->ino, (unsigned long long)e->dev);
+				continue;
 			}
+			if (logz[z])
+				PROBLEM("inode %llu: extent at device offset %llu lies in zone %u, "
+					"which holds the metadata log",
+					(unsigned long long)in->ino, (unsigned long long)e->dev, z);
+			const struct zdev_zone *zz = &zones[z];
+			if (e->dev + e->len > zz->wp || e->dev + e->len > zz->start + zz->capacity)
+				PROBLEM("inode %llu: extent %llu+%llu in zone %u ends beyond the write pointer (%llu)",
+					(unsigned long long)in->ino, (unsigned long long)e->off,
+					(unsigned long long)e->len, z,
+					(unsigned long long)(zz->wp - zz->start));
+			if (e->off + e->len > limit)
+				PROBLEM("inode %llu: extent %llu+%llu lies beyond the file size %llu",
+					(unsigned long long)in->ino, (unsigned long long)e->off,
+					(unsigned long long)e->len, (unsigned long long)in->size);
+			if (nall == cap) {
+				cap = cap ? cap * 2 : 1024;
+				struct dext *n = realloc(all, cap * sizeof(*n));
+				if (!n) {
+					ret = -ENOMEM;
+					goto out;
+				}
+				all = n;
+			}
+			all[nall++] = (struct dext){ e->dev, e->len, in->ino };
 		}
 	}
 	if (nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
@@ -129,9 +127,8 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 				(unsigned long long)all[i].ino);
 
 	/* Names and link counts: count every name once from the name table. */
-	for (size_t b = 0; b < fs->itab_size; b++)
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext)
-			in->check_names = 0;
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
+		in->check_names = 0;
 	for (size_t b = 0; b < fs->dtab_size; b++) {
 		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
 			struct fs_inode *c = fs_inode_get(fs, d->ino);
@@ -143,26 +140,24 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 				c->check_names++;
 		}
 	}
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
-			if (in->dir) {
-				uint32_t subdirs = 0;
-				for (size_t i = 0; i < in->dir->n; i++) {
-					struct fs_dirent *d = in->dir->ents[i];
-					struct fs_inode *c = d ? fs_inode_get(fs, d->ino) : NULL;
-					if (c && c->dir)
-						subdirs++;
-				}
-				if (in->nlink != 2 + subdirs)
-					PROBLEM("directory %llu: link count %u, expected %u",
-						(unsigned long long)in->ino, in->nlink, 2 + subdirs);
-				if (in->ino != FS_ROOT_INO && in->check_names != 1)
-					PROBLEM("directory %llu has %u names",
-						(unsigned long long)in->ino, in->check_names);
-			} else if (in->check_names != in->nlink) {
-				PROBLEM("inode %llu: link count %u but %u name(s)",
-					(unsigned long long)in->ino, in->nlink, in->check_names);
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		if (in->dir) {
+			uint32_t subdirs = 0;
+			for (size_t i = 0; i < in->dir->n; i++) {
+				struct fs_dirent *d = in->dir->ents[i];
+				struct fs_inode *c = d ? fs_inode_get(fs, d->ino) : NULL;
+				if (c && c->dir)
+					subdirs++;
 			}
+			if (in->nlink != 2 + subdirs)
+				PROBLEM("directory %llu: link count %u, expected %u",
+					(unsigned long long)in->ino, in->nlink, 2 + subdirs);
+			if (in->ino != FS_ROOT_INO && in->check_names != 1)
+				PROBLEM("directory %llu has %u names",
+					(unsigned long long)in->ino, in->check_names);
+		} else if (in->check_names != in->nlink) {
+			PROBLEM("inode %llu: link count %u but %u name(s)",
+				(unsigned long long)in->ino, in->nlink, in->check_names);
 		}
 	}
 	if (verbose) {

@@ -116,10 +116,9 @@ int fs_sync(struct fs *fs)
 {
 	int ret = flush_dirty(fs, 0);
 	pthread_mutex_lock(&fs->lock);
-	for (size_t b = 0; b < fs->itab_size; b++)
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext)
-			if (in->attr_dirty && !ret)
-				ret = fs_log_attr(fs, in);
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
+		if (in->attr_dirty && !ret)
+			ret = fs_log_attr(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	int r = fs_commit(fs);
 	return ret ? ret : r;

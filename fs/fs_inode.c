@@ -35,6 +35,27 @@ struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino)
 	return NULL;
 }
 
+/* The first inode of the table, then the one after `in` (NULL at the
+ * end), in table order.  Computing the next one before freeing `in` makes
+ * the walk safe against that. */
+static struct fs_inode *first_from(struct fs *fs, size_t b)
+{
+	for (; b < fs->itab_size; b++)
+		if (fs->itab[b])
+			return fs->itab[b];
+	return NULL;
+}
+
+struct fs_inode *fs_inode_first(struct fs *fs)
+{
+	return first_from(fs, 0);
+}
+
+struct fs_inode *fs_inode_next(struct fs *fs, const struct fs_inode *in)
+{
+	return in->hnext ? in->hnext : first_from(fs, ihash(in->ino, fs->itab_size) + 1);
+}
+
 static void itab_grow(struct fs *fs)
 {
 	size_t nsize = fs->itab_size * 2;

@@ -210,6 +210,10 @@ struct fs {
 /* fs_inode.c: the inode and name tables, the dirty list. [L] */
 int64_t fs_now(void);				/* ns since the epoch */
 struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);
+/* Every inode: for (in = fs_inode_first(fs); in; in = fs_inode_next(fs, in));
+ * to free `in` in the body, take the next one first.  No insertion meanwhile. */
+struct fs_inode *fs_inode_first(struct fs *fs);
+struct fs_inode *fs_inode_next(struct fs *fs, const struct fs_inode *in);
 struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino);
 void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in);
 void fs_inode_destroy(struct fs *fs, struct fs_inode *in);	/* whatever its references */

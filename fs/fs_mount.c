@@ -161,9 +161,9 @@ static struct fs *fs_alloc(struct zdev *dev, const struct fs_opts *o)
 static void fs_free(struct fs *fs)
 {
 	fs->replaying = true;	/* no valid-byte accounting while tearing down */
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		while (fs->itab[b])
-			fs_inode_destroy(fs, fs->itab[b]);
+	for (struct fs_inode *in = fs_inode_first(fs), *next; in; in = next) {
+		next = fs_inode_next(fs, in);
+		fs_inode_destroy(fs, in);
 	}
 	for (size_t b = 0; b < fs->dtab_size; b++) {
 		struct fs_dirent *d = fs->dtab[b];
@@ -311,30 +311,24 @@ static int mount_reconcile(struct fs *fs)
 	uint64_t data_end = (uint64_t)(fs->sb.data_first + fs->sb.data_count) * g->zone_size;
 
 	fs->replaying = true;	/* valid bytes are not counted yet */
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		struct fs_inode *in = fs->itab[b];
-		while (in) {
-			struct fs_inode *next = in->hnext;
-			if (in->nlink == 0 && in->ino != FS_ROOT_INO)
-				fs_inode_destroy(fs, in);	/* orphan: unlinked while open */
-			in = next;
-		}
+	for (struct fs_inode *in = fs_inode_first(fs), *next; in; in = next) {
+		next = fs_inode_next(fs, in);
+		if (in->nlink == 0 && in->ino != FS_ROOT_INO)
+			fs_inode_destroy(fs, in);	/* orphan: unlinked while open */
 	}
 	fs->replaying = false;
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
-			for (size_t i = 0; i < in->map.n; i++) {
-				const struct extmap_ext *e = &in->map.v[i];
-				if (e->dev < data_start || e->dev + e->len > data_end ||
-				    e->dev / g->zone_size != (e->dev + e->len - 1) / g->zone_size) {
-					zf_err("inode %llu: extent at device offset %llu is outside the data zones",
-					       (unsigned long long)in->ino, (unsigned long long)e->dev);
-					return -EUCLEAN;
-				}
-				zalloc_zone_adopt(fs->za, (uint32_t)(e->dev / g->zone_size),
-						  (enum lifetime_class)in->cls);
-				zalloc_valid_add(fs->za, e->dev, e->len);
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		for (size_t i = 0; i < in->map.n; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			if (e->dev < data_start || e->dev + e->len > data_end ||
+			    e->dev / g->zone_size != (e->dev + e->len - 1) / g->zone_size) {
+				zf_err("inode %llu: extent at device offset %llu is outside the data zones",
+				       (unsigned long long)in->ino, (unsigned long long)e->dev);
+				return -EUCLEAN;
 			}
+			zalloc_zone_adopt(fs->za, (uint32_t)(e->dev / g->zone_size),
+					  (enum lifetime_class)in->cls);
+			zalloc_valid_add(fs->za, e->dev, e->len);
 		}
 	}
 	return 0;

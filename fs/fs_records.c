@@ -719,38 +719,34 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 	r->overflow = false;
 	put_u64(r, fs->next_ino);
 	ret = snap_append(m, FS_REC_STATE, r);
-	for (size_t b = 0; b < fs->itab_size && !ret; b++)
-		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext)
-			ret = snap_inode(fs, m, in);
-	for (size_t b = 0; b < fs->itab_size && !ret; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext) {
-			if (!in->dir)
+	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
+		ret = snap_inode(fs, m, in);
+	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
+		if (!in->dir)
+			continue;
+		for (size_t i = 0; i < in->dir->n && !ret; i++) {
+			struct fs_dirent *d = in->dir->ents[i];
+			if (!d)
 				continue;
-			for (size_t i = 0; i < in->dir->n && !ret; i++) {
-				struct fs_dirent *d = in->dir->ents[i];
-				if (!d)
-					continue;
-				/* Never write a name that cannot be replayed: one
-				 * left pointing at an inode that is gone (only a
-				 * damaged log can leave that; fsck reports it). */
-				if (!fs_inode_get(fs, d->ino) || d->ino == FS_ROOT_INO) {
-					zf_warn("snapshot: name '%s' in directory %llu points at "
-						"missing inode %llu; dropped", d->name,
-						(unsigned long long)d->parent,
-						(unsigned long long)d->ino);
-					continue;
-				}
-				r->n = 0;
-				put_u64(r, d->parent);
-				put_u64(r, d->ino);
-				put_name(r, d->name);
-				ret = snap_append(m, FS_REC_DIRENT, r);
+			/* Never write a name that cannot be replayed: one
+			 * left pointing at an inode that is gone (only a
+			 * damaged log can leave that; fsck reports it). */
+			if (!fs_inode_get(fs, d->ino) || d->ino == FS_ROOT_INO) {
+				zf_warn("snapshot: name '%s' in directory %llu points at "
+					"missing inode %llu; dropped", d->name,
+					(unsigned long long)d->parent,
+					(unsigned long long)d->ino);
+				continue;
 			}
+			r->n = 0;
+			put_u64(r, d->parent);
+			put_u64(r, d->ino);
+			put_name(r, d->name);
+			ret = snap_append(m, FS_REC_DIRENT, r);
 		}
 	}
-	for (size_t b = 0; b < fs->itab_size; b++)
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext)
-			in->attr_dirty = false;
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
+		in->attr_dirty = false;
 	free(r);
 	return ret;
 }
