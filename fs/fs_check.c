@@ -25,6 +25,31 @@ static int cmp_dext(const void *a, const void *b)
 	return x->dev < y->dev ? -1 : x->dev > y->dev;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* How often ino appears in the sorted t[0..n). */
+static uint32_t names_of(const uint64_t *t, size_t n, uint64_t ino)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (t[mid] < ino)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint32_t c = 0;
+	while (lo < n && t[lo] == ino) {
+		c++;
+		lo++;
+	}
+	return c;
+}
+
 int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 {
 	struct fs_opts o;
@@ -33,6 +58,7 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	struct zdev_zone *zones = NULL;
 	struct dext *all = NULL;
 	bool *logz = NULL;
+	uint64_t *targets = NULL;
 	size_t nall = 0, cap = 0;
 	uint64_t files = 0, dirs = 0, bytes = 0, extents = 0;
 	int problems = 0, ret;
@@ -126,21 +152,28 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 				(unsigned long long)all[i].dev, (unsigned long long)all[i - 1].ino,
 				(unsigned long long)all[i].ino);
 
-	/* Names and link counts: count every name once from the name table. */
-	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
-		in->check_names = 0;
+	/* Names and link counts: every name once from the name table; the
+	 * names of an inode are its run in the sorted targets. */
+	targets = malloc((fs->ndirents + 1) * sizeof(*targets));
+	if (!targets) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	size_t ntargets = 0;
 	for (size_t b = 0; b < fs->dtab_size; b++) {
 		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
-			struct fs_inode *c = fs_inode_get(fs, d->ino);
-			if (!c)
+			if (!fs_inode_get(fs, d->ino))
 				PROBLEM("directory %llu: name '%s' points at missing inode %llu",
 					(unsigned long long)d->parent, d->name,
 					(unsigned long long)d->ino);
-			else
-				c->check_names++;
+			else if (ntargets <= fs->ndirents)
+				targets[ntargets++] = d->ino;
 		}
 	}
+	if (ntargets)
+		qsort(targets, ntargets, sizeof(*targets), cmp_u64);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		uint32_t names = names_of(targets, ntargets, in->ino);
 		if (in->dir) {
 			uint32_t subdirs = 0;
 			for (size_t i = 0; i < in->dir->n; i++) {
@@ -152,12 +185,12 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 			if (in->nlink != 2 + subdirs)
 				PROBLEM("directory %llu: link count %u, expected %u",
 					(unsigned long long)in->ino, in->nlink, 2 + subdirs);
-			if (in->ino != FS_ROOT_INO && in->check_names != 1)
+			if (in->ino != FS_ROOT_INO && names != 1)
 				PROBLEM("directory %llu has %u names",
-					(unsigned long long)in->ino, in->check_names);
-		} else if (in->check_names != in->nlink) {
+					(unsigned long long)in->ino, names);
+		} else if (names != in->nlink) {
 			PROBLEM("inode %llu: link count %u but %u name(s)",
-				(unsigned long long)in->ino, in->nlink, in->check_names);
+				(unsigned long long)in->ino, in->nlink, names);
 		}
 	}
 	if (verbose) {
@@ -175,6 +208,7 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 out:
 	free(all);
 	free(logz);
+	free(targets);
 	free(zones);
 	fs_unmount(fs);
 	return ret;

@@ -135,7 +135,6 @@ struct fs_inode {
 	struct fs_dir *dir;		/* [L] directories */
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
-	uint32_t check_names;		/* fsck scratch */
 	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
 };
 
