@@ -1,7 +1,8 @@
 /* fs_check — fsck: replay the metadata read-only and check the invariants
  * the file system relies on:
  *   - every extent lies in a data zone, below that zone's write pointer and
- *     within its capacity, and is block-aligned;
+ *     within its capacity, not in a zone the metadata log holds, and is
+ *     block-aligned;
  *   - no device byte belongs to two extents (two files, or twice in one);
  *   - every name points at an existing inode; link counts match names
  *     (files: number of names; directories: 2 + subdirectories);
@@ -50,18 +51,182 @@ static uint32_t names_of(const uint64_t *t, size_t n, uint64_t ino)
 	return c;
 }
 
+/* One fsck run: the mounted (read-only) file system and what was found. */
+struct check {
+	struct fs *fs;
+	const struct zdev_geometry *g;
+	struct zdev_zone *zones;	/* every zone's report */
+	bool *logz;			/* zones the metadata log holds */
+	struct dext *all;		/* every extent, by device offset */
+	size_t nall, cap;
+	uint64_t files, dirs, bytes, extents;
+	int problems;
+	fs_report_fn report;
+	void *arg;
+};
+
+#define PROBLEM(ck, ...) do { (ck)->problems++; (ck)->report((ck)->arg, __VA_ARGS__); } while (0)
+
+static int load_zones(struct check *ck)
+{
+	uint32_t nz = ck->g->nr_zones;
+
+	ck->zones = calloc(nz, sizeof(*ck->zones));
+	ck->logz = calloc(nz, sizeof(*ck->logz));
+	uint32_t nlog = mlog_borrowed_zones(ck->fs->mlog, NULL, 0);
+	uint32_t *lz = calloc(nlog + 1, sizeof(*lz));
+	if (!ck->zones || !ck->logz || !lz) {
+		free(lz);
+		return -ENOMEM;
+	}
+	nlog = mlog_borrowed_zones(ck->fs->mlog, lz, nlog);
+	for (uint32_t i = 0; i < nlog; i++)
+		if (lz[i] < nz)
+			ck->logz[lz[i]] = true;
+	free(lz);
+	int ret = zdev_report_zones(ck->fs->dev, 0, nz, ck->zones);
+	return ret < 0 ? ret : 0;
+}
+
+/* One extent of `in`: where it lies; remembered for the overlap check. */
+static int check_extent(struct check *ck, const struct fs_inode *in,
+			const struct extmap_ext *e, uint64_t limit)
+{
+	const struct fs *fs = ck->fs;
+	uint32_t z = (uint32_t)(e->dev / ck->g->zone_size);
+	unsigned long long ino = in->ino;
+
+	ck->extents++;
+	ck->bytes += e->len;
+	if (e->off % fs->bs || e->len % fs->bs || e->dev % fs->bs)
+		PROBLEM(ck, "inode %llu: extent %llu+%llu is not block-aligned", ino,
+			(unsigned long long)e->off, (unsigned long long)e->len);
+	if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count) {
+		PROBLEM(ck, "inode %llu: extent at device offset %llu is outside the data zones",
+			ino, (unsigned long long)e->dev);
+		return 0;
+	}
+	if (ck->logz[z])
+		PROBLEM(ck, "inode %llu: extent at device offset %llu lies in zone %u, "
+			"which holds the metadata log", ino, (unsigned long long)e->dev, z);
+	const struct zdev_zone *zz = &ck->zones[z];
+	if (e->dev + e->len > zz->wp || e->dev + e->len > zz->start + zz->capacity)
+		PROBLEM(ck, "inode %llu: extent %llu+%llu in zone %u ends beyond the write pointer (%llu)",
+			ino, (unsigned long long)e->off, (unsigned long long)e->len, z,
+			(unsigned long long)(zz->wp - zz->start));
+	if (e->off + e->len > limit)
+		PROBLEM(ck, "inode %llu: extent %llu+%llu lies beyond the file size %llu", ino,
+			(unsigned long long)e->off, (unsigned long long)e->len,
+			(unsigned long long)in->size);
+	if (ck->nall == ck->cap) {
+		size_t cap = ck->cap ? ck->cap * 2 : 1024;
+		struct dext *n = realloc(ck->all, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		ck->all = n;
+		ck->cap = cap;
+	}
+	ck->all[ck->nall++] = (struct dext){ e->dev, e->len, in->ino };
+	return 0;
+}
+
+static int check_extents(struct check *ck)
+{
+	struct fs *fs = ck->fs;
+
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		if (in->dir)
+			ck->dirs++;
+		else if (S_ISREG(in->mode))
+			ck->files++;
+		uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
+		for (size_t i = 0; i < in->map.n; i++) {
+			int ret = check_extent(ck, in, &in->map.v[i], limit);
+			if (ret)
+				return ret;
+		}
+	}
+	if (ck->nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
+		qsort(ck->all, ck->nall, sizeof(*ck->all), cmp_dext);
+	for (size_t i = 1; i < ck->nall; i++)
+		if (ck->all[i - 1].dev + ck->all[i - 1].len > ck->all[i].dev)
+			PROBLEM(ck, "device bytes at %llu belong to inode %llu and inode %llu",
+				(unsigned long long)ck->all[i].dev,
+				(unsigned long long)ck->all[i - 1].ino,
+				(unsigned long long)ck->all[i].ino);
+	return 0;
+}
+
+/* The link count `in` should have, given its names. */
+static void check_links(struct check *ck, struct fs_inode *in, uint32_t names)
+{
+	if (!in->dir) {
+		if (names != in->nlink)
+			PROBLEM(ck, "inode %llu: link count %u but %u name(s)",
+				(unsigned long long)in->ino, in->nlink, names);
+		return;
+	}
+	uint32_t subdirs = 0;
+	for (size_t i = 0; i < in->dir->n; i++) {
+		struct fs_dirent *d = in->dir->ents[i];
+		struct fs_inode *c = d ? fs_inode_get(ck->fs, d->ino) : NULL;
+		if (c && c->dir)
+			subdirs++;
+	}
+	if (in->nlink != 2 + subdirs)
+		PROBLEM(ck, "directory %llu: link count %u, expected %u",
+			(unsigned long long)in->ino, in->nlink, 2 + subdirs);
+	if (in->ino != FS_ROOT_INO && names != 1)
+		PROBLEM(ck, "directory %llu has %u names", (unsigned long long)in->ino, names);
+}
+
+/* Names and link counts: every name once from the name table; the names
+ * of an inode are its run in the sorted targets. */
+static int check_names(struct check *ck)
+{
+	struct fs *fs = ck->fs;
+	uint64_t *targets = malloc((fs->ndirents + 1) * sizeof(*targets));
+	size_t n = 0;
+
+	if (!targets)
+		return -ENOMEM;
+	for (size_t b = 0; b < fs->dtab_size; b++) {
+		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
+			if (!fs_inode_get(fs, d->ino))
+				PROBLEM(ck, "directory %llu: name '%s' points at missing inode %llu",
+					(unsigned long long)d->parent, d->name,
+					(unsigned long long)d->ino);
+			else if (n <= fs->ndirents)
+				targets[n++] = d->ino;
+		}
+	}
+	if (n)
+		qsort(targets, n, sizeof(*targets), cmp_u64);
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
+		check_links(ck, in, names_of(targets, n, in->ino));
+	free(targets);
+	return 0;
+}
+
+static void summary(struct check *ck)
+{
+	struct zalloc_stats zs;
+	char b1[32], b2[32];
+
+	zalloc_get_stats(ck->fs->za, &zs);
+	ck->report(ck->arg, "%llu files, %llu directories, %llu extents, %s of file data",
+		   (unsigned long long)ck->files, (unsigned long long)ck->dirs,
+		   (unsigned long long)ck->extents, zf_fmt_bytes(ck->bytes, b1, sizeof(b1)));
+	ck->report(ck->arg, "data zones: %u, free %u; valid %s, reclaimable %s",
+		   zs.nr_zones, zs.free_zones, zf_fmt_bytes(zs.valid_bytes, b1, sizeof(b1)),
+		   zf_fmt_bytes(zs.reclaimable_bytes, b2, sizeof(b2)));
+}
+
 int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 {
+	struct check ck = { .g = zdev_geometry(dev), .report = report, .arg = arg };
 	struct fs_opts o;
-	struct fs *fs;
-	const struct zdev_geometry *g = zdev_geometry(dev);
-	struct zdev_zone *zones = NULL;
-	struct dext *all = NULL;
-	bool *logz = NULL;
-	uint64_t *targets = NULL;
-	size_t nall = 0, cap = 0;
-	uint64_t files = 0, dirs = 0, bytes = 0, extents = 0;
-	int problems = 0, ret;
+	int ret;
 
 	fs_opts_default(&o);
 	o.read_only = true;
@@ -70,146 +235,21 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	 * (capacity >= 128 KiB, blocks <= 64 KiB), or small-zone devices
 	 * could not be checked at all. */
 	o.stripe_unit = 64u << 10;
-	ret = fs_mount(dev, &o, &fs);
+	ret = fs_mount(dev, &o, &ck.fs);
 	if (ret)
 		return ret;
-	zones = calloc(g->nr_zones, sizeof(*zones));
-	if (!zones) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	ret = zdev_report_zones(dev, 0, g->nr_zones, zones);
-	if (ret < 0)
-		goto out;
-	ret = 0;
-#define PROBLEM(...) do { problems++; report(arg, __VA_ARGS__); } while (0)
-	/* Data zones the metadata log holds: no extent may point into them. */
-	logz = calloc(g->nr_zones, sizeof(*logz));
-	uint32_t nlog = mlog_borrowed_zones(fs->mlog, NULL, 0);
-	uint32_t *lz = calloc(nlog + 1, sizeof(*lz));
-	if (!logz || !lz) {
-		free(lz);
-		ret = -ENOMEM;
-		goto out;
-	}
-	nlog = mlog_borrowed_zones(fs->mlog, lz, nlog);
-	for (uint32_t i = 0; i < nlog; i++)
-		if (lz[i] < g->nr_zones)
-			logz[lz[i]] = true;
-	free(lz);
-
-	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
-		if (in->dir)
-			dirs++;
-		else if (S_ISREG(in->mode))
-			files++;
-		uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
-		for (size_t i = 0; i < in->map.n; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
-			uint32_t z = (uint32_t)(e->dev / g->zone_size);
-			extents++;
-			bytes += e->len;
-			if (e->off % fs->bs || e->len % fs->bs || e->dev % fs->bs)
-				PROBLEM("inode %llu: extent %llu+%llu is not block-aligned",
-					(unsigned long long)in->ino,
-					(unsigned long long)e->off, (unsigned long long)e->len);
-			if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count) {
-				PROBLEM("inode %llu: extent at device offset %llu is outside the data zones",
-					(unsigned long long)in->ino, (unsigned long long)e->dev);
-				continue;
-			}
-			if (logz[z])
-				PROBLEM("inode %llu: extent at device offset %llu lies in zone %u, "
-					"which holds the metadata log",
-					(unsigned long long)in->ino, (unsigned long long)e->dev, z);
-			const struct zdev_zone *zz = &zones[z];
-			if (e->dev + e->len > zz->wp || e->dev + e->len > zz->start + zz->capacity)
-				PROBLEM("inode %llu: extent %llu+%llu in zone %u ends beyond the write pointer (%llu)",
-					(unsigned long long)in->ino, (unsigned long long)e->off,
-					(unsigned long long)e->len, z,
-					(unsigned long long)(zz->wp - zz->start));
-			if (e->off + e->len > limit)
-				PROBLEM("inode %llu: extent %llu+%llu lies beyond the file size %llu",
-					(unsigned long long)in->ino, (unsigned long long)e->off,
-					(unsigned long long)e->len, (unsigned long long)in->size);
-			if (nall == cap) {
-				cap = cap ? cap * 2 : 1024;
-				struct dext *n = realloc(all, cap * sizeof(*n));
-				if (!n) {
-					ret = -ENOMEM;
-					goto out;
-				}
-				all = n;
-			}
-			all[nall++] = (struct dext){ e->dev, e->len, in->ino };
-		}
-	}
-	if (nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
-		qsort(all, nall, sizeof(*all), cmp_dext);
-	for (size_t i = 1; i < nall; i++)
-		if (all[i - 1].dev + all[i - 1].len > all[i].dev)
-			PROBLEM("device bytes at %llu belong to inode %llu and inode %llu",
-				(unsigned long long)all[i].dev, (unsigned long long)all[i - 1].ino,
-				(unsigned long long)all[i].ino);
-
-	/* Names and link counts: every name once from the name table; the
-	 * names of an inode are its run in the sorted targets. */
-	targets = malloc((fs->ndirents + 1) * sizeof(*targets));
-	if (!targets) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	size_t ntargets = 0;
-	for (size_t b = 0; b < fs->dtab_size; b++) {
-		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
-			if (!fs_inode_get(fs, d->ino))
-				PROBLEM("directory %llu: name '%s' points at missing inode %llu",
-					(unsigned long long)d->parent, d->name,
-					(unsigned long long)d->ino);
-			else if (ntargets <= fs->ndirents)
-				targets[ntargets++] = d->ino;
-		}
-	}
-	if (ntargets)
-		qsort(targets, ntargets, sizeof(*targets), cmp_u64);
-	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
-		uint32_t names = names_of(targets, ntargets, in->ino);
-		if (in->dir) {
-			uint32_t subdirs = 0;
-			for (size_t i = 0; i < in->dir->n; i++) {
-				struct fs_dirent *d = in->dir->ents[i];
-				struct fs_inode *c = d ? fs_inode_get(fs, d->ino) : NULL;
-				if (c && c->dir)
-					subdirs++;
-			}
-			if (in->nlink != 2 + subdirs)
-				PROBLEM("directory %llu: link count %u, expected %u",
-					(unsigned long long)in->ino, in->nlink, 2 + subdirs);
-			if (in->ino != FS_ROOT_INO && names != 1)
-				PROBLEM("directory %llu has %u names",
-					(unsigned long long)in->ino, names);
-		} else if (names != in->nlink) {
-			PROBLEM("inode %llu: link count %u but %u name(s)",
-				(unsigned long long)in->ino, in->nlink, names);
-		}
-	}
-	if (verbose) {
-		struct zalloc_stats zs;
-		char b1[32], b2[32];
-		zalloc_get_stats(fs->za, &zs);
-		report(arg, "%llu files, %llu directories, %llu extents, %s of file data",
-		       (unsigned long long)files, (unsigned long long)dirs,
-		       (unsigned long long)extents, zf_fmt_bytes(bytes, b1, sizeof(b1)));
-		report(arg, "data zones: %u, free %u; valid %s, reclaimable %s",
-		       zs.nr_zones, zs.free_zones, zf_fmt_bytes(zs.valid_bytes, b1, sizeof(b1)),
-		       zf_fmt_bytes(zs.reclaimable_bytes, b2, sizeof(b2)));
-	}
-	ret = problems;
-out:
-	free(all);
-	free(logz);
-	free(targets);
-	free(zones);
-	fs_unmount(fs);
+	ret = load_zones(&ck);
+	if (!ret)
+		ret = check_extents(&ck);
+	if (!ret)
+		ret = check_names(&ck);
+	if (!ret && verbose)
+		summary(&ck);
+	if (!ret)
+		ret = ck.problems;
+	free(ck.all);
+	free(ck.logz);
+	free(ck.zones);
+	fs_unmount(ck.fs);
 	return ret;
 }
