@@ -1067,6 +1067,143 @@ struct snap_save {
 	struct batch stash;
 };
 
+/* Become the snapshot's leader: the pending records are set aside in sv
+ * (the new epoch describes their effect; they come back if it fails).
+ * Lock held on entry and exit. */
+static void snap_enter(struct mlog *m, struct snap_save *sv)
+{
+	while (m->leader)
+		pthread_cond_wait(&m->cond, &m->lock);
+	m->leader = true;
+	m->snap = true;
+	m->snap_thread = pthread_self();
+	m->snap_err = 0;
+	m->snap_user = 0;
+	*sv = (struct snap_save){ .epoch = m->epoch, .next_lsn = m->next_lsn,
+				  .durable_lsn = m->durable_lsn,
+				  .tail_off = m->tail_off, .tail_zi = m->tail_zi,
+				  .broken = m->broken,
+				  .need_snapshot = m->need_snapshot,
+				  .stash = take_cur(m) };
+	m->broken = 0;
+}
+
+/* Garbage zones are reset first (room for the new epoch).  A recovered
+ * chain may have two active zones (power loss between a NEXT_ZONE and the
+ * finish); keep to two with the new epoch's zone.  It is never appended to
+ * again, so finishing changes nothing it holds.  No lock held. */
+static void snap_prepare_zones(struct mlog *m, bool recovered)
+{
+	reset_role(m, Z_GARBAGE);
+	if (!recovered)
+		return;
+	for (uint32_t i = 0; i + 1 < m->chain_len; i++) {
+		struct mzone *z = &m->z[m->chain[i]];
+		if (z->cond == ZDEV_COND_IMP_OPEN || z->cond == ZDEV_COND_EXP_OPEN ||
+		    z->cond == ZDEV_COND_CLOSED)
+			(void)finish_zone(m, z);
+	}
+}
+
+/* The new epoch's first zone and its SNAP_BEGIN.  Lock held. */
+static int snap_begin(struct mlog *m)
+{
+	uint32_t zi;
+	int rc = take_zone(m, true, &zi);
+
+	if (!rc)
+		rc = ensure_room(m, 3 * (size_t)m->B + 64);
+	if (rc)
+		return rc;
+	m->snap_epoch = ++m->max_epoch;
+	m->z[zi].role = Z_NEW;
+	m->nchain[0] = zi;
+	m->nchain_len = 1;
+	put_zone_header(m, zi, m->snap_epoch, 0);
+	uint64_t pl = m->snap_epoch;
+	return append_locked(m, REC_SNAP_BEGIN, &pl, sizeof(pl),
+			     zf_crc32c(0, &pl, sizeof(pl)));
+}
+
+/* SNAP_END, and the rest of the epoch written and flushed.  Lock held
+ * (dropped for the I/O). */
+static int snap_end(struct mlog *m)
+{
+	int rc = m->snap_err;
+
+	if (!rc) {
+		uint64_t pl[2] = { m->snap_epoch, m->snap_user };
+		rc = append_locked(m, REC_SNAP_END, pl, sizeof(pl),
+				   zf_crc32c(0, pl, sizeof(pl)));
+	}
+	if (!rc)
+		rc = pad_tail(m);
+	if (!rc) {
+		struct batch b = take_cur(m);
+		rc = leader_io(m, &b, true);
+		recycle(m, &b);
+	}
+	return rc;
+}
+
+/* The new epoch is durable: it is the log now; the old one is garbage
+ * (reset by the caller).  Lock held. */
+static void snap_commit(struct mlog *m, uint64_t put0, struct snap_save *sv)
+{
+	for (uint32_t i = 0; i < m->chain_len; i++)
+		m->z[m->chain[i]].role = Z_GARBAGE;
+	for (uint32_t i = 0; i < m->nchain_len; i++)
+		m->z[m->nchain[i]].role = Z_CHAIN;
+	uint32_t *t = m->chain;
+	m->chain = m->nchain;
+	m->chain_len = m->nchain_len;
+	m->nchain = t;
+	m->nchain_len = 0;
+	m->epoch = m->snap_epoch;
+	m->need_snapshot = false;
+	m->broken = 0;
+	m->durable_lsn = m->next_lsn;
+	m->st.snapshots++;
+	m->st.commits++;
+	m->st.last_snapshot_bytes = m->put_bytes - put0;
+	m->snap_bytes = m->put_bytes - put0;
+	m->snap_put = m->put_bytes;
+	m->snap_zones = m->chain_len;
+	m->state_full = !room_for_growth(m);
+	if (m->state_full)
+		zf_warn("mlog: the metadata fills the device: until files are "
+			"deleted, only records that free space are taken");
+	tell_reserve(m);
+	batch_free(&sv->stash);
+}
+
+/* The snapshot failed: the old epoch stays the log, the records set aside
+ * are pending again, the new epoch's zones are reset.  Lock held (dropped
+ * for the resets). */
+static void snap_abort(struct mlog *m, int rc, struct snap_save *sv)
+{
+	zf_warn("mlog: snapshot of epoch %llu failed: %d",
+		(unsigned long long)m->snap_epoch, rc);
+	/* No room for it: growing appends fail at once until there is
+	 * (rechecked at each), rather than each trying a snapshot. */
+	if (rc == -ENOSPC && m->src.avail)
+		m->state_full = true;
+	batch_clear(&m->cur);
+	pthread_mutex_unlock(&m->lock);
+	reset_role(m, Z_NEW);
+	pthread_mutex_lock(&m->lock);
+	m->nchain_len = 0;
+	m->epoch = sv->epoch;
+	m->next_lsn = sv->next_lsn;
+	m->durable_lsn = sv->durable_lsn;
+	m->tail_off = sv->tail_off;
+	m->tail_zi = sv->tail_zi;
+	m->broken = sv->broken;
+	m->need_snapshot = sv->need_snapshot;
+	batch_free(&m->cur);
+	m->cur = sv->stash;
+}
+
 int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 {
 	struct snap_save sv;
@@ -1089,126 +1226,26 @@ int mlog_snapshot(struct mlog *m, mlog_emit_fn emit, void *arg)
 		zf_warn("mlog: commit before snapshot failed (%d), continuing", rc);
 
 	pthread_mutex_lock(&m->lock);
-	while (m->leader)
-		pthread_cond_wait(&m->cond, &m->lock);
-	m->leader = true;
-	m->snap = true;
-	m->snap_thread = pthread_self();
-	m->snap_err = 0;
-	m->snap_user = 0;
-	sv = (struct snap_save){ .epoch = m->epoch, .next_lsn = m->next_lsn,
-				 .durable_lsn = m->durable_lsn,
-				 .tail_off = m->tail_off, .tail_zi = m->tail_zi,
-				 .broken = m->broken,
-				 .need_snapshot = m->need_snapshot,
-				 .stash = take_cur(m) };
-	m->broken = 0;
+	snap_enter(m, &sv);
 	pthread_mutex_unlock(&m->lock);
-
-	reset_role(m, Z_GARBAGE);
-	/* A recovered chain may have two active zones (power loss between a
-	 * NEXT_ZONE and the finish); keep to two with the new epoch's zone.
-	 * Never appended to again, so finishing changes nothing it holds. */
-	if (sv.need_snapshot)
-		for (uint32_t i = 0; i + 1 < m->chain_len; i++) {
-			struct mzone *z = &m->z[m->chain[i]];
-			if (z->cond == ZDEV_COND_IMP_OPEN ||
-			    z->cond == ZDEV_COND_EXP_OPEN ||
-			    z->cond == ZDEV_COND_CLOSED)
-				(void)finish_zone(m, z);
-		}
+	snap_prepare_zones(m, sv.need_snapshot);
 
 	pthread_mutex_lock(&m->lock);
 	uint64_t put0 = m->put_bytes;
-	uint32_t zi;
-	rc = take_zone(m, true, &zi);
-	if (!rc)
-		rc = ensure_room(m, 3 * (size_t)m->B + 64);
-	if (!rc) {
-		m->snap_epoch = ++m->max_epoch;
-		m->z[zi].role = Z_NEW;
-		m->nchain[0] = zi;
-		m->nchain_len = 1;
-		put_zone_header(m, zi, m->snap_epoch, 0);
-		uint64_t pl = m->snap_epoch;
-		rc = append_locked(m, REC_SNAP_BEGIN, &pl, sizeof(pl),
-				   zf_crc32c(0, &pl, sizeof(pl)));
-	}
+	rc = snap_begin(m);
 	pthread_mutex_unlock(&m->lock);
-
 	if (!rc && emit)
 		rc = emit(arg, m);
-
 	pthread_mutex_lock(&m->lock);
 	if (!rc)
-		rc = m->snap_err;
+		rc = snap_end(m);
 	if (!rc) {
-		uint64_t pl[2] = { m->snap_epoch, m->snap_user };
-		rc = append_locked(m, REC_SNAP_END, pl, sizeof(pl),
-				   zf_crc32c(0, pl, sizeof(pl)));
-	}
-	if (!rc)
-		rc = pad_tail(m);
-	if (!rc) {
-		struct batch b = take_cur(m);
-		rc = leader_io(m, &b, true);
-		recycle(m, &b);
-	}
-	if (!rc) {
-		/* The new epoch is durable: it is the log now. */
-		for (uint32_t i = 0; i < m->chain_len; i++)
-			m->z[m->chain[i]].role = Z_GARBAGE;
-		for (uint32_t i = 0; i < m->nchain_len; i++)
-			m->z[m->nchain[i]].role = Z_CHAIN;
-		uint32_t *t = m->chain;
-		m->chain = m->nchain;
-		m->chain_len = m->nchain_len;
-		m->nchain = t;
-		m->nchain_len = 0;
-		m->epoch = m->snap_epoch;
-		m->need_snapshot = false;
-		m->broken = 0;
-		m->durable_lsn = m->next_lsn;
-		m->st.snapshots++;
-		m->st.commits++;
-		m->st.last_snapshot_bytes = m->put_bytes - put0;
-		m->snap_bytes = m->put_bytes - put0;
-		m->snap_put = m->put_bytes;
-		m->snap_zones = m->chain_len;
-		m->state_full = !room_for_growth(m);
-		if (m->state_full)
-			zf_warn("mlog: the metadata fills the device: until files are "
-				"deleted, only records that free space are taken");
-		tell_reserve(m);
-		batch_free(&sv.stash);
+		snap_commit(m, put0, &sv);
 		pthread_mutex_unlock(&m->lock);
-
 		reset_role(m, Z_GARBAGE);
-
 		pthread_mutex_lock(&m->lock);
 	} else {
-		zf_warn("mlog: snapshot of epoch %llu failed: %d",
-			(unsigned long long)m->snap_epoch, rc);
-		/* No room for it: growing appends fail at once until there is
-		 * (rechecked at each), rather than each trying a snapshot. */
-		if (rc == -ENOSPC && m->src.avail)
-			m->state_full = true;
-		batch_clear(&m->cur);
-		pthread_mutex_unlock(&m->lock);
-
-		reset_role(m, Z_NEW);
-
-		pthread_mutex_lock(&m->lock);
-		m->nchain_len = 0;
-		m->epoch = sv.epoch;
-		m->next_lsn = sv.next_lsn;
-		m->durable_lsn = sv.durable_lsn;
-		m->tail_off = sv.tail_off;
-		m->tail_zi = sv.tail_zi;
-		m->broken = sv.broken;
-		m->need_snapshot = sv.need_snapshot;
-		batch_free(&m->cur);
-		m->cur = sv.stash;
+		snap_abort(m, rc, &sv);
 	}
 	m->snap = false;
 	m->leader = false;
