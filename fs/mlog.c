@@ -1849,18 +1849,133 @@ out:
 	return rc;
 }
 
+/* What mlog_open reads before replaying: the meta zones' headers and the
+ * chain of the epoch it chose. */
+struct open_scan {
+	struct mhdr *hd;	/* per meta zone */
+	uint32_t *chain, clen;	/* slots, by zone_seq */
+	uint64_t epoch;		/* 0: none found */
+	struct preader r;
+	struct pres res;
+};
+
+/* Load the meta zones' reports and headers into m and os->hd. */
+static int open_load(struct mlog *m, const struct mlog_sb *ref, struct open_scan *os)
+{
+	struct zdev_zone *rep = calloc(m->nmeta, sizeof(*rep));
+	int rc = rep ? load_meta(m->dev, ref, rep, os->hd) : -ENOMEM;
+
+	for (uint32_t i = 0; !rc && i < m->nmeta; i++) {
+		struct mhdr *h = &os->hd[i];
+		zone_from_report(&m->z[i], &rep[i], m->B);
+		if (h->valid && m->z[i].role == Z_BAD)
+			h->valid = false;
+		if (h->valid && h->h.epoch > m->max_epoch)
+			m->max_epoch = h->h.epoch;
+		if (h->written && !h->valid)
+			m->info.bad_headers++;
+	}
+	free(rep);
+	return rc;
+}
+
+/* Candidate chains start at a zone_seq 0 header in a meta zone and go on
+ * in the zones their NEXT_ZONE records name (meta or borrowed data zones).
+ * Newest epoch first (ties: lower zone first); the first whose chain
+ * reaches SNAP_END wins (os->epoch; 0 when none does). */
+static int open_pick_epoch(struct mlog *m, struct open_scan *os)
+{
+	bool *tried = calloc(m->nmeta, sizeof(*tried));
+	int rc = 0;
+
+	if (!tried)
+		return -ENOMEM;
+	for (;;) {
+		uint32_t head = UINT32_MAX;
+		for (uint32_t i = 0; i < m->nmeta; i++)
+			if (os->hd[i].valid && !tried[i] && os->hd[i].h.zone_seq == 0 &&
+			    (head == UINT32_MAX || os->hd[i].h.epoch > os->hd[head].h.epoch))
+				head = i;
+		if (head == UINT32_MAX)
+			break;
+		tried[head] = true;
+		uint64_t e = os->hd[head].h.epoch;
+		os->chain[0] = head;
+		os->clen = 1;
+		m->nz = m->nmeta;	/* forget slots a failed candidate took */
+		rc = parse_chain(m, &os->r, os->chain, &os->clen, os->hd, e, true,
+				 NULL, NULL, &os->res);
+		if (rc)
+			break;
+		if (os->res.snap_end) {
+			os->epoch = e;
+			break;
+		}
+		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
+			"skipped", (unsigned long long)e, m->z[head].idx);
+		m->info.epochs_skipped++;
+	}
+	free(tried);
+	return rc;
+}
+
+/* After replay: the chain replayed is the log; m's state and open info. */
+static void open_adopt(struct mlog *m, const struct open_scan *os, bool ro)
+{
+	const struct pres *res = &os->res;
+	uint32_t clen = os->clen;
+
+	if (res->tail_state != MLOG_TAIL_CLEAN)
+		zf_warn("mlog: replay of epoch %llu stopped at zone %u +%llu "
+			"(%s); later records are ignored",
+			(unsigned long long)os->epoch, res->tail_zone,
+			(unsigned long long)res->tail_off,
+			res->tail_state == MLOG_TAIL_LSN_GAP ? "LSN gap" :
+			res->tail_state == MLOG_TAIL_CHAIN ? "broken chain" :
+			"torn or corrupt record");
+	for (uint32_t i = 0; i < clen; i++)
+		m->z[os->chain[i]].role = Z_CHAIN;
+	/* Slots resolved past where replay stopped hold no record of the
+	 * log: give them up (their zones are the zone source's garbage). */
+	for (uint32_t i = m->nmeta; i < m->nz; i++)
+		if (m->z[i].role != Z_CHAIN) {
+			m->z[i].role = Z_UNUSED;
+			m->z[i].borrowed = false;
+		}
+	memcpy(m->chain, os->chain, clen * sizeof(*os->chain));
+	m->chain_len = clen;
+	m->snap_zones = res->snap_zones;
+	m->snap_bytes = res->snap_bytes;
+	/* The records after the snapshot count for the next one's size;
+	 * their bytes are not known exactly: whole zones, at most. */
+	m->put_bytes = (uint64_t)(clen - ZF_MIN(clen, res->snap_zones)) * zone_room(m);
+	m->snap_put = 0;
+	m->epoch = os->epoch;
+	m->next_lsn = m->durable_lsn = res->next_lsn;
+	m->tail_zi = os->chain[clen - 1];
+	m->sb = os->hd[os->chain[0]].h.sb;
+	/* Version 2 chains may go on in borrowed data zones, which version 1
+	 * readers cannot follow: every header written from now on says 2. */
+	if (!ro)
+		m->sb.version = MLOG_SB_VERSION;
+	m->info.epoch = os->epoch;
+	m->info.max_epoch = m->max_epoch;
+	m->info.records_replayed = res->user;
+	m->info.next_lsn = res->next_lsn;
+	m->info.chain_zones = clen;
+	m->info.garbage_zones = count_role(m, Z_GARBAGE);
+	m->info.tail_state = res->tail_state;
+	m->info.tail_zone = res->tail_zone;
+	m->info.tail_offset = res->tail_off;
+}
+
 int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	      void *arg, struct mlog_sb *sb, struct mlog **out)
 {
 	struct mlog_sb ref;
 	struct mlog *m = NULL;
-	struct zdev_zone *rep = NULL;
-	struct mhdr *hd = NULL;
-	struct preader r = { .dev = dev };
-	uint32_t *chain = NULL, clen = 0;
-	struct pres res;
+	struct open_scan os = { .r = { .dev = dev } };
 	bool ro = flags & MLOG_OPEN_READ_ONLY;
-	uint64_t epoch = 0;
 	int rc;
 
 	if (!dev || !out)
@@ -1873,129 +1988,33 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	if (rc)
 		return rc;
 	rc = -ENOMEM;
-	rep = calloc(m->nmeta, sizeof(*rep));
-	hd = calloc(m->nmeta, sizeof(*hd));
-	chain = calloc(m->zcap, sizeof(*chain));
-	r.dblk = m->geo->block_size;
-	r.buf = zdev_buf_alloc(READ_WINDOW);
-	if (!rep || !hd || !chain || !r.buf)
-		goto fail;
-	rc = load_meta(dev, &ref, rep, hd);
-	if (rc)
-		goto fail;
-	for (uint32_t i = 0; i < m->nmeta; i++) {
-		zone_from_report(&m->z[i], &rep[i], m->B);
-		if (hd[i].valid && m->z[i].role == Z_BAD)
-			hd[i].valid = false;
-		if (hd[i].valid && hd[i].h.epoch > m->max_epoch)
-			m->max_epoch = hd[i].h.epoch;
-		if (hd[i].written && !hd[i].valid)
-			m->info.bad_headers++;
-	}
-
-	/* Candidate chains start at a zone_seq 0 header in a meta zone and go
-	 * on in the zones their NEXT_ZONE records name (meta or borrowed data
-	 * zones).  Newest epoch first (ties: lower zone first); the first whose
-	 * chain reaches SNAP_END wins. */
-	bool *tried = calloc(m->nmeta, sizeof(*tried));
-	if (!tried) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	for (;;) {
-		uint32_t head = UINT32_MAX;
-		for (uint32_t i = 0; i < m->nmeta; i++)
-			if (hd[i].valid && !tried[i] && hd[i].h.zone_seq == 0 &&
-			    (head == UINT32_MAX || hd[i].h.epoch > hd[head].h.epoch))
-				head = i;
-		if (head == UINT32_MAX)
-			break;
-		tried[head] = true;
-		uint64_t e = hd[head].h.epoch;
-		chain[0] = head;
-		clen = 1;
-		m->nz = m->nmeta;	/* forget slots a failed candidate took */
-		rc = parse_chain(m, &r, chain, &clen, hd, e, true, NULL, NULL, &res);
-		if (rc) {
-			free(tried);
-			goto fail;
-		}
-		if (res.snap_end) {
-			epoch = e;
-			break;
-		}
-		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
-			"skipped", (unsigned long long)e, m->z[head].idx);
-		m->info.epochs_skipped++;
-	}
-	free(tried);
-	if (!epoch) {
+	os.hd = calloc(m->nmeta, sizeof(*os.hd));
+	os.chain = calloc(m->zcap, sizeof(*os.chain));
+	os.r.dblk = m->geo->block_size;
+	os.r.buf = zdev_buf_alloc(READ_WINDOW);
+	if (os.hd && os.chain && os.r.buf)
+		rc = open_load(m, &ref, &os);
+	if (!rc)
+		rc = open_pick_epoch(m, &os);
+	if (!rc && !os.epoch)
 		rc = -EUCLEAN;
-		goto fail;
-	}
 	/* The superblock is known before the first record is replayed, so the
 	 * callback may use it (the fs needs the block size to apply TRUNCATE). */
-	if (sb)
-		*sb = hd[chain[0]].h.sb;
-	rc = parse_chain(m, &r, chain, &clen, hd, epoch, false, fn, arg, &res);
-	if (rc)
-		goto fail;
-	if (res.tail_state != MLOG_TAIL_CLEAN)
-		zf_warn("mlog: replay of epoch %llu stopped at zone %u +%llu "
-			"(%s); later records are ignored",
-			(unsigned long long)epoch, res.tail_zone,
-			(unsigned long long)res.tail_off,
-			res.tail_state == MLOG_TAIL_LSN_GAP ? "LSN gap" :
-			res.tail_state == MLOG_TAIL_CHAIN ? "broken chain" :
-			"torn or corrupt record");
-
-	for (uint32_t i = 0; i < clen; i++)
-		m->z[chain[i]].role = Z_CHAIN;
-	/* Slots resolved past where replay stopped hold no record of the
-	 * log: give them up (their zones are the zone source's garbage). */
-	for (uint32_t i = m->nmeta; i < m->nz; i++)
-		if (m->z[i].role != Z_CHAIN) {
-			m->z[i].role = Z_UNUSED;
-			m->z[i].borrowed = false;
-		}
-	memcpy(m->chain, chain, clen * sizeof(*chain));
-	m->chain_len = clen;
-	m->snap_zones = res.snap_zones;
-	m->snap_bytes = res.snap_bytes;
-	/* The records after the snapshot count for the next one's size;
-	 * their bytes are not known exactly: whole zones, at most. */
-	m->put_bytes = (uint64_t)(clen - ZF_MIN(clen, res.snap_zones)) * zone_room(m);
-	m->snap_put = 0;
-	m->epoch = epoch;
-	m->next_lsn = m->durable_lsn = res.next_lsn;
-	m->tail_zi = chain[clen - 1];
-	m->sb = hd[chain[0]].h.sb;
-	/* Version 2 chains may go on in borrowed data zones, which version 1
-	 * readers cannot follow: every header written from now on says 2. */
-	if (!ro)
-		m->sb.version = MLOG_SB_VERSION;
-	m->info.epoch = epoch;
-	m->info.max_epoch = m->max_epoch;
-	m->info.records_replayed = res.user;
-	m->info.next_lsn = res.next_lsn;
-	m->info.chain_zones = clen;
-	m->info.garbage_zones = count_role(m, Z_GARBAGE);
-	m->info.tail_state = res.tail_state;
-	m->info.tail_zone = res.tail_zone;
-	m->info.tail_offset = res.tail_off;
-	if (sb)
-		*sb = m->sb;
-	free(rep);
-	free(hd);
-	free(chain);
-	zdev_buf_free(r.buf);
-	*out = m;
-	return 0;
-fail:
-	free(rep);
-	free(hd);
-	free(chain);
-	zdev_buf_free(r.buf);
-	mlog_close(m);
+	if (!rc && sb)
+		*sb = os.hd[os.chain[0]].h.sb;
+	if (!rc)
+		rc = parse_chain(m, &os.r, os.chain, &os.clen, os.hd, os.epoch, false,
+				 fn, arg, &os.res);
+	if (!rc) {
+		open_adopt(m, &os, ro);
+		if (sb)
+			*sb = m->sb;
+		*out = m;
+	} else {
+		mlog_close(m);
+	}
+	free(os.hd);
+	free(os.chain);
+	zdev_buf_free(os.r.buf);
 	return rc;
 }
