@@ -1716,6 +1716,41 @@ static int resolve_next(struct mlog *m, uint32_t *chain, uint32_t *n, uint32_t c
 	return 0;
 }
 
+/* The record at off (absolute; lim: the end of what the zone holds): its
+ * header in *h, its payload at *pl.  0; 1 when it is not a valid record
+ * with LSN `expected` (*state says how: torn or corrupt, or an LSN gap);
+ * or a read error. */
+static int read_record(struct preader *r, uint32_t B, uint64_t off, uint64_t lim,
+		       uint64_t expected, struct mlog_rechdr *h, const uint8_t **pl,
+		       uint32_t *state)
+{
+	const uint8_t *p = NULL;
+	int rc = pr_get(r, off, RECHDR, lim, &p);
+
+	if (rc)
+		return rc;
+	memcpy(h, p, sizeof(*h));
+	*state = MLOG_TAIL_TORN;
+	if (h->magic != REC_MAGIC || h->reserved)
+		return 1;
+	if (h->type < MLOG_REC_USER && (h->type < REC_PAD || h->type > REC_NEXT_ZONE))
+		return 1;
+	uint64_t maxlen = h->type == REC_PAD ? B - RECHDR : MLOG_MAX_PAYLOAD;
+	if (h->len > maxlen || off + RECHDR + h->len > lim)
+		return 1;
+	rc = pr_get(r, off, RECHDR + h->len, lim, &p);
+	if (rc)
+		return rc;
+	*pl = p + RECHDR;
+	if (rec_crc(h, *pl, h->len) != h->crc)
+		return 1;
+	if (h->lsn != expected) {
+		*state = MLOG_TAIL_LSN_GAP;
+		return 1;
+	}
+	return 0;
+}
+
 /* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
  * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
@@ -1748,32 +1783,14 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				state = MLOG_TAIL_CLEAN;
 				goto out;
 			}
-			const uint8_t *p = NULL;
+			const uint8_t *pl;
 			struct mlog_rechdr h;
-			rc = pr_get(r, off, RECHDR, lim, &p);
-			if (rc)
-				goto out;
-			memcpy(&h, p, sizeof(h));
-			state = MLOG_TAIL_TORN;
-			if (h.magic != REC_MAGIC || h.reserved)
-				goto out;
-			if (h.type < MLOG_REC_USER &&
-			    (h.type < REC_PAD || h.type > REC_NEXT_ZONE))
-				goto out;
-			uint64_t maxlen = h.type == REC_PAD ? B - RECHDR
-							    : MLOG_MAX_PAYLOAD;
-			if (h.len > maxlen || off + RECHDR + h.len > lim)
-				goto out;
-			rc = pr_get(r, off, RECHDR + h.len, lim, &p);
-			if (rc)
-				goto out;
-			const uint8_t *pl = p + RECHDR;
-			if (rec_crc(&h, pl, h.len) != h.crc)
-				goto out;
-			if (h.lsn != expected) {
-				state = MLOG_TAIL_LSN_GAP;
+			rc = read_record(r, B, off, lim, expected, &h, &pl, &state);
+			if (rc) {
+				rc = rc < 0 ? rc : 0;
 				goto out;
 			}
+			state = MLOG_TAIL_TORN;
 			bool next = false;
 			uint64_t v[2];
 			switch (h.type) {
