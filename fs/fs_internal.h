@@ -19,7 +19,7 @@
 #include "fs/extmap.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
 #include "zoned/zdev.h"
 

@@ -1,5 +1,5 @@
 /* fs_lifetime — choosing a new file's lifetime class, and feeding the LSM
- * level inference (lifetime_hints/lifetime.h has the model, the decision
+ * level inference (lsm/lifetime.h has the model, the decision
  * table and the sources in order).
  *
  *   fs_lifetime_init()   at mount, after replay: the rules file

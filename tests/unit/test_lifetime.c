@@ -1,4 +1,4 @@
-/* test_lifetime — unit tests of lifetime_hints/: the decision table,
+/* test_lifetime — unit tests of lsm/: the decision table,
  * presets, the rules file, the level -> class map, and the LSM level
  * inference on synthetic RocksDB- and LevelDB-like event sequences (the
  * patterns measured in ../shared/what-the-daemon-sees.md and in RocksDB's
@@ -20,7 +20,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "testlib.h"
 
 #define MiB (1024ull * 1024ull)
