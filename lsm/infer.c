@@ -348,38 +348,14 @@ static void open_job(struct lifetime_infer *li, struct li_thread *t, int level,
 	t->obs_idx = -1;
 }
 
-void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
-			   enum lifetime_kind kind, uint32_t tid,
-			   uint64_t now_ns, uint64_t clock,
-			   uint64_t (*size_of)(void *arg, uint64_t file),
-			   void *arg, struct lifetime_guess *g)
+/* The level of a new table x created by thread t (the four steps of
+ * lifetime.h, in order); opens or follows t's compaction job and counts the
+ * table in the statistics.  [mu] */
+static int table_level(struct lifetime_infer *li, struct li_file *x,
+		       struct li_thread *t, uint64_t now_ns,
+		       uint64_t (*size_of)(void *arg, uint64_t file), void *arg,
+		       enum lifetime_why *whyp)
 {
-	struct li_file *x;
-
-	if (g)
-		*g = (struct lifetime_guess){ .level = -1, .why = LIFETIME_WHY_FLUSH };
-	if (!li || !file)
-		return;
-	pthread_mutex_lock(&li->mu);
-	x = file_find(li, file);
-	if (x) {
-		if (x->kind == LIFETIME_KIND_WAL && li->live_wal > 0)
-			li->live_wal--;
-		file_del(li, x);
-	}
-	x = file_get(li, file);
-	if (!x)
-		goto out;
-	x->kind = (uint8_t)kind;
-	x->born = clock;
-	if (kind == LIFETIME_KIND_WAL) {
-		li->live_wal++;
-		goto out;
-	}
-	if (kind != LIFETIME_KIND_TABLE)
-		goto out;
-
-	struct li_thread *t = thread_get(li, tid, now_ns);
 	int pending = li->live_wal - 1 - li->unconf;
 	bool compactor = t->jobs_comp >= 3 && t->n_flush * 4 < t->jobs_comp;
 	int lvl, rd;
@@ -415,9 +391,46 @@ void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
 	x->job = why == LIFETIME_WHY_FLUSH ? 0 : t->job;
 	if (t->job)
 		t->job_last_ns = now_ns;
-	t->last_output = file;
+	t->last_output = x->file;
 	li->st.tables++;
 	li->st.why[why]++;
+	*whyp = why;
+	return lvl;
+}
+
+void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
+			   enum lifetime_kind kind, uint32_t tid,
+			   uint64_t now_ns, uint64_t clock,
+			   uint64_t (*size_of)(void *arg, uint64_t file),
+			   void *arg, struct lifetime_guess *g)
+{
+	struct li_file *x;
+	enum lifetime_why why;
+	int lvl;
+
+	if (g)
+		*g = (struct lifetime_guess){ .level = -1, .why = LIFETIME_WHY_FLUSH };
+	if (!li || !file)
+		return;
+	pthread_mutex_lock(&li->mu);
+	x = file_find(li, file);
+	if (x) {
+		if (x->kind == LIFETIME_KIND_WAL && li->live_wal > 0)
+			li->live_wal--;
+		file_del(li, x);
+	}
+	x = file_get(li, file);
+	if (!x)
+		goto out;
+	x->kind = (uint8_t)kind;
+	x->born = clock;
+	if (kind == LIFETIME_KIND_WAL) {
+		li->live_wal++;
+		goto out;
+	}
+	if (kind != LIFETIME_KIND_TABLE)
+		goto out;
+	lvl = table_level(li, x, thread_get(li, tid, now_ns), now_ns, size_of, arg, &why);
 	if (g)
 		*g = (struct lifetime_guess){ .level = lvl, .why = why, .job = x->job };
 out:
@@ -487,12 +500,72 @@ static size_t fix_job(struct lifetime_infer *li, uint64_t job, int level,
 	return n;
 }
 
+/* The job whose input a dying table of job `job` was: the unlinking
+ * thread's own open job; else a job whose inputs are dying now (same
+ * batch); else the open job idle the longest (the one most likely
+ * finished).  NULL if no job is open.  [mu] */
+static struct li_thread *input_owner(struct lifetime_infer *li, uint64_t job,
+				     uint32_t tid, uint64_t now_ns)
+{
+	struct li_thread *best = NULL;
+
+	for (int i = 0; i < LI_THREADS; i++) {
+		struct li_thread *t = &li->th[i];
+
+		if (!t->used || !t->job || t->job == job)
+			continue;
+		if (t->resolving && now_ns - t->resolve_ns > LI_BATCH_NS)
+			continue;
+		if (tid && t->tid == tid)
+			return t;
+		if (!best || (t->resolving && !best->resolving) ||
+		    (t->resolving == best->resolving && t->job_last_ns < best->job_last_ns))
+			best = t;
+	}
+	return best;
+}
+
+/* An input of t's job, of level lvl, died: the job's level is lvl + 1 (the
+ * lowest input level seen so far wins).  The first input starts the
+ * resolution and records the job's picker features for learn_targets().
+ * Corrections of the job's outputs are appended to fixes[n...]; returns
+ * the new count.  [mu] */
+static size_t resolve_job(struct lifetime_infer *li, struct li_thread *t, int lvl,
+			  uint64_t now_ns, struct lifetime_fix *fixes, size_t n)
+{
+	int out_level = lvl + 1 < LIFETIME_MAX_LEVELS ? lvl + 1 : LIFETIME_MAX_LEVELS - 1;
+
+	if (t->resolving && lvl >= t->resolve_min)
+		return n;
+	if (!t->resolving) {
+		struct li_obs *o;
+
+		t->resolving = true;
+		t->resolve_ns = now_ns;
+		t->jobs_comp++;
+		li->st.jobs_resolved++;
+		t->obs_idx = (int)li->obs_next;
+		o = &li->obs[li->obs_next];
+		o->n0 = t->f_n0;
+		memcpy(o->b, t->f_b, sizeof(o->b));
+		li->obs_next = (li->obs_next + 1) % LI_OBS;
+		if (li->nobs < LI_OBS)
+			li->nobs++;
+	}
+	t->resolve_min = lvl;
+	if (t->obs_idx >= 0)
+		li->obs[t->obs_idx].in_level = (int8_t)lvl;
+	li->targets_dirty = true;
+	t->job_level = out_level;
+	return fix_job(li, t->job, out_level, fixes, n);
+}
+
 size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
 			     uint32_t tid, uint64_t now_ns, uint64_t clock,
 			     struct lifetime_fix *fixes)
 {
 	struct li_file *x;
-	struct li_thread *best = NULL;
+	struct li_thread *owner;
 	size_t n = 0;
 	int lvl;
 	uint64_t job;
@@ -523,51 +596,9 @@ size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
 	file_del(li, x);
 	if (lvl < 0)
 		goto out;
-	/* Whose job's input was it?  The unlinking thread's own open job; else
-	 * a job whose inputs are dying now (same batch); else the open job
-	 * idle the longest (the one most likely finished). */
-	for (int i = 0; i < LI_THREADS; i++) {
-		struct li_thread *t = &li->th[i];
-
-		if (!t->used || !t->job || t->job == job)
-			continue;
-		if (t->resolving && now_ns - t->resolve_ns > LI_BATCH_NS)
-			continue;
-		if (tid && t->tid == tid) {
-			best = t;
-			break;
-		}
-		if (!best || (t->resolving && !best->resolving) ||
-		    (t->resolving == best->resolving && t->job_last_ns < best->job_last_ns))
-			best = t;
-	}
-	if (!best)
-		goto out;
-	if (!best->resolving || lvl < best->resolve_min) {
-		int out_level = lvl + 1 < LIFETIME_MAX_LEVELS ? lvl + 1 : LIFETIME_MAX_LEVELS - 1;
-
-		if (!best->resolving) {
-			struct li_obs *o;
-
-			best->resolving = true;
-			best->resolve_ns = now_ns;
-			best->jobs_comp++;
-			li->st.jobs_resolved++;
-			best->obs_idx = (int)li->obs_next;
-			o = &li->obs[li->obs_next];
-			o->n0 = best->f_n0;
-			memcpy(o->b, best->f_b, sizeof(o->b));
-			li->obs_next = (li->obs_next + 1) % LI_OBS;
-			if (li->nobs < LI_OBS)
-				li->nobs++;
-		}
-		best->resolve_min = lvl;
-		if (best->obs_idx >= 0)
-			li->obs[best->obs_idx].in_level = (int8_t)lvl;
-		li->targets_dirty = true;
-		best->job_level = out_level;
-		n = fix_job(li, best->job, out_level, fixes, n);
-	}
+	owner = input_owner(li, job, tid, now_ns);
+	if (owner)
+		n = resolve_job(li, owner, lvl, now_ns, fixes, n);
 out:
 	pthread_mutex_unlock(&li->mu);
 	return n;
