@@ -875,7 +875,7 @@ START_TEST(fs_class_sources)
 	mk(fs, FS_ROOT_INO, "000005.log", 2);
 	t = mk(fs, FS_ROOT_INO, "000006.sst", 3);
 	lifetime_is(fs, t, "medium inferred\n");
-	ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 0);
+	ck_assert_int_eq(fs_lifetime_level(fs, t), 0);
 	/* the MANIFEST says where it really is (a table moved down): L2 */
 	{
 		static struct enc log, rec;
@@ -888,10 +888,10 @@ START_TEST(fs_class_sources)
 		e_log(&log, rec.b, rec.n);
 		ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
 		fs_lifetime_tail_manifests(fs);
-		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+		ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
 		lifetime_is(fs, t, "long inferred\n");
 		fs_lifetime_tail_manifests(fs);	/* nothing new: no change */
-		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+		ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
 	}
 	/* the file's own xattr wins from then on */
 	ck_assert_int_eq(fs_setxattr(fs, t, "user.zonefuse.lifetime", "extreme", 7, 0), 0);
