@@ -52,7 +52,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "zoned/zdev.h"
 
 #define FS_ROOT_INO 1

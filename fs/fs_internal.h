@@ -19,7 +19,7 @@
 #include "fs/extmap.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
 #include "zoned/zdev.h"
 
@@ -192,15 +192,9 @@ struct fs {
 	_Atomic uint64_t meta_errors;	/* failed metadata commits and snapshots */
 
 	/* lifetime placement (fs_lifetime.c) and garbage collection (fs_gc.c) */
-	struct lifetime_infer *lt;	/* inference state (own leaf lock) */
-	struct lifetime_rules *lt_rules;	/* -o hints=FILE, or NULL */
-	uint8_t lt_map_logged[LIFETIME_MAX_LEVELS];	/* level classes last logged [L] */
-	/* MANIFEST files being followed (fs_lifetime.c): the list has its own
-	 * leaf lock; lt_tail_lock serialises the readers (taken with no other
-	 * lock held, before the file's locks) */
-	pthread_mutex_t lt_mf_lock, lt_tail_lock;
-	struct fs_lt_manifest { uint64_t ino, dir, pos; } lt_mf[8];
-	int lt_nmf;
+	struct fs_lt *lt;		/* rules, inference, MANIFESTs followed:
+					 * fs_lifetime.c's, with its own locks;
+					 * NULL outside init..fini */
 	struct fs_gc *gc;		/* collector thread, or NULL */
 	_Atomic uint64_t class_user_bytes[LIFETIME_NR];	/* fs_write bytes by the
 					 * file's class (counted by fs_data.c) */
@@ -334,20 +328,30 @@ void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/*
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
 
-/* fs_lifetime.c: the class of a new inode (presets, rules, xattrs,
- * inference); called with fs->lock held. */
+/* fs_lifetime.c: lifetime placement, state in struct fs_lt (fs->lt).
+ * After replay: the rules file, the inference state, the files that exist
+ * already; 0 or -errno (the mount fails).  Holds no lock on entry. */
+int fs_lifetime_init(struct fs *fs);
+void fs_lifetime_fini(struct fs *fs);	/* safe when init failed or never ran */
+/* The class of a new inode (presets, rules, xattrs, inference) into
+ * in->cls / in->cls_src. [L] */
 void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		      const struct fs_ctx *ctx, struct fs_inode *in);
-/* After replay (rules file, inference state); 0 or -errno. */
-int fs_lifetime_init(struct fs *fs);
-void fs_lifetime_fini(struct fs *fs);
-/* The last name of `in` is about to go (tid: 0 if unknown). [L] */
+/* The last name of `in` is about to go (tid: 0 if unknown); the classes of
+ * inferred tables whose level was corrected follow. [L] */
 void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);
-void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
 /* Read what was appended to the MANIFESTs being followed and apply the
- * exact levels.  No locks held.  Called by the collector thread every tick
- * (GC_TICK_MS). */
+ * exact levels.  No locks held; concurrent callers are serialised.  Called
+ * periodically by the collector thread. */
 void fs_lifetime_tail_manifests(struct fs *fs);
+/* The inference statistics (zeros before init).  Any thread, no locks. */
+void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
+/* The lifetime fields of st (lifetime_tables, lifetime_tables_corrected);
+ * other fields untouched.  Any thread, no locks. */
+void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st);
+/* The inferred LSM level of table ino, -1 if unknown or not a table
+ * (tests, debugging).  Any thread, no locks. */
+int fs_lifetime_level(struct fs *fs, uint64_t ino);
 
 /* fs_gc.c: the garbage collector (thread started by fs_start). */
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */

@@ -1,6 +1,6 @@
-/* fs_lifetime — choosing a new file's lifetime class, and feeding the LSM
- * level inference (lifetime_hints/lifetime.h has the model, the decision
- * table and the sources in order).
+/* fs_lifetime — the fs side of lifetime placement: choosing a new file's
+ * class, and feeding the LSM level inference (lsm/lifetime.h has the model,
+ * the decision table and the sources in order).
  *
  *   fs_lifetime_init()   at mount, after replay: the rules file
  *                        (opts.hints_file), the inference state, and the
@@ -16,6 +16,7 @@
  *                        their MANIFEST (followed from its CREATE, or found
  *                        at mount): the exact level of every table, trivial
  *                        moves included (lifetime_manifest_parse())
+ *   fs_lifetime_fill_stats()  the lifetime counters of struct fs_stats
  *
  * Every inference is logged at debug level (-o zf_verbose) as
  *   lifetime: create NAME ino N tid T level L why W -> CLASS/SOURCE
@@ -23,9 +24,13 @@
  *   lifetime: exact ino N level A -> B -> CLASS      (from the MANIFEST)
  * which scripts/bench-placement.sh compares with RocksDB's LOG.
  *
- * Lifetimes are measured in bytes written to the file system (fs->user_bytes).
+ * State: struct fs_lt below, owned by this file, fs->lt (NULL before
+ * fs_lifetime_init and after fs_lifetime_fini).  Lifetimes are measured in
+ * bytes written to the file system (fs->user_bytes).
  * Locking: pick and note_unlink run with fs->lock held; note_read takes no
- * fs lock (only the inference state's leaf mutex).
+ * fs lock (only the inference state's leaf mutex); tail_manifests is
+ * called with no lock held.  Order: lt->tail_lock -> fs->lock ->
+ * lt->mf_lock (a leaf); the inference mutex is a leaf too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +43,25 @@
 #include "fs/fs_internal.h"
 
 #define HINTS_MAX_BYTES (1u << 20)
+#define LT_MANIFESTS_MAX 8	/* MANIFEST files followed at once */
+
+/* A MANIFEST being followed: its inode, its directory (where its tables
+ * are), and the offset up to which it was parsed. */
+struct fs_lt_manifest {
+	uint64_t ino, dir, pos;
+};
+
+struct fs_lt {
+	struct lifetime_infer *infer;	/* inference state (own leaf mutex) */
+	struct lifetime_rules *rules;	/* -o hints=FILE, or NULL; immutable */
+	uint8_t map_logged[LIFETIME_MAX_LEVELS];	/* [fs->lock] level classes
+					 * last logged */
+	/* serialises the MANIFEST readers; taken with no other lock held */
+	pthread_mutex_t tail_lock;
+	pthread_mutex_t mf_lock;	/* leaf: mf[], nmf */
+	struct fs_lt_manifest mf[LT_MANIFESTS_MAX];	/* [mf_lock] */
+	int nmf;			/* [mf_lock] */
+};
 
 static enum lifetime_kind kind_of(const char *name)
 {
@@ -57,7 +81,9 @@ static int xattr_class(struct fs_inode *in)
 	return x && fs_xattr_lifetime_parse(x->value, x->size, &cls) == 0 ? (int)cls : -1;
 }
 
-static int load_rules(struct fs *fs, const char *path)
+/* Parse the rules file at path into *out (errors are logged): 0 or -errno
+ * (-EINVAL for a bad line, -EFBIG past HINTS_MAX_BYTES). */
+static int load_rules(const char *path, struct lifetime_rules **out)
 {
 	unsigned int bad = 0;
 	char *text;
@@ -84,7 +110,7 @@ static int load_rules(struct fs *fs, const char *path)
 	}
 	if (!ret) {
 		text[n] = 0;
-		ret = lifetime_rules_parse(text, &fs->lt_rules, &bad);
+		ret = lifetime_rules_parse(text, out, &bad);
 		if (ret == -EINVAL)
 			zf_err("hints file %s, line %u: expected \"GLOB CLASS\" with CLASS one of none, short, medium, long, extreme",
 			       path, bad);
@@ -93,7 +119,7 @@ static int load_rules(struct fs *fs, const char *path)
 	}
 	free(text);
 	if (!ret)
-		zf_info("lifetime rules: %zu from %s", lifetime_rules_count(fs->lt_rules), path);
+		zf_info("lifetime rules: %zu from %s", lifetime_rules_count(*out), path);
 	return ret;
 }
 
@@ -109,33 +135,24 @@ static int level_of_class(uint8_t cls)
 }
 
 /* Follow the file if it is a RocksDB/LevelDB MANIFEST (read from its
- * start by fs_lifetime_tail_manifests). */
+ * start by fs_lifetime_tail_manifests).  fs->lt set. */
 static void mf_follow(struct fs *fs, const char *name, uint64_t ino, uint64_t dir)
 {
 	if (strncmp(name, "MANIFEST-", 9) != 0)
 		return;
-	pthread_mutex_lock(&fs->lt_mf_lock);
-	if (fs->lt_nmf < (int)ZF_ARRAY_SIZE(fs->lt_mf))
-		fs->lt_mf[fs->lt_nmf++] = (struct fs_lt_manifest){ ino, dir, 0 };
-	pthread_mutex_unlock(&fs->lt_mf_lock);
+	struct fs_lt *lt = fs->lt;
+
+	pthread_mutex_lock(&lt->mf_lock);
+	if (lt->nmf < (int)ZF_ARRAY_SIZE(lt->mf))
+		lt->mf[lt->nmf++] = (struct fs_lt_manifest){ ino, dir, 0 };
+	pthread_mutex_unlock(&lt->mf_lock);
 }
 
-int fs_lifetime_init(struct fs *fs)
+/* Files that exist already: tables keep the level their class says (when
+ * the class was inferred), WALs count as live WALs, MANIFESTs are
+ * followed. */
+static void adopt_existing(struct fs *fs)
 {
-	int ret;
-
-	if (fs->opts.hints_file && *fs->opts.hints_file) {
-		ret = load_rules(fs, fs->opts.hints_file);
-		if (ret)
-			return ret;
-	}
-	fs->lt = lifetime_infer_new();
-	if (!fs->lt)
-		return -ENOMEM;
-	pthread_mutex_init(&fs->lt_mf_lock, NULL);
-	pthread_mutex_init(&fs->lt_tail_lock, NULL);
-	/* Files that exist already: tables keep the level their class says
-	 * (when the class was inferred), WALs count as live WALs. */
 	pthread_mutex_lock(&fs->lock);
 	for (size_t b = 0; b < fs->dtab_size; b++) {
 		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext) {
@@ -146,26 +163,54 @@ int fs_lifetime_init(struct fs *fs)
 				mf_follow(fs, d->name, in->ino, d->parent);
 			if (!in || !S_ISREG(in->mode) || k == LIFETIME_KIND_OTHER)
 				continue;
-			lifetime_infer_adopt(fs->lt, in->ino, k,
+			lifetime_infer_adopt(fs->lt->infer, in->ino, k,
 					     in->cls_src == LIFETIME_SRC_INFERRED
 						     ? level_of_class(in->cls) : -1,
 					     fs->user_bytes);
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
+}
+
+int fs_lifetime_init(struct fs *fs)
+{
+	struct fs_lt *lt = calloc(1, sizeof(*lt));
+	int ret;
+
+	if (!lt)
+		return -ENOMEM;
+	if (fs->opts.hints_file && *fs->opts.hints_file) {
+		ret = load_rules(fs->opts.hints_file, &lt->rules);
+		if (ret) {
+			free(lt);
+			return ret;
+		}
+	}
+	lt->infer = lifetime_infer_new();
+	if (!lt->infer) {
+		lifetime_rules_free(lt->rules);
+		free(lt);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&lt->mf_lock, NULL);
+	pthread_mutex_init(&lt->tail_lock, NULL);
+	fs->lt = lt;
+	adopt_existing(fs);
 	return 0;
 }
 
 void fs_lifetime_fini(struct fs *fs)
 {
-	if (fs->lt) {
-		pthread_mutex_destroy(&fs->lt_mf_lock);
-		pthread_mutex_destroy(&fs->lt_tail_lock);
-	}
-	lifetime_infer_free(fs->lt);
+	struct fs_lt *lt = fs->lt;
+
+	if (!lt)
+		return;
+	pthread_mutex_destroy(&lt->mf_lock);
+	pthread_mutex_destroy(&lt->tail_lock);
+	lifetime_infer_free(lt->infer);
+	lifetime_rules_free(lt->rules);
+	free(lt);
 	fs->lt = NULL;
-	lifetime_rules_free(fs->lt_rules);
-	fs->lt_rules = NULL;
 }
 
 /* Path of dir/name relative to the root, for rules with '/' ([L]).
@@ -226,28 +271,29 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 	enum lifetime_class cls;
 	enum lifetime_source src;
 	enum lifetime_kind kind = S_ISREG(in->mode) ? kind_of(name) : LIFETIME_KIND_OTHER;
+	struct fs_lt *lt = fs->lt;
 
-	if (fs->lt_rules) {
+	if (lt && lt->rules) {
 		char path[4096];
-		bool have = lifetime_rules_need_path(fs->lt_rules) &&
+		bool have = lifetime_rules_need_path(lt->rules) &&
 			    rel_path(fs, dir, name, path, sizeof(path));
 
-		f.rule = lifetime_rules_match(fs->lt_rules, name, have ? path : NULL);
+		f.rule = lifetime_rules_match(lt->rules, name, have ? path : NULL);
 	}
 	/* Infer even when a stronger source decides: the state must see
 	 * every table (and the accuracy is measured in all modes). */
-	if (fs->lt && kind != LIFETIME_KIND_OTHER)
-		lifetime_infer_create(fs->lt, in->ino, kind, ctx ? ctx->pid : 0,
+	if (lt && kind != LIFETIME_KIND_OTHER)
+		lifetime_infer_create(lt->infer, in->ino, kind, ctx ? ctx->pid : 0,
 				      zf_now_ns(), fs->user_bytes, size_of, fs, &g);
 	if (kind == LIFETIME_KIND_TABLE) {
 		f.level = g.level;
-		lifetime_infer_level_classes(fs->lt, map);
+		lifetime_infer_level_classes(lt ? lt->infer : NULL, map);
 		f.level_class = map;
 	}
 	src = lifetime_decide(&f, &cls);
 	in->cls = (uint8_t)cls;
 	in->cls_src = (uint8_t)src;
-	if (fs->lt && S_ISREG(in->mode))
+	if (lt && S_ISREG(in->mode))
 		mf_follow(fs, name, in->ino, dir->ino);
 	if (kind == LIFETIME_KIND_TABLE)
 		zf_dbg("lifetime: create %s ino %llu tid %u level %d why %s job %llu -> %s/%s",
@@ -256,51 +302,61 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		       lifetime_class_name(cls), lifetime_source_name(src));
 }
 
+/* A file whose class was inferred takes cls (its table's level changed;
+ * GC moves its data later); a class from a stronger source stays. [L] */
+static void follow_class(struct fs_inode *o, uint8_t cls)
+{
+	if (o && o->cls_src == LIFETIME_SRC_INFERRED && o->cls != cls) {
+		o->cls = cls;
+		o->attr_dirty = true;
+	}
+}
+
+/* Log the level -> class map at debug level when it differs from the one
+ * logged last. [L] */
+static void log_level_classes(struct fs_lt *lt, const uint8_t map[LIFETIME_MAX_LEVELS])
+{
+	struct lifetime_infer_stats st;
+	char b[256];
+	int k = 0;
+
+	if (memcmp(map, lt->map_logged, sizeof(lt->map_logged)) == 0)
+		return;
+	memcpy(lt->map_logged, map, sizeof(lt->map_logged));
+	lifetime_infer_get_stats(lt->infer, &st);
+	k += snprintf(b + k, sizeof(b) - (size_t)k, "wal %llu/%.1f",
+		      (unsigned long long)st.wal.n, st.wal.log2_life);
+	for (int l = 0; l < 5 && k < (int)sizeof(b); l++)
+		k += snprintf(b + k, sizeof(b) - (size_t)k, ", L%d %s %llu/%.1f", l,
+			      lifetime_class_name(map[l]),
+			      (unsigned long long)st.level[l].n, st.level[l].log2_life);
+	zf_dbg("lifetime: level classes now (deaths/log2 lifetime in bytes): %s", b);
+}
+
 void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid)
 {
 	struct lifetime_fix fixes[LIFETIME_MAX_FIXES];
 	uint8_t map[LIFETIME_MAX_LEVELS];
+	struct fs_lt *lt = fs->lt;
 	size_t n;
 
-	if (!fs->lt || !in || !S_ISREG(in->mode))
+	if (!lt || !in || !S_ISREG(in->mode))
 		return;
-	pthread_mutex_lock(&fs->lt_mf_lock);
-	for (int i = 0; i < fs->lt_nmf; i++)
-		if (fs->lt_mf[i].ino == in->ino)
-			fs->lt_mf[i--] = fs->lt_mf[--fs->lt_nmf];
-	pthread_mutex_unlock(&fs->lt_mf_lock);
-	n = lifetime_infer_unlink(fs->lt, in->ino, tid, zf_now_ns(), fs->user_bytes, fixes);
-	lifetime_infer_level_classes(fs->lt, map);
-	if (memcmp(map, fs->lt_map_logged, sizeof(map)) != 0) {
-		struct lifetime_infer_stats st;
-		char b[256];
-		int k = 0;
-
-		memcpy(fs->lt_map_logged, map, sizeof(map));
-		lifetime_infer_get_stats(fs->lt, &st);
-		k += snprintf(b + k, sizeof(b) - (size_t)k, "wal %llu/%.1f",
-			      (unsigned long long)st.wal.n, st.wal.log2_life);
-		for (int l = 0; l < 5 && k < (int)sizeof(b); l++)
-			k += snprintf(b + k, sizeof(b) - (size_t)k, ", L%d %s %llu/%.1f", l,
-				      lifetime_class_name(map[l]),
-				      (unsigned long long)st.level[l].n, st.level[l].log2_life);
-		zf_dbg("lifetime: level classes now (deaths/log2 lifetime in bytes): %s", b);
-	}
-	if (!n)
-		return;
+	pthread_mutex_lock(&lt->mf_lock);
+	for (int i = 0; i < lt->nmf; i++)
+		if (lt->mf[i].ino == in->ino)
+			lt->mf[i--] = lt->mf[--lt->nmf];
+	pthread_mutex_unlock(&lt->mf_lock);
+	n = lifetime_infer_unlink(lt->infer, in->ino, tid, zf_now_ns(), fs->user_bytes, fixes);
+	lifetime_infer_level_classes(lt->infer, map);
+	log_level_classes(lt, map);
 	for (size_t i = 0; i < n; i++) {
-		struct fs_inode *o = fs_inode_get(fs, fixes[i].file);
-		int l = fixes[i].new_level;
+		int l = ZF_MIN(fixes[i].new_level, LIFETIME_MAX_LEVELS - 1);
 
-		if (l >= LIFETIME_MAX_LEVELS)
-			l = LIFETIME_MAX_LEVELS - 1;
 		zf_dbg("lifetime: fix ino %llu level %d -> %d -> %s",
 		       (unsigned long long)fixes[i].file, fixes[i].old_level,
 		       fixes[i].new_level, lifetime_class_name(map[l]));
-		if (o && o->cls_src == LIFETIME_SRC_INFERRED && o->cls != map[l]) {
-			o->cls = map[l];
-			o->attr_dirty = true;
-		}
+		follow_class(fs_inode_get(fs, fixes[i].file), map[l]);
 	}
 }
 
@@ -333,7 +389,7 @@ static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 {
 	uint8_t map[LIFETIME_MAX_LEVELS];
 
-	lifetime_infer_level_classes(fs->lt, map);
+	lifetime_infer_level_classes(fs->lt->infer, map);
 	for (size_t i = 0; i < c->n; i++) {
 		static const char *const ext[] = { "sst", "ldb" };
 		struct lifetime_fix fx;
@@ -349,15 +405,12 @@ static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 			d = fs_dirent_find(fs, dir, name);
 			if (!d || !(o = fs_inode_get(fs, d->ino)))
 				continue;
-			if (lifetime_infer_set_level(fs->lt, o->ino, c->v[i].level, &fx)) {
+			if (lifetime_infer_set_level(fs->lt->infer, o->ino, c->v[i].level, &fx)) {
 				l = ZF_MIN(fx.new_level, LIFETIME_MAX_LEVELS - 1);
 				zf_dbg("lifetime: exact ino %llu level %d -> %d -> %s",
 				       (unsigned long long)o->ino, fx.old_level, fx.new_level,
 				       lifetime_class_name(map[l]));
-				if (o->cls_src == LIFETIME_SRC_INFERRED && o->cls != map[l]) {
-					o->cls = map[l];
-					o->attr_dirty = true;
-				}
+				follow_class(o, map[l]);
 			}
 			break;
 		}
@@ -366,65 +419,94 @@ static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 
 #define MF_READ_MAX (4u << 20)	/* bytes read per MANIFEST per pass */
 
+/* Parse what was appended to the MANIFEST m since m->pos (at most
+ * MF_READ_MAX bytes) and apply the exact levels it gives.  Returns 1 and
+ * sets *pos to the offset parsed up to, or 0 when nothing was read (file
+ * gone, no new bytes, no memory, read error).  lt->tail_lock held, no
+ * other lock. */
+static int tail_one(struct fs *fs, const struct fs_lt_manifest *m, uint64_t *pos)
+{
+	struct mf_collect c = { 0 };
+	struct fs_inode *in;
+	uint64_t size = 0;
+	uint8_t *buf;
+	ssize_t got;
+
+	pthread_mutex_lock(&fs->lock);
+	in = fs_inode_get(fs, m->ino);
+	if (in)
+		size = in->size;
+	pthread_mutex_unlock(&fs->lock);
+	if (!in || size <= m->pos)
+		return 0;
+	size = ZF_MIN(size, m->pos + MF_READ_MAX);
+	buf = malloc(size - m->pos);
+	if (!buf)
+		return 0;
+	got = fs_read(fs, m->ino, m->pos, size - m->pos, buf);
+	if (got <= 0) {
+		free(buf);
+		return 0;
+	}
+	*pos = lifetime_manifest_parse(buf, (size_t)got, m->pos, mf_collect_fn, &c);
+	free(buf);
+	if (c.n) {
+		pthread_mutex_lock(&fs->lock);
+		mf_apply(fs, m->dir, &c);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	free(c.v);
+	return 1;
+}
+
 void fs_lifetime_tail_manifests(struct fs *fs)
 {
-	struct fs_lt_manifest mf[ZF_ARRAY_SIZE(fs->lt_mf)];
+	struct fs_lt *lt = fs->lt;
+	struct fs_lt_manifest mf[LT_MANIFESTS_MAX];
 	int n;
 
-	if (!fs->lt)
+	if (!lt)
 		return;
-	pthread_mutex_lock(&fs->lt_tail_lock);
-	pthread_mutex_lock(&fs->lt_mf_lock);
-	n = fs->lt_nmf;
-	memcpy(mf, fs->lt_mf, sizeof(mf[0]) * (size_t)n);
-	pthread_mutex_unlock(&fs->lt_mf_lock);
+	pthread_mutex_lock(&lt->tail_lock);
+	pthread_mutex_lock(&lt->mf_lock);
+	n = lt->nmf;
+	memcpy(mf, lt->mf, sizeof(mf[0]) * (size_t)n);
+	pthread_mutex_unlock(&lt->mf_lock);
 	for (int i = 0; i < n; i++) {
-		struct mf_collect c = { 0 };
-		struct fs_inode *in;
-		uint64_t size = 0, pos;
-		uint8_t *buf;
-		ssize_t got;
+		uint64_t pos;
 
-		pthread_mutex_lock(&fs->lock);
-		in = fs_inode_get(fs, mf[i].ino);
-		if (in)
-			size = in->size;
-		pthread_mutex_unlock(&fs->lock);
-		if (!in || size <= mf[i].pos)
+		if (!tail_one(fs, &mf[i], &pos))
 			continue;
-		size = ZF_MIN(size, mf[i].pos + MF_READ_MAX);
-		buf = malloc(size - mf[i].pos);
-		if (!buf)
-			continue;
-		got = fs_read(fs, mf[i].ino, mf[i].pos, size - mf[i].pos, buf);
-		if (got <= 0) {
-			free(buf);
-			continue;
-		}
-		pos = lifetime_manifest_parse(buf, (size_t)got, mf[i].pos, mf_collect_fn, &c);
-		free(buf);
-		if (c.n) {
-			pthread_mutex_lock(&fs->lock);
-			mf_apply(fs, mf[i].dir, &c);
-			pthread_mutex_unlock(&fs->lock);
-		}
-		free(c.v);
-		pthread_mutex_lock(&fs->lt_mf_lock);
-		for (int k = 0; k < fs->lt_nmf; k++)
-			if (fs->lt_mf[k].ino == mf[i].ino)
-				fs->lt_mf[k].pos = pos;
-		pthread_mutex_unlock(&fs->lt_mf_lock);
+		pthread_mutex_lock(&lt->mf_lock);
+		for (int k = 0; k < lt->nmf; k++)
+			if (lt->mf[k].ino == mf[i].ino)
+				lt->mf[k].pos = pos;
+		pthread_mutex_unlock(&lt->mf_lock);
 	}
-	pthread_mutex_unlock(&fs->lt_tail_lock);
+	pthread_mutex_unlock(&lt->tail_lock);
 }
 
 void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes)
 {
 	if (fs->lt && tid)
-		lifetime_infer_read(fs->lt, ino, tid, bytes, zf_now_ns());
+		lifetime_infer_read(fs->lt->infer, ino, tid, bytes, zf_now_ns());
 }
 
 void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st)
 {
-	lifetime_infer_get_stats(fs->lt, st);
+	lifetime_infer_get_stats(fs->lt ? fs->lt->infer : NULL, st);
+}
+
+void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st)
+{
+	struct lifetime_infer_stats ls;
+
+	fs_lifetime_get_stats(fs, &ls);
+	st->lifetime_tables = ls.tables;
+	st->lifetime_tables_corrected = ls.tables_corrected;
+}
+
+int fs_lifetime_level(struct fs *fs, uint64_t ino)
+{
+	return lifetime_infer_level(fs->lt ? fs->lt->infer : NULL, ino);
 }

@@ -45,7 +45,7 @@
 #include <stdint.h>
 
 #include "zoned/zdev.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 
 #define ZALLOC_NR_CLASSES LIFETIME_NR
 

@@ -1,11 +1,12 @@
-/* test_lifetime — unit tests of lifetime_hints/: the decision table,
+/* test_lifetime — unit tests of lsm/: the decision table,
  * presets, the rules file, the level -> class map, and the LSM level
  * inference on synthetic RocksDB- and LevelDB-like event sequences (the
  * patterns measured in ../shared/what-the-daemon-sees.md and in RocksDB's
  * LOG: one flush thread, one compaction thread, inputs deleted in a batch
  * after each compaction, often by another thread), and, through the fs
  * core on the emulator, where classes come from (rules file, directory
- * xattr, presets, inference, placement=off) and one garbage collection.
+ * xattr, presets, inference, placement=off).  The collector's tests are
+ * in test_gc.c.
  */
 #include <check.h>
 #include <errno.h>
@@ -20,7 +21,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "testlib.h"
 
 #define MiB (1024ull * 1024ull)
@@ -875,7 +876,7 @@ START_TEST(fs_class_sources)
 	mk(fs, FS_ROOT_INO, "000005.log", 2);
 	t = mk(fs, FS_ROOT_INO, "000006.sst", 3);
 	lifetime_is(fs, t, "medium inferred\n");
-	ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 0);
+	ck_assert_int_eq(fs_lifetime_level(fs, t), 0);
 	/* the MANIFEST says where it really is (a table moved down): L2 */
 	{
 		static struct enc log, rec;
@@ -888,10 +889,10 @@ START_TEST(fs_class_sources)
 		e_log(&log, rec.b, rec.n);
 		ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
 		fs_lifetime_tail_manifests(fs);
-		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+		ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
 		lifetime_is(fs, t, "long inferred\n");
 		fs_lifetime_tail_manifests(fs);	/* nothing new: no change */
-		ck_assert_int_eq(lifetime_infer_level(fs->lt, t), 2);
+		ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
 	}
 	/* the file's own xattr wins from then on */
 	ck_assert_int_eq(fs_setxattr(fs, t, "user.zonefuse.lifetime", "extreme", 7, 0), 0);
@@ -928,86 +929,6 @@ START_TEST(fs_class_sources)
 }
 END_TEST
 
-static void fill(uint8_t *b, size_t n, uint32_t seed)
-{
-	for (size_t i = 0; i < n; i++) {
-		seed = seed * 1103515245u + 12345u;
-		b[i] = (uint8_t)(seed >> 16);
-	}
-}
-
-/* Three files written side by side share zones; one dies; the collector
- * moves the others' data out of a partly dead zone, which is reset; the
- * data reads back, also after a remount, and fsck is clean. */
-START_TEST(fs_gc_moves_live_data)
-{
-	enum { GNF = 3, GSZ = 3 << 20, GPIECE = 64 << 10 };
-	struct zdev *dev;
-	struct fs *fs;
-	struct fs_stats st0, st1;
-	uint64_t ino[GNF];
-	uint8_t *want[GNF], *got = malloc(GSZ);
-	int r, runs = 0;
-
-	fs_dev_make();
-	fs = fs_up(&dev, NULL, false);
-	for (int i = 0; i < GNF; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "g%d.bin", i);
-		ino[i] = mk(fs, FS_ROOT_INO, name, 1);
-		ck_assert_int_eq(fs_open(fs, ino[i], O_RDWR), 0);
-		want[i] = malloc(GSZ);
-		fill(want[i], GSZ, (uint32_t)i + 7);
-	}
-	for (size_t off = 0; off < GSZ; off += GPIECE)
-		for (int i = 0; i < GNF; i++) {
-			ck_assert_int_eq(fs_write(fs, ino[i], off, want[i] + off, GPIECE, false), GPIECE);
-			ck_assert_int_eq(fs_flush(fs, ino[i]), 0);	/* interleave in zones */
-		}
-	for (int i = 0; i < GNF; i++) {
-		ck_assert_int_eq(fs_fsync(fs, ino[i], false), 0);
-		ck_assert_int_eq(fs_release(fs, ino[i]), 0);
-	}
-	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "g1.bin"), 0);
-	fs_forget(fs, ino[1], 1);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
-	fs_get_stats(fs, &st0);
-	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
-		runs++;
-	ck_assert_int_ge(r, 0);
-	ck_assert_int_gt(runs, 0);
-	fs_get_stats(fs, &st1);
-	ck_assert_uint_gt(st1.gc_bytes_written, 0);
-	ck_assert_uint_gt(st1.zone_resets, st0.zone_resets);
-	ck_assert_uint_gt(st1.gc_runs, 0);
-	ck_assert_uint_gt(st1.write_amp_milli, 1000);
-	ck_assert_uint_eq(st1.class_gc_bytes_written[LIFETIME_MEDIUM], st1.gc_bytes_written);
-	for (int i = 0; i < GNF; i += 2) {
-		ck_assert_int_eq(fs_read(fs, ino[i], 0, GSZ, got), GSZ);
-		ck_assert(memcmp(got, want[i], GSZ) == 0);
-	}
-	fs_down(fs, dev);
-	{
-		struct zdev *d;
-
-		tl_dev_open(&td, &d);
-		ck_assert_int_eq(fs_check(d, false, tl_fsck_print, NULL), 0);
-		zdev_close(d);
-	}
-	fs = fs_up(&dev, NULL, false);
-	for (int i = 0; i < GNF; i += 2) {
-		ck_assert_int_eq(fs_read(fs, ino[i], 0, GSZ, got), GSZ);
-		ck_assert(memcmp(got, want[i], GSZ) == 0);
-	}
-	fs_down(fs, dev);
-	for (int i = 0; i < GNF; i++)
-		free(want[i]);
-	free(got);
-	tl_dev_remove(&td);
-}
-END_TEST
-
 static Suite *lifetime_suite(void)
 {
 	Suite *s = suite_create("lifetime");
@@ -1025,7 +946,6 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
-	tcase_add_test(tc, fs_gc_moves_live_data);
 	suite_add_tcase(s, tc);
 	return s;
 }

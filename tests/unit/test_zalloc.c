@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
-#include "lifetime_hints/lifetime.h"
+#include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
 #include "zoned/zdev.h"
 

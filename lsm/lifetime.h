@@ -1,10 +1,38 @@
 /* lifetime — what we expect of a file's life, and the zone class it gets.
  *
  * Purpose: files that die together should share zones, so that whole zones
- * become free without copying (write amplification ~ 1).  FUSE never sees
- * F_SET_RW_HINT, so the class is decided by zonefuse from what it knows when
- * the file is CREATED (before any data is written; data reaches the daemon
- * late, from kernel writeback, without the writer's thread id).
+ * become free without copying.  FUSE never sees F_SET_RW_HINT, so the class
+ * is decided by zonefuse from what it knows when the file is CREATED
+ * (before any data is written; data reaches the daemon late, from kernel
+ * writeback, without the writer's thread id).  This module knows nothing
+ * of the file system: fs/fs_lifetime.c gathers the facts and applies the
+ * answers.
+ *
+ * Files (declarations below are grouped the same way):
+ *   lifetime.c   class and source names, presets, lifetime_decide(),
+ *                lifetime_level_classes()
+ *   rules.c      the -o hints=FILE rules: parse, match
+ *   manifest.c   the RocksDB/LevelDB MANIFEST parser
+ *   infer.c      the LSM level inference state (struct lifetime_infer)
+ *   lsm_priv.h   helpers shared by those files only
+ *
+ * Invariants:
+ *   - lifetime_decide(), lifetime_preset(), lifetime_level_classes(), the
+ *     name predicates, the rules functions and lifetime_manifest_parse()
+ *     are pure: no I/O, no global state, the result depends on the
+ *     arguments only.
+ *   - enum lifetime_source values are stored on disk: never renumbered.
+ *   - A table's class never equals the WAL's (SHORT): level_class[] maps
+ *     every level to MEDIUM or above.
+ *   - A level set from a MANIFEST (lifetime_infer_set_level) is exact: the
+ *     corrections that follow a job's end leave it alone; only another
+ *     MANIFEST entry, or a new create of the same file id, changes it.
+ *
+ * Thread safety: the pure functions are safe from any thread; a parsed
+ * rule set is immutable, so lifetime_rules_match() needs no lock.  The
+ * inference state has its own leaf mutex: every lifetime_infer_* function
+ * is thread-safe, takes no other lock, and calls back only through the
+ * size callback of lifetime_infer_create() (with the mutex held).
  *
  * Classes (enum lifetime_class), shortest-lived first:
  *   NONE     small, slowly growing bookkeeping files (MANIFEST, info LOG,
@@ -49,8 +77,7 @@
  * is compared with the lifetime of the level that opened the class below
  * (L0 opens MEDIUM): a level living at least LIFETIME_STEP_RATIO times
  * longer goes one class up, otherwise it shares the class; a level not
- * observed yet takes the default step.  (RocksDB with random keys: L0 and
- * L1 both live ~4 memtables and share MEDIUM, L2 lives ~6x longer: LONG.)
+ * observed yet takes the default step.
  *
  * ---- Inference of a table's LSM level (struct lifetime_infer) ----------
  * Model of a leveled LSM (RocksDB, LevelDB): a memtable flush writes one
@@ -86,13 +113,7 @@
  * moves their data to the right class), and the targets are learned from
  * the scores seen at the job's start.  Deleted files' lifetimes feed
  * level_class[].  Accuracy is measured by scripts/bench-placement.sh
- * against RocksDB's own LOG (docs/placement.md has the numbers).
- *
- * Invariants: lifetime_decide(), lifetime_preset(), lifetime_level_classes()
- * and the rules functions are pure (no I/O, no global state).  The
- * inference state is explicit (struct lifetime_infer) with its own leaf
- * mutex: every lifetime_infer_* function is thread-safe and never calls
- * back except through the size callback of lifetime_infer_create().
+ * against RocksDB's own LOG (docs/placement.md has the method and results).
  */
 #ifndef ZONEFUSE_LIFETIME_H
 #define ZONEFUSE_LIFETIME_H
@@ -122,6 +143,8 @@ enum lifetime_source {
 	LIFETIME_SRC_NR = 7,
 };
 
+/* ---- names and presets (lifetime.c) ------------------------------------ */
+
 const char *lifetime_class_name(enum lifetime_class c);	/* "short" ... */
 const char *lifetime_source_name(enum lifetime_source s);	/* "preset" ... */
 /* Parse "none|short|medium|long|extreme" (or "0".."4"); -EINVAL otherwise. */
@@ -137,7 +160,7 @@ int lifetime_is_table(const char *name);
 /* True for write-ahead logs (*.log). */
 int lifetime_is_wal(const char *name);
 
-/* ---- the decision -------------------------------------------------------- */
+/* ---- the decision (lifetime.c) ------------------------------------------ */
 
 #define LIFETIME_MAX_LEVELS 8
 #define LIFETIME_MIN_OBS 8		/* deaths before a level's lifetime counts */
@@ -166,7 +189,7 @@ void lifetime_level_classes(const struct lifetime_level_obs *wal,
 			    const struct lifetime_level_obs lv[LIFETIME_MAX_LEVELS],
 			    uint8_t out[LIFETIME_MAX_LEVELS]);
 
-/* ---- rules file (-o hints=FILE) ----------------------------------------- */
+/* ---- rules file, -o hints=FILE (rules.c) -------------------------------- */
 
 /* Format: one rule per line, "GLOB CLASS" separated by blanks; '#' starts a
  * comment; blank lines are ignored.  A GLOB containing '/' is matched
@@ -187,45 +210,8 @@ bool lifetime_rules_need_path(const struct lifetime_rules *r);
 int lifetime_rules_match(const struct lifetime_rules *r, const char *name,
 			 const char *relpath);
 
-/* ---- inference state ----------------------------------------------------- */
-
-#define LIFETIME_L0_TRIGGER 4		/* L0 files that start an L0 compaction */
-#define LIFETIME_LEVEL_MULT 10.0	/* default target(k+1) / target(k) */
-#define LIFETIME_READ_MIN (64u << 10)	/* table bytes read that reveal a compaction */
-#define LIFETIME_READ_WINDOW_NS (30ull * 1000000000ull)
-#define LIFETIME_JOB_IDLE_NS (20ull * 1000000000ull)	/* an open job dies after this */
-
-enum lifetime_kind {
-	LIFETIME_KIND_OTHER = 0,	/* not a table or WAL */
-	LIFETIME_KIND_WAL = 1,
-	LIFETIME_KIND_TABLE = 2,
-};
-
-/* Why a table got its level (for the debug log and the statistics). */
-enum lifetime_why {
-	LIFETIME_WHY_READS = 0,		/* its creator read its inputs */
-	LIFETIME_WHY_JOB = 1,		/* next output of an open compaction job */
-	LIFETIME_WHY_FLUSH = 2,		/* a flush was pending */
-	LIFETIME_WHY_PICKER = 3,	/* new compaction job: picker simulation */
-	LIFETIME_WHY_NR = 4,
-};
-const char *lifetime_why_name(enum lifetime_why w);
-
-struct lifetime_guess {
-	int level;
-	enum lifetime_why why;
-	uint64_t job;		/* compaction job id (0 = flush) */
-};
-
-/* A level correction: file's level changed (after its job's inputs died). */
-struct lifetime_fix {
-	uint64_t file;
-	int old_level, new_level;
-};
-#define LIFETIME_MAX_FIXES 64
-
-/* ---- RocksDB/LevelDB MANIFEST: the exact levels, after the fact -------- *
- * The MANIFEST is a log (32 KiB blocks of records: masked CRC32C, u16
+/* ---- RocksDB/LevelDB MANIFEST (manifest.c) ------------------------------ *
+ * The exact levels, after the fact.  The MANIFEST is a log (32 KiB blocks of records: masked CRC32C, u16
  * length, type FULL/FIRST/MIDDLE/LAST) of VersionEdits, appended and
  * fsync'ed by the store each time its LSM changes: after a flush or a
  * compaction, and for "trivial moves" (a table moved one level down without
@@ -247,6 +233,43 @@ uint64_t lifetime_manifest_parse(const uint8_t *buf, size_t len, uint64_t base,
 				 lifetime_manifest_fn fn, void *arg);
 /* The table number in a name like "000123.sst" (or .ldb); 0 if none. */
 uint64_t lifetime_table_number(const char *name);
+
+/* ---- inference state (infer.c) ------------------------------------------ */
+
+#define LIFETIME_L0_TRIGGER 4		/* L0 files that start an L0 compaction */
+#define LIFETIME_LEVEL_MULT 10.0	/* default target(k+1) / target(k) */
+#define LIFETIME_READ_MIN (64u << 10)	/* table bytes read that reveal a compaction */
+#define LIFETIME_READ_WINDOW_NS (30ull * 1000000000ull)
+#define LIFETIME_JOB_IDLE_NS (20ull * 1000000000ull)	/* an open job dies after this */
+
+enum lifetime_kind {
+	LIFETIME_KIND_OTHER = 0,	/* not a table or WAL */
+	LIFETIME_KIND_WAL = 1,
+	LIFETIME_KIND_TABLE = 2,
+};
+
+/* Why a table got its level (for the debug log and the statistics). */
+enum lifetime_why {
+	LIFETIME_WHY_READS = 0,		/* its creator read its inputs */
+	LIFETIME_WHY_JOB = 1,		/* next output of an open compaction job */
+	LIFETIME_WHY_FLUSH = 2,		/* a flush was pending */
+	LIFETIME_WHY_PICKER = 3,	/* new compaction job: picker simulation */
+	LIFETIME_WHY_NR = 4,
+};
+const char *lifetime_why_name(enum lifetime_why w);	/* lifetime.c */
+
+struct lifetime_guess {
+	int level;
+	enum lifetime_why why;
+	uint64_t job;		/* compaction job id (0 = flush) */
+};
+
+/* A level correction: file's level changed (after its job's inputs died). */
+struct lifetime_fix {
+	uint64_t file;
+	int old_level, new_level;
+};
+#define LIFETIME_MAX_FIXES 64
 
 struct lifetime_infer;
 struct lifetime_infer *lifetime_infer_new(void);

@@ -1,0 +1,674 @@
+/* infer — the LSM level inference state (struct lifetime_infer): the live
+ * tables and WALs, the threads that create and read them, the compaction
+ * jobs they run, and the picker targets learned from those jobs (the model
+ * is in lifetime.h).  Every public function takes li->mu, a leaf lock, for
+ * its whole run; the static helpers below are called with it held. */
+#include "lsm/lifetime.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/zf_common.h"
+#include "lsm/lsm_priv.h"
+
+#define LI_THREADS 64
+#define LI_READS 16
+#define LI_OBS 128
+#define LI_BATCH_NS (5ull * 1000000000ull)	/* inputs of one job die within this */
+
+struct li_file {
+	uint64_t file;		/* 0 = empty slot */
+	uint64_t job;		/* compaction job that wrote it (0 = flush/unknown) */
+	uint64_t born;		/* clock at create */
+	int8_t level;		/* -1 unknown */
+	uint8_t kind;
+	bool dead;		/* tombstone */
+	bool exact;		/* level from a MANIFEST */
+};
+
+struct li_read {
+	uint64_t file, bytes, t;
+};
+
+struct li_thread {
+	uint32_t tid;
+	bool used;
+	uint64_t last_ns;
+	uint64_t job;		/* open compaction job, 0 = none */
+	int job_level;
+	uint64_t job_last_ns;	/* last output of the job */
+	bool resolving;		/* inputs of the job are dying */
+	int resolve_min;
+	uint64_t resolve_ns;
+	int obs_idx;		/* observation of the job (learning), -1 */
+	uint32_t f_n0;		/* picker features at the job's start */
+	double f_b[LIFETIME_MAX_LEVELS];
+	uint64_t last_output;
+	uint64_t n_flush, jobs_comp;
+	struct li_read reads[LI_READS];
+};
+
+struct li_obs {
+	uint32_t n0;
+	double b[LIFETIME_MAX_LEVELS];
+	int8_t in_level;
+};
+
+struct lifetime_infer {
+	pthread_mutex_t mu;
+	struct li_file *f;
+	size_t fcap, fused;	/* slots in use (live + tombstones) */
+	size_t flive;
+	struct li_thread th[LI_THREADS];
+	int live_wal;		/* WALs alive */
+	int unconf;		/* flush outputs not yet confirmed by a WAL death */
+	uint64_t next_job;
+	struct li_obs obs[LI_OBS];
+	unsigned int nobs, obs_next;
+	double target[LIFETIME_MAX_LEVELS];
+	bool targets_dirty;
+	struct lifetime_infer_stats st;
+};
+
+static size_t fhash(uint64_t file, size_t cap)
+{
+	return (size_t)((file * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static struct li_file *file_find(struct lifetime_infer *li, uint64_t file)
+{
+	if (!li->fcap || !file)
+		return NULL;
+	for (size_t i = fhash(file, li->fcap), k = 0; k < li->fcap;
+	     i = (i + 1) & (li->fcap - 1), k++) {
+		struct li_file *x = &li->f[i];
+
+		if (!x->file && !x->dead)
+			return NULL;
+		if (x->file == file && !x->dead)
+			return x;
+	}
+	return NULL;
+}
+
+static int file_rehash(struct lifetime_infer *li, size_t ncap)
+{
+	struct li_file *nf = calloc(ncap, sizeof(*nf));
+
+	if (!nf)
+		return -ENOMEM;
+	for (size_t i = 0; i < li->fcap; i++) {
+		struct li_file *x = &li->f[i];
+
+		if (!x->file || x->dead)
+			continue;
+		size_t j = fhash(x->file, ncap);
+		while (nf[j].file)
+			j = (j + 1) & (ncap - 1);
+		nf[j] = *x;
+	}
+	free(li->f);
+	li->f = nf;
+	li->fcap = ncap;
+	li->fused = li->flive;
+	return 0;
+}
+
+/* The record of file, created if needed (NULL on ENOMEM). */
+static struct li_file *file_get(struct lifetime_infer *li, uint64_t file)
+{
+	struct li_file *x = file_find(li, file);
+
+	if (x)
+		return x;
+	if ((li->fused + 1) * 4 > li->fcap * 3 &&
+	    file_rehash(li, li->fcap ? (li->flive * 4 > li->fcap ? 2 * li->fcap : li->fcap) : 64))
+		return NULL;
+	size_t i = fhash(file, li->fcap);
+	while (li->f[i].file && !li->f[i].dead)
+		i = (i + 1) & (li->fcap - 1);
+	x = &li->f[i];
+	if (!x->dead)
+		li->fused++;
+	memset(x, 0, sizeof(*x));
+	x->file = file;
+	x->level = -1;
+	li->flive++;
+	return x;
+}
+
+static void file_del(struct lifetime_infer *li, struct li_file *x)
+{
+	x->dead = true;
+	x->file = 0;
+	li->flive--;
+}
+
+struct lifetime_infer *lifetime_infer_new(void)
+{
+	struct lifetime_infer *li = calloc(1, sizeof(*li));
+
+	if (!li)
+		return NULL;
+	pthread_mutex_init(&li->mu, NULL);
+	li->next_job = 1;
+	li->targets_dirty = true;
+	for (int i = 0; i < LI_THREADS; i++)
+		li->th[i].obs_idx = -1;
+	return li;
+}
+
+void lifetime_infer_free(struct lifetime_infer *li)
+{
+	if (!li)
+		return;
+	pthread_mutex_destroy(&li->mu);
+	free(li->f);
+	free(li);
+}
+
+/* The thread's slot; the least recently active one is recycled. */
+static struct li_thread *thread_get(struct lifetime_infer *li, uint32_t tid,
+				    uint64_t now)
+{
+	struct li_thread *old = NULL;
+
+	for (int i = 0; i < LI_THREADS; i++) {
+		struct li_thread *t = &li->th[i];
+
+		if (t->used && t->tid == tid) {
+			t->last_ns = now;
+			return t;
+		}
+		if (!old || !t->used || (old->used && t->last_ns < old->last_ns))
+			if (!old || old->used)
+				old = t;
+	}
+	memset(old, 0, sizeof(*old));
+	old->used = true;
+	old->tid = tid;
+	old->last_ns = now;
+	old->obs_idx = -1;
+	return old;
+}
+
+static void obs_note(struct lifetime_level_obs *o, uint64_t life)
+{
+	double x = lsm_log2((double)(life ? life : 1));
+
+	o->n++;
+	if (o->n <= 16)
+		o->log2_life += (x - o->log2_life) / (double)o->n;
+	else
+		o->log2_life += (x - o->log2_life) / 16.0;
+}
+
+/* Learn target(k) (bytes) for k >= 1 from the jobs seen: the threshold on
+ * y = bytes(Lk) / max(L0 score, 1, lower levels' scores) that best
+ * separates jobs from level k from the others. */
+static void learn_targets(struct lifetime_infer *li)
+{
+	double pos[LI_OBS], neg[LI_OBS];
+
+	for (int k = 1; k < LIFETIME_MAX_LEVELS; k++) {
+		unsigned np = 0, nn = 0;
+		double t = 0;
+
+		for (unsigned i = 0; i < li->nobs; i++) {
+			const struct li_obs *o = &li->obs[i];
+			double m = ZF_MAX(o->n0 / (double)LIFETIME_L0_TRIGGER, 1.0);
+
+			if (o->b[k] <= 0)
+				continue;
+			for (int j = 1; j < k; j++)
+				if (li->target[j] > 0)
+					m = ZF_MAX(m, o->b[j] / li->target[j]);
+			if (o->in_level == k)
+				pos[np++] = o->b[k] / m;
+			else
+				neg[nn++] = o->b[k] / m;
+		}
+		if (np >= (k == 1 ? 1u : 2u)) {
+			double best_c = pos[0];
+			unsigned best_err = UINT32_MAX;
+
+			for (unsigned a = 0; a < np + nn; a++) {
+				double c = a < np ? pos[a] : neg[a - np];
+				unsigned err = 0;
+
+				for (unsigned i = 0; i < np; i++)
+					err += pos[i] < c;
+				for (unsigned i = 0; i < nn; i++)
+					err += neg[i] >= c;
+				if (err < best_err || (err == best_err && c < best_c)) {
+					best_err = err;
+					best_c = c;
+				}
+			}
+			double lo = 0;
+			for (unsigned i = 0; i < nn; i++)
+				if (neg[i] < best_c && neg[i] > lo)
+					lo = neg[i];
+			if (lo <= 0)
+				lo = best_c * 0.9;
+			t = (best_c + lo) / 2;
+		} else if (np) {
+			/* one job from this level (k >= 2): the default
+			 * multiplier, but above every size at which the level
+			 * was NOT chosen */
+			if (li->target[k - 1] > 0)
+				t = li->target[k - 1] * LIFETIME_LEVEL_MULT;
+			for (unsigned i = 0; i < nn; i++)
+				if (neg[i] * 1.25 > t)
+					t = neg[i] * 1.25;
+		}
+		/* else: no job from this level seen yet: not predicted (a new
+		 * level is usually filled by moving tables down without
+		 * rewriting them; its first real compaction teaches us) */
+		li->target[k] = t;
+	}
+	li->targets_dirty = false;
+}
+
+/* Level of a new compaction job from the picker simulation; fills the
+ * job's features. */
+static int picker_level(struct lifetime_infer *li, struct li_thread *t,
+			uint64_t (*size_of)(void *, uint64_t), void *arg)
+{
+	double best = 0;
+	int lvl = 0;
+
+	t->f_n0 = 0;
+	memset(t->f_b, 0, sizeof(t->f_b));
+	for (size_t i = 0; i < li->fcap; i++) {
+		const struct li_file *x = &li->f[i];
+
+		if (!x->file || x->dead || x->kind != LIFETIME_KIND_TABLE ||
+		    x->level < 0 || x->level >= LIFETIME_MAX_LEVELS)
+			continue;
+		if (x->level == 0)
+			t->f_n0++;
+		t->f_b[x->level] += size_of ? (double)size_of(arg, x->file) : 0;
+	}
+	if (li->targets_dirty)
+		learn_targets(li);
+	best = t->f_n0 / (double)LIFETIME_L0_TRIGGER;
+	for (int k = 1; k < LIFETIME_MAX_LEVELS - 1; k++) {
+		if (li->target[k] <= 0 || t->f_b[k] <= 0)
+			continue;
+		if (t->f_b[k] / li->target[k] > best) {
+			best = t->f_b[k] / li->target[k];
+			lvl = k;
+		}
+	}
+	return lvl + 1;
+}
+
+/* Reads by t of other live tables in the window: their minimum level, or -1
+ * if fewer than LIFETIME_READ_MIN bytes. */
+static int read_inputs(struct lifetime_infer *li, struct li_thread *t,
+		       uint64_t now)
+{
+	uint64_t bytes = 0;
+	int min = -1;
+
+	for (int i = 0; i < LI_READS; i++) {
+		const struct li_read *r = &t->reads[i];
+		const struct li_file *x;
+
+		if (!r->file || r->file == t->last_output ||
+		    now - r->t > LIFETIME_READ_WINDOW_NS)
+			continue;
+		x = file_find(li, r->file);
+		if (!x || x->kind != LIFETIME_KIND_TABLE || x->level < 0)
+			continue;
+		bytes += r->bytes;
+		if (r->bytes >= 4096 && (min < 0 || x->level < min))
+			min = x->level;
+	}
+	return bytes >= LIFETIME_READ_MIN ? min : -1;
+}
+
+static void close_job(struct li_thread *t)
+{
+	t->job = 0;
+	t->resolving = false;
+	t->obs_idx = -1;
+}
+
+static void open_job(struct lifetime_infer *li, struct li_thread *t, int level,
+		     uint64_t now)
+{
+	t->job = li->next_job++;
+	t->job_level = level;
+	t->job_last_ns = now;
+	t->resolving = false;
+	t->obs_idx = -1;
+}
+
+/* The level of a new table x created by thread t (the four steps of
+ * lifetime.h, in order); opens or follows t's compaction job and counts the
+ * table in the statistics.  [mu] */
+static int table_level(struct lifetime_infer *li, struct li_file *x,
+		       struct li_thread *t, uint64_t now_ns,
+		       uint64_t (*size_of)(void *arg, uint64_t file), void *arg,
+		       enum lifetime_why *whyp)
+{
+	int pending = li->live_wal - 1 - li->unconf;
+	bool compactor = t->jobs_comp >= 3 && t->n_flush * 4 < t->jobs_comp;
+	int lvl, rd;
+	enum lifetime_why why;
+
+	if (t->job && (t->resolving || now_ns - t->job_last_ns > LIFETIME_JOB_IDLE_NS))
+		close_job(t);
+	rd = read_inputs(li, t, now_ns);
+	if (rd >= 0) {
+		lvl = rd + 1;
+		why = LIFETIME_WHY_READS;
+		if (!t->job) {
+			open_job(li, t, lvl, now_ns);
+			picker_level(li, t, size_of, arg);	/* features only */
+		}
+		t->job_level = lvl;
+	} else if (t->job) {
+		lvl = t->job_level;
+		why = LIFETIME_WHY_JOB;
+	} else if (pending > 0 && !compactor) {
+		lvl = 0;
+		why = LIFETIME_WHY_FLUSH;
+		li->unconf++;
+		t->n_flush++;
+	} else {
+		lvl = picker_level(li, t, size_of, arg);
+		why = LIFETIME_WHY_PICKER;
+		open_job(li, t, lvl, now_ns);
+	}
+	if (lvl >= LIFETIME_MAX_LEVELS)
+		lvl = LIFETIME_MAX_LEVELS - 1;
+	x->level = (int8_t)lvl;
+	x->job = why == LIFETIME_WHY_FLUSH ? 0 : t->job;
+	if (t->job)
+		t->job_last_ns = now_ns;
+	t->last_output = x->file;
+	li->st.tables++;
+	li->st.why[why]++;
+	*whyp = why;
+	return lvl;
+}
+
+void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
+			   enum lifetime_kind kind, uint32_t tid,
+			   uint64_t now_ns, uint64_t clock,
+			   uint64_t (*size_of)(void *arg, uint64_t file),
+			   void *arg, struct lifetime_guess *g)
+{
+	struct li_file *x;
+	enum lifetime_why why;
+	int lvl;
+
+	if (g)
+		*g = (struct lifetime_guess){ .level = -1, .why = LIFETIME_WHY_FLUSH };
+	if (!li || !file)
+		return;
+	pthread_mutex_lock(&li->mu);
+	x = file_find(li, file);
+	if (x) {
+		if (x->kind == LIFETIME_KIND_WAL && li->live_wal > 0)
+			li->live_wal--;
+		file_del(li, x);
+	}
+	x = file_get(li, file);
+	if (!x)
+		goto out;
+	x->kind = (uint8_t)kind;
+	x->born = clock;
+	if (kind == LIFETIME_KIND_WAL) {
+		li->live_wal++;
+		goto out;
+	}
+	if (kind != LIFETIME_KIND_TABLE)
+		goto out;
+	lvl = table_level(li, x, thread_get(li, tid, now_ns), now_ns, size_of, arg, &why);
+	if (g)
+		*g = (struct lifetime_guess){ .level = lvl, .why = why, .job = x->job };
+out:
+	pthread_mutex_unlock(&li->mu);
+}
+
+void lifetime_infer_adopt(struct lifetime_infer *li, uint64_t file,
+			  enum lifetime_kind kind, int level, uint64_t clock)
+{
+	struct li_file *x;
+
+	if (!li || !file)
+		return;
+	pthread_mutex_lock(&li->mu);
+	x = file_get(li, file);
+	if (x) {
+		x->kind = (uint8_t)kind;
+		x->level = (int8_t)(level < LIFETIME_MAX_LEVELS ? level : LIFETIME_MAX_LEVELS - 1);
+		x->born = clock;
+		if (kind == LIFETIME_KIND_WAL)
+			li->live_wal++;
+	}
+	pthread_mutex_unlock(&li->mu);
+}
+
+void lifetime_infer_read(struct lifetime_infer *li, uint64_t file, uint32_t tid,
+			 uint64_t bytes, uint64_t now_ns)
+{
+	struct li_thread *t;
+	struct li_read *slot = NULL;
+
+	if (!li || !file || !bytes)
+		return;
+	pthread_mutex_lock(&li->mu);
+	t = thread_get(li, tid, now_ns);
+	for (int i = 0; i < LI_READS; i++) {
+		struct li_read *r = &t->reads[i];
+
+		if (r->file == file) {
+			slot = r;
+			break;
+		}
+		if (!slot || r->t < slot->t)
+			slot = r;
+	}
+	if (slot->file != file)
+		*slot = (struct li_read){ .file = file };
+	slot->bytes += bytes;
+	slot->t = now_ns;
+	pthread_mutex_unlock(&li->mu);
+}
+
+/* Set every output of job to level; append the changes to fixes. */
+static size_t fix_job(struct lifetime_infer *li, uint64_t job, int level,
+		      struct lifetime_fix *fixes, size_t n)
+{
+	for (size_t i = 0; i < li->fcap; i++) {
+		struct li_file *x = &li->f[i];
+
+		if (!x->file || x->dead || x->job != job || x->level == level || x->exact)
+			continue;
+		if (fixes && n < LIFETIME_MAX_FIXES)
+			fixes[n++] = (struct lifetime_fix){ x->file, x->level, level };
+		x->level = (int8_t)level;
+		li->st.tables_corrected++;
+	}
+	return n;
+}
+
+/* The job whose input a dying table of job `job` was: the unlinking
+ * thread's own open job; else a job whose inputs are dying now (same
+ * batch); else the open job idle the longest (the one most likely
+ * finished).  NULL if no job is open.  [mu] */
+static struct li_thread *input_owner(struct lifetime_infer *li, uint64_t job,
+				     uint32_t tid, uint64_t now_ns)
+{
+	struct li_thread *best = NULL;
+
+	for (int i = 0; i < LI_THREADS; i++) {
+		struct li_thread *t = &li->th[i];
+
+		if (!t->used || !t->job || t->job == job)
+			continue;
+		if (t->resolving && now_ns - t->resolve_ns > LI_BATCH_NS)
+			continue;
+		if (tid && t->tid == tid)
+			return t;
+		if (!best || (t->resolving && !best->resolving) ||
+		    (t->resolving == best->resolving && t->job_last_ns < best->job_last_ns))
+			best = t;
+	}
+	return best;
+}
+
+/* An input of t's job, of level lvl, died: the job's level is lvl + 1 (the
+ * lowest input level seen so far wins).  The first input starts the
+ * resolution and records the job's picker features for learn_targets().
+ * Corrections of the job's outputs are appended to fixes[n...]; returns
+ * the new count.  [mu] */
+static size_t resolve_job(struct lifetime_infer *li, struct li_thread *t, int lvl,
+			  uint64_t now_ns, struct lifetime_fix *fixes, size_t n)
+{
+	int out_level = lvl + 1 < LIFETIME_MAX_LEVELS ? lvl + 1 : LIFETIME_MAX_LEVELS - 1;
+
+	if (t->resolving && lvl >= t->resolve_min)
+		return n;
+	if (!t->resolving) {
+		struct li_obs *o;
+
+		t->resolving = true;
+		t->resolve_ns = now_ns;
+		t->jobs_comp++;
+		li->st.jobs_resolved++;
+		t->obs_idx = (int)li->obs_next;
+		o = &li->obs[li->obs_next];
+		o->n0 = t->f_n0;
+		memcpy(o->b, t->f_b, sizeof(o->b));
+		li->obs_next = (li->obs_next + 1) % LI_OBS;
+		if (li->nobs < LI_OBS)
+			li->nobs++;
+	}
+	t->resolve_min = lvl;
+	if (t->obs_idx >= 0)
+		li->obs[t->obs_idx].in_level = (int8_t)lvl;
+	li->targets_dirty = true;
+	t->job_level = out_level;
+	return fix_job(li, t->job, out_level, fixes, n);
+}
+
+size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
+			     uint32_t tid, uint64_t now_ns, uint64_t clock,
+			     struct lifetime_fix *fixes)
+{
+	struct li_file *x;
+	struct li_thread *owner;
+	size_t n = 0;
+	int lvl;
+	uint64_t job;
+
+	if (!li || !file)
+		return 0;
+	pthread_mutex_lock(&li->mu);
+	x = file_find(li, file);
+	if (!x)
+		goto out;
+	if (x->kind == LIFETIME_KIND_WAL) {
+		if (li->live_wal > 0)
+			li->live_wal--;
+		if (li->unconf > 0)
+			li->unconf--;	/* a flush is done */
+		obs_note(&li->st.wal, clock - x->born);
+		file_del(li, x);
+		goto out;
+	}
+	if (x->kind != LIFETIME_KIND_TABLE) {
+		file_del(li, x);
+		goto out;
+	}
+	lvl = x->level;
+	job = x->job;
+	if (lvl >= 0)
+		obs_note(&li->st.level[lvl], clock - x->born);
+	file_del(li, x);
+	if (lvl < 0)
+		goto out;
+	owner = input_owner(li, job, tid, now_ns);
+	if (owner)
+		n = resolve_job(li, owner, lvl, now_ns, fixes, n);
+out:
+	pthread_mutex_unlock(&li->mu);
+	return n;
+}
+
+int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level,
+			     struct lifetime_fix *fix)
+{
+	struct li_file *x;
+	int changed = 0;
+
+	if (!li || level < 0)
+		return 0;
+	if (level >= LIFETIME_MAX_LEVELS)
+		level = LIFETIME_MAX_LEVELS - 1;
+	pthread_mutex_lock(&li->mu);
+	x = file_find(li, file);
+	if (x && x->kind == LIFETIME_KIND_TABLE) {
+		if (!x->exact)
+			li->st.tables_exact++;
+		if (x->level != level) {
+			if (fix)
+				*fix = (struct lifetime_fix){ file, x->level, level };
+			x->level = (int8_t)level;
+			changed = 1;
+		}
+		x->exact = true;
+	}
+	pthread_mutex_unlock(&li->mu);
+	return changed;
+}
+
+int lifetime_infer_level(struct lifetime_infer *li, uint64_t file)
+{
+	int l = -1;
+
+	if (!li)
+		return -1;
+	pthread_mutex_lock(&li->mu);
+	struct li_file *x = file_find(li, file);
+	if (x && x->kind == LIFETIME_KIND_TABLE)
+		l = x->level;
+	pthread_mutex_unlock(&li->mu);
+	return l;
+}
+
+void lifetime_infer_level_classes(struct lifetime_infer *li,
+				  uint8_t out[LIFETIME_MAX_LEVELS])
+{
+	if (!li) {
+		lifetime_level_classes(NULL, NULL, out);
+		return;
+	}
+	pthread_mutex_lock(&li->mu);
+	lifetime_level_classes(&li->st.wal, li->st.level, out);
+	pthread_mutex_unlock(&li->mu);
+}
+
+void lifetime_infer_get_stats(struct lifetime_infer *li,
+			      struct lifetime_infer_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!li)
+		return;
+	pthread_mutex_lock(&li->mu);
+	*st = li->st;
+	if (li->targets_dirty)
+		learn_targets(li);
+	for (int k = 0; k < LIFETIME_MAX_LEVELS; k++)
+		st->level_targets[k] = (uint64_t)li->target[k];
+	lifetime_level_classes(&li->st.wal, li->st.level, st->level_class);
+	pthread_mutex_unlock(&li->mu);
+}
