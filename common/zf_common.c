@@ -110,10 +110,16 @@ uint64_t zf_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+struct timespec zf_realtime_after(uint64_t ns)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return zf_ns_to_timespec(zf_timespec_to_ns(ts) + (int64_t)ns);
+}
+
 void zf_sleep_until_ns(uint64_t deadline_ns)
 {
-	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
-			       .tv_nsec = (long)(deadline_ns % 1000000000ull) };
+	struct timespec ts = zf_ns_to_timespec((int64_t)deadline_ns);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 		;
 }

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define ZF_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ZF_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -35,6 +36,21 @@ uint64_t zf_log_error_count(void);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t zf_now_ns(void);
+
+/* Nanoseconds <-> struct timespec (times since the epoch may be negative:
+ * the division truncates, as the kernel's does). */
+#define ZF_NS_PER_SEC 1000000000ll
+static inline struct timespec zf_ns_to_timespec(int64_t ns)
+{
+	return (struct timespec){ .tv_sec = (time_t)(ns / ZF_NS_PER_SEC),
+				  .tv_nsec = (long)(ns % ZF_NS_PER_SEC) };
+}
+static inline int64_t zf_timespec_to_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * ZF_NS_PER_SEC + ts.tv_nsec;
+}
+/* The CLOCK_REALTIME time `ns` from now (pthread_cond_timedwait's clock). */
+struct timespec zf_realtime_after(uint64_t ns);
 /* Sleep until the monotonic clock reads deadline_ns. */
 void zf_sleep_until_ns(uint64_t deadline_ns);
 

@@ -115,7 +115,7 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 
 /* Who asks: credentials and the calling thread (FUSE passes the tid of the
  * thread making the request; 0 when unknown, e.g. kernel writeback). */
-struct fs_ctx { uint32_t uid, gid, pid; };
+struct fs_ctx { uint32_t uid, gid, tid; };
 int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 	     dev_t rdev, const struct fs_ctx *ctx, struct stat *out);
 int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
@@ -148,8 +148,11 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 int fs_flush(struct fs *fs, uint64_t ino);
 /* Write out the file's buffers and commit the log. */
 int fs_fsync(struct fs *fs, uint64_t ino, bool datasync);
-/* Commit the metadata log (names, attributes, extents written so far). */
-int fs_commit_log(struct fs *fs);
+/* Make durable every metadata change made so far (names, attributes,
+ * extents of data already written out), and the data those extents point
+ * at; then a snapshot if one is due (its failure is not reported: it is
+ * retried at the next commit).  No locks held. */
+int fs_commit(struct fs *fs);
 /* Commit everything (all buffers, the log). */
 int fs_sync(struct fs *fs);
 

@@ -63,10 +63,6 @@ int fs_commit(struct fs *fs)
 	return 0;
 }
 
-int fs_commit_log(struct fs *fs)
-{
-	return fs_commit(fs);
-}
 
 /* Write out every inode's buffers whose data is older than `age_ns`. */
 static int flush_dirty(struct fs *fs, uint64_t age_ns)
@@ -131,11 +127,7 @@ static void *committer_main(void *arg)
 
 	pthread_mutex_lock(&fs->cmt.lock);
 	while (!fs->cmt.stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t ns = (uint64_t)ts.tv_nsec + interval;
-		ts.tv_sec += (time_t)(ns / 1000000000ull);
-		ts.tv_nsec = (long)(ns % 1000000000ull);
+		struct timespec ts = zf_realtime_after(interval);
 		if (!fs->cmt.kick && !fs->cmt.commit_only)
 			pthread_cond_timedwait(&fs->cmt.cond, &fs->cmt.lock, &ts);
 		bool kicked = fs->cmt.kick, commit_only = fs->cmt.commit_only;

@@ -17,7 +17,7 @@ int64_t fs_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return zf_timespec_to_ns(ts);
 }
 
 /* ---- inode table [L] ---- */

@@ -224,7 +224,6 @@ uint32_t fs_mode_kill_suidgid(uint32_t mode);
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
 
 /* fs_commit.c */
-int fs_commit(struct fs *fs);	/* no locks held */
 int fs_committer_start(struct fs *fs);
 void fs_committer_stop(struct fs *fs);
 void fs_kick_committer(struct fs *fs);	/* write out buffers and commit now */

@@ -283,7 +283,7 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 	/* Infer even when a stronger source decides: the state must see
 	 * every table (and the accuracy is measured in all modes). */
 	if (lt && kind != LIFETIME_KIND_OTHER)
-		lifetime_infer_create(lt->infer, in->ino, kind, ctx ? ctx->pid : 0,
+		lifetime_infer_create(lt->infer, in->ino, kind, ctx ? ctx->tid : 0,
 				      zf_now_ns(), fs->user_bytes, size_of, fs, &g);
 	if (kind == LIFETIME_KIND_TABLE) {
 		f.level = g.level;
@@ -297,7 +297,7 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		mf_follow(fs, name, in->ino, dir->ino);
 	if (kind == LIFETIME_KIND_TABLE)
 		zf_dbg("lifetime: create %s ino %llu tid %u level %d why %s job %llu -> %s/%s",
-		       name, (unsigned long long)in->ino, ctx ? ctx->pid : 0, g.level,
+		       name, (unsigned long long)in->ino, ctx ? ctx->tid : 0, g.level,
 		       lifetime_why_name(g.why), (unsigned long long)g.job,
 		       lifetime_class_name(cls), lifetime_source_name(src));
 }

@@ -31,12 +31,9 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	st->st_blksize = fs->opts.stripe_unit;
 	uint64_t bytes = S_ISREG(in->mode) ? extmap_bytes(&in->map) + in->buffered : 0;
 	st->st_blocks = (blkcnt_t)(bytes / 512);
-	st->st_atim.tv_sec = in->atime / 1000000000;
-	st->st_atim.tv_nsec = in->atime % 1000000000;
-	st->st_mtim.tv_sec = in->mtime / 1000000000;
-	st->st_mtim.tv_nsec = in->mtime % 1000000000;
-	st->st_ctim.tv_sec = in->ctime / 1000000000;
-	st->st_ctim.tv_nsec = in->ctime % 1000000000;
+	st->st_atim = zf_ns_to_timespec(in->atime);
+	st->st_mtim = zf_ns_to_timespec(in->mtime);
+	st->st_ctim = zf_ns_to_timespec(in->ctime);
 }
 
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st)
@@ -138,14 +135,16 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	if (flags & FS_SET_ATIME_NOW)
 		a.atime = now;
 	else if (flags & FS_SET_ATIME)
-		a.atime = (int64_t)attr->st_atim.tv_sec * 1000000000 + attr->st_atim.tv_nsec;
+		a.atime = zf_timespec_to_ns(attr->st_atim);
 	if (flags & FS_SET_MTIME_NOW)
 		a.mtime = now;
 	else if (flags & FS_SET_MTIME)
-		a.mtime = (int64_t)attr->st_mtim.tv_sec * 1000000000 + attr->st_mtim.tv_nsec;
+		a.mtime = zf_timespec_to_ns(attr->st_mtim);
 	if (flags & FS_SET_SIZE)
 		a.mtime = now;
-	a.ctime = now;
+	/* The kernel sends the ctime it keeps with the writeback cache; any
+	 * other change stamps it now. */
+	a.ctime = flags & FS_SET_CTIME ? zf_timespec_to_ns(attr->st_ctim) : now;
 	/* Size changes are logged by fs_data_truncate; times alone are cheap
 	 * to lose, so log the rest now only when something durable changed. */
 	if (flags & (FS_SET_MODE | FS_SET_UID | FS_SET_GID | FS_SET_KILL_SUIDGID |

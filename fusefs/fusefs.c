@@ -52,7 +52,7 @@ static void reply_entry(fuse_req_t req, int ret, const struct stat *st)
 static struct fs_ctx ctx_of(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);
-	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid, .pid = (uint32_t)c->pid };
+	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid, .tid = (uint32_t)c->pid };	/* FUSE gives the thread id */
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -401,7 +401,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	reply_err(req, fs_commit_log(fs_of(req)));
+	reply_err(req, fs_commit(fs_of(req)));
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

@@ -569,7 +569,7 @@ static void fill_meta_log(void)
 	/* the commit's first write finds the zone changed; every later one
 	 * (the repairing snapshot's) fails */
 	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 1, 1u << 30, -EIO), 0);
-	ck_assert_int_lt(fs_commit_log(fs), 0);
+	ck_assert_int_lt(fs_commit(fs), 0);
 	memset(&st, 0, sizeof(st));
 	st.st_size = BS;
 	ck_assert_int_eq(fs_setattr(fs, spare, &st, FS_SET_SIZE, NULL), -EIO);
@@ -720,7 +720,7 @@ static void log_matches_memory(uint64_t ino)
 {
 	uint64_t live[MAPBLK], replayed[MAPBLK];
 	map_of(ino, live, MAPBLK);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	crash_remount();
 	map_of(ino, replayed, MAPBLK);
 	for (unsigned b = 0; b < MAPBLK; b++)
@@ -738,7 +738,7 @@ static uint64_t seven_extents(const char *name, uint32_t blocks)
 		put(ino, (uint64_t)k * 2 * blocks * BS, blocks * BS, 11);
 		ck_assert_int_eq(fs_flush(fs, ino), 0);
 	}
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	return ino;
 }
 
@@ -804,7 +804,7 @@ START_TEST(enomem_gc_repoint_log_agrees)
 	put(other, 0, (4u << 20) - 7 * BS, 3);
 	ck_assert_int_eq(fs_fsync(fs, other, false), 0);
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "other"), 0);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	arm_map(ino, 7);
 	int r = fs_gc_run_once(fs);
 	failalloc_disarm();

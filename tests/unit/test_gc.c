@@ -100,7 +100,7 @@ START_TEST(fs_gc_moves_live_data)
 	}
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "g1.bin"), 0);
 	fs_forget(fs, ino[1], 1);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	fs_get_stats(fs, &st0);
 	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
 		runs++;

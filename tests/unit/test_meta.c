@@ -142,11 +142,11 @@ START_TEST(names_beyond_meta_zones)
 		snprintf(name, sizeof(name), "file-with-a-longish-name-%07d", i);
 		ck_assert_int_eq(create_n(dirs[i % DIRS], name), 0);
 		if (i % 200 == 199)
-			ck_assert_int_eq(fs_commit_log(fs), 0);
+			ck_assert_int_eq(fs_commit(fs), 0);
 		uint32_t b = log_stats().zones_borrowed;
 		max_borrowed = ZF_MAX(max_borrowed, b);
 		if (i == DIRS * PER / 2) {
-			ck_assert_int_eq(fs_commit_log(fs), 0);
+			ck_assert_int_eq(fs_commit(fs), 0);
 			crash(true);
 			for (int d = 0; d < DIRS; d++) {
 				snprintf(name, sizeof(name), "d%03d", d);
@@ -154,7 +154,7 @@ START_TEST(names_beyond_meta_zones)
 			}
 		}
 	}
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	struct mlog_stats ms = log_stats();
 	ck_assert_uint_gt(max_borrowed, 0);
 	ck_assert_uint_gt(ms.snapshots, 0);
@@ -172,7 +172,7 @@ START_TEST(names_beyond_meta_zones)
 		snprintf(name, sizeof(name), "d%03d", d);
 		ck_assert_int_eq(fs_rmdir(fs, FS_ROOT_INO, name), 0);
 	}
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	fsck_clean();
 	root_empty();
 	/* With the state small again the borrowed zones went back. */
@@ -195,22 +195,22 @@ START_TEST(fill_with_names_then_delete)
 		if (rc)
 			break;
 		n++;
-		if (n % 500 == 0 && (rc = fs_commit_log(fs)) != 0)
+		if (n % 500 == 0 && (rc = fs_commit(fs)) != 0)
 			break;
 		ck_assert_int_lt(n, 1000000);
 	}
 	ck_assert_int_eq(rc, -ENOSPC);
 	ck_assert_int_gt(n, 20000);	/* 16 MiB hold far more than 3 meta zones */
 	/* What was created is durable: fsync still works. */
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	remount();
 	for (int i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), "a-name-to-fill-the-log-%08d", i);
 		ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
 		if (i % 1000 == 999)
-			ck_assert_int_eq(fs_commit_log(fs), 0);
+			ck_assert_int_eq(fs_commit(fs), 0);
 	}
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	fsck_clean();
 	root_empty();
 	/* And the space is there again. */
@@ -244,15 +244,15 @@ START_TEST(write_faults_during_growth_and_snapshots)
 				      "create: %d", rc);
 			made[i] = rc == 0;
 			failed_calls += rc != 0;
-			if (i % 100 == 99 && fs_commit_log(fs))
+			if (i % 100 == 99 && fs_commit(fs))
 				failed_calls++;
 		}
 		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 0, 0), 0);
 		/* the device works again: the log is usable at once */
-		ck_assert_int_eq(fs_commit_log(fs), 0);
+		ck_assert_int_eq(fs_commit(fs), 0);
 		snprintf(name, sizeof(name), "after-round-%d", r);
 		ck_assert_int_eq(create_n(FS_ROOT_INO, name), 0);
-		ck_assert_int_eq(fs_commit_log(fs), 0);
+		ck_assert_int_eq(fs_commit(fs), 0);
 	}
 	ck_assert_int_gt(failed_calls, 0);
 	ck_assert_uint_gt(log_stats().snapshots, 0);
@@ -275,7 +275,7 @@ START_TEST(broken_log_repaired_while_mounted)
 {
 	setup_dev(16, MiB, 4);
 	ck_assert_int_eq(create_n(FS_ROOT_INO, "before"), 0);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	/* blocks written behind the log's back at its tail zone's pointer,
 	 * more than the next commit writes: the zone no longer matches */
 	const struct zdev_geometry *g = zdev_geometry(dev);
@@ -292,11 +292,11 @@ START_TEST(broken_log_repaired_while_mounted)
 	ck_assert_int_eq(zdev_write(dev, z[tail].wp, blk, len), (ssize_t)len);
 	zdev_buf_free(blk);
 	ck_assert_int_eq(create_n(FS_ROOT_INO, "during"), 0);
-	ck_assert_int_eq(fs_commit_log(fs), -EIO);
+	ck_assert_int_eq(fs_commit(fs), -EIO);
 	/* the device is fine: the file system is usable again */
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	ck_assert_int_eq(create_n(FS_ROOT_INO, "after"), 0);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	crash(true);
 	ck_assert(exists(FS_ROOT_INO, "before", NULL));
 	ck_assert(exists(FS_ROOT_INO, "during", NULL));

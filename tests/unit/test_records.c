@@ -435,7 +435,7 @@ START_TEST(one_record_per_operation)
 	ck_assert_uint_eq(nrecords() - n0, 1);
 	uint64_t g = mk(d, "g", S_IFREG | 0644);	/* class from the dir's xattr */
 	/* a commit (the committer thread) may come right after any record */
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	crash_and_remount();
 	ck_assert_int_eq(fs_readlink(fs, sl, buf, sizeof(buf)), 10);
 	ck_assert_int_eq(memcmp(buf, "a/b/target", 10), 0);
@@ -471,7 +471,7 @@ START_TEST(create_with_initial_xattrs)
 	ck_assert_uint_eq(nrecords() - n0, 1);
 	fs_apply_create(fs, root, in, d);
 	pthread_mutex_unlock(&fs->lock);
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	crash_and_remount();
 	uint64_t ino = lookup(FS_ROOT_INO, "born");
 	ck_assert_uint_eq(ino, a.ino);
@@ -535,7 +535,7 @@ START_TEST(failed_append_changes_nothing)
 	ck_assert_int_eq(fs_unlink(fs, d, "moved"), 0);
 	ck_assert(!exists(d, "moved"));
 	ck_assert(!exists(FS_ROOT_INO, "spare"));
-	ck_assert_int_eq(fs_commit_log(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
 	/* the log replays to the same state (read-only: a read-write mount
 	 * needs a snapshot, which this state does not fit) */
 	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
