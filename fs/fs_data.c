@@ -75,7 +75,7 @@ static struct fs_chunk *chunk_find(struct fs_inode *in, uint64_t idx)
 
 static bool page_present(const struct fs_chunk *c, uint32_t i)
 {
-	return (c->dirty[i / 64] >> (i % 64)) & 1;
+	return (c->present[i / 64] >> (i % 64)) & 1;
 }
 
 static uint8_t *chunk_page(struct fs *fs, const struct fs_chunk *c, uint32_t i)
@@ -93,8 +93,8 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	struct fs_chunk *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->dirty = calloc((fs->pages_per_chunk + 63) / 64, sizeof(uint64_t));
-	if (!c->dirty) {
+	c->present = calloc((fs->pages_per_chunk + 63) / 64, sizeof(uint64_t));
+	if (!c->present) {
 		free(c);
 		return NULL;
 	}
@@ -141,7 +141,7 @@ static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 	in->buffered -= bytes;
 	fs->buffered -= bytes;
 	zdev_buf_free(c->buf);
-	free(c->dirty);
+	free(c->present);
 	free(c);
 	in->nchunks--;
 }
@@ -151,9 +151,9 @@ static void chunk_drop_page(struct fs *fs, struct fs_inode *in, struct fs_chunk 
 {
 	if (!page_present(c, i))
 		return;
-	c->dirty[i / 64] &= ~(1ull << (i % 64));
-	c->ndirty--;
-	if (c->ndirty == 0)
+	c->present[i / 64] &= ~(1ull << (i % 64));
+	c->npresent--;
+	if (c->npresent == 0)
 		chunk_free(fs, in, c);
 }
 
@@ -169,7 +169,7 @@ void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
 		} else if (cstart + fs->opts.stripe_unit > from) {
 			uint32_t first = (uint32_t)((from - cstart + fs->bs - 1) / fs->bs);
 			for (uint32_t i = fs->pages_per_chunk; i-- > first;) {
-				bool last = c->ndirty == 1 && page_present(c, i);
+				bool last = c->npresent == 1 && page_present(c, i);
 				chunk_drop_page(fs, in, c, i);
 				if (last)
 					break;	/* c was freed */
@@ -247,7 +247,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	if (page_present(c, pi))
 		return c->buf + (size_t)pi * fs->bs;
 	if (chunk_grow(fs, in, c, pi)) {
-		if (c->ndirty == 0)
+		if (c->npresent == 0)
 			chunk_free(fs, in, c);
 		return NULL;
 	}
@@ -255,7 +255,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	uint64_t start = blk * fs->bs;
 	if (fill && start < in->size) {
 		if (read_extents(fs, in, start, fs->bs, p)) {
-			if (c->ndirty == 0)
+			if (c->npresent == 0)
 				chunk_free(fs, in, c);
 			return NULL;
 		}
@@ -264,8 +264,8 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	} else if (fill || start >= in->size) {
 		memset(p, 0, fs->bs);
 	}
-	c->dirty[pi / 64] |= 1ull << (pi % 64);
-	c->ndirty++;
+	c->present[pi / 64] |= 1ull << (pi % 64);
+	c->npresent++;
 	return p;
 }
 
@@ -295,8 +295,8 @@ struct stage {
  * chunk buffer, several are gathered into a staging buffer. */
 static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 {
-	s->len = (uint64_t)c->ndirty * fs->bs;
-	s->runs = calloc(c->ndirty, sizeof(*s->runs));
+	s->len = (uint64_t)c->npresent * fs->bs;
+	s->runs = calloc(c->npresent, sizeof(*s->runs));
 	s->nruns = 0;
 	s->owned = false;
 	if (!s->runs)
@@ -581,7 +581,7 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 					expect = ZF_MAX(expect, start + fs->opts.stripe_unit);
 				continue;
 			}
-			if (c->ndirty != fs->pages_per_chunk)
+			if (c->npresent != fs->pages_per_chunk)
 				continue;
 			if (start <= expect) {
 				expect = ZF_MAX(expect, start + fs->opts.stripe_unit);
@@ -594,7 +594,7 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 		if (held > fs->opts.reorder_chunks) {
 			n = 0;
 			for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
-				if (!c->busy && c->ndirty == fs->pages_per_chunk)
+				if (!c->busy && c->npresent == fs->pages_per_chunk)
 					list[n++] = c;
 		}
 		/* Striping: wait until a full stripe of chunks is ready, then

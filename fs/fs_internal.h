@@ -68,15 +68,16 @@ struct fs_dir {
 /* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
  * contiguous aligned buffer that grows by powers of two up to the chunk
  * (small files stay small; a full chunk is written straight from it).
- * A page is present iff its dirty bit is set. */
+ * Every page in a chunk is newer than the device: a present page is one
+ * still to be written. */
 struct fs_chunk {
 	struct fs_chunk *next;		/* sorted by idx */
 	uint64_t idx;			/* file offset / stripe_unit */
 	uint64_t seq;			/* creation order (in->chunk_seq) */
-	uint32_t ndirty;		/* dirty (= present) pages */
+	uint32_t npresent;		/* pages present */
 	uint32_t cap;			/* pages the buffer holds */
 	uint8_t *buf;			/* cap * bs bytes */
-	uint64_t *dirty;		/* bitmap over pages_per_chunk */
+	uint64_t *present;		/* bitmap over pages_per_chunk */
 	bool busy;			/* [RW] in the write-out in flight:
 					 * read-only until it ends (fs_data.c) */
 };
