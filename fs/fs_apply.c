@@ -20,7 +20,7 @@
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len)
 {
 	struct fs *fs = arg;
-	if (!fs->replaying && fs->za)
+	if (fs->valid_counted && fs->za)
 		zalloc_valid_sub(fs->za, dev, len);
 }
 
@@ -250,7 +250,7 @@ void fs_apply_symlink(struct fs *fs, struct fs_inode *in, char *target)
 }
 
 /* Data records.  Dropped device ranges are reported to zalloc through
- * fs_drop_valid (a no-op while replaying). [L+RW] */
+ * fs_drop_valid (a no-op while the bytes are not counted). [L+RW] */
 int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len,
 		    uint64_t dev, uint64_t size_min)
 {

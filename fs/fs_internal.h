@@ -157,7 +157,10 @@ struct fs {
 	struct fs_opts opts;
 	uint32_t bs;			/* bytes: file system block */
 	uint32_t pages_per_chunk;
-	bool replaying;			/* records applied from the log */
+	bool applying_log;		/* records come from the log (mount):
+					 * applied, never appended again */
+	bool valid_counted;		/* zalloc counts the extents' device bytes:
+					 * from mount_reconcile until teardown */
 	bool read_only;
 
 	pthread_mutex_t lock;

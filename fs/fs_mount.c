@@ -160,7 +160,7 @@ static struct fs *fs_alloc(struct zdev *dev, const struct fs_opts *o)
 
 static void fs_free(struct fs *fs)
 {
-	fs->replaying = true;	/* no valid-byte accounting while tearing down */
+	fs->valid_counted = false;	/* tearing down frees no device bytes */
 	for (struct fs_inode *in = fs_inode_first(fs), *next; in; in = next) {
 		next = fs_inode_next(fs, in);
 		fs_inode_destroy(fs, in);
@@ -230,9 +230,9 @@ int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o)
 	if (!fs)
 		return -ENOMEM;
 	fs->bs = sb.block_size;
-	fs->replaying = true;
+	fs->applying_log = true;
 	ret = mlog_open(dev, 0, fs_replay_record, fs, &sb, &m);
-	fs->replaying = false;
+	fs->applying_log = false;
 	if (ret)
 		goto out;
 	fs->mlog = m;
@@ -310,13 +310,12 @@ static int mount_reconcile(struct fs *fs)
 	uint64_t data_start = (uint64_t)fs->sb.data_first * g->zone_size;
 	uint64_t data_end = (uint64_t)(fs->sb.data_first + fs->sb.data_count) * g->zone_size;
 
-	fs->replaying = true;	/* valid bytes are not counted yet */
+	/* valid bytes are not counted yet: orphans go first */
 	for (struct fs_inode *in = fs_inode_first(fs), *next; in; in = next) {
 		next = fs_inode_next(fs, in);
 		if (in->nlink == 0 && in->ino != FS_ROOT_INO)
 			fs_inode_destroy(fs, in);	/* orphan: unlinked while open */
 	}
-	fs->replaying = false;
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
 		for (size_t i = 0; i < in->map.n; i++) {
 			const struct extmap_ext *e = &in->map.v[i];
@@ -331,6 +330,7 @@ static int mount_reconcile(struct fs *fs)
 			zalloc_valid_add(fs->za, e->dev, e->len);
 		}
 	}
+	fs->valid_counted = true;
 	return 0;
 }
 
@@ -355,10 +355,10 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 		goto fail;
 	}
 	fs->bs = fs->sb.block_size;
-	fs->replaying = true;
+	fs->applying_log = true;
 	ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
 			fs_replay_record, fs, &fs->sb, &fs->mlog);
-	fs->replaying = false;
+	fs->applying_log = false;
 	if (ret) {
 		if (ret == -ENODATA)
 			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));

@@ -137,7 +137,7 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 
 	if (r->overflow)
 		return -ENAMETOOLONG;
-	if (fs->replaying || fs->read_only)
+	if (fs->applying_log || fs->read_only)
 		return 0;
 	ret = mlog_append_flags(fs->mlog, type, r->b, (uint32_t)r->n, fl);
 	if (ret == -ENOSPC && (fl || !mlog_state_full(fs->mlog))) {

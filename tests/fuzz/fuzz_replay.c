@@ -42,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_opts(&o, true);
 	if (fs_mount(dev, &o, &fs))
 		abort();
-	fs->replaying = true;
+	/* as at mount: applied, not appended, device bytes not accounted */
+	fs->applying_log = true;
+	fs->valid_counted = false;
 	size_t pos = 0;
 	while (pos + 3 <= size) {
 		uint16_t type = (uint16_t)(FS_REC_STATE + data[pos] % 16);
@@ -59,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r < 0)
 			break;
 	}
-	fs->replaying = false;
+	fs->applying_log = false;
 	fz_walk(fs);
 	fs_unmount(fs);
 	return 0;

@@ -613,9 +613,12 @@ static void r_attr(struct rec *r, uint64_t ino, uint32_t mode, uint32_t nlink, u
 
 static int replay(uint16_t type, const struct rec *r)
 {
-	fs->replaying = true;
+	/* as at mount: applied, not appended, device bytes not accounted */
+	fs->applying_log = true;
+	fs->valid_counted = false;
 	int ret = fs_replay_record(fs, type, r->b, (uint32_t)r->n, 1000);
-	fs->replaying = false;
+	fs->applying_log = false;
+	fs->valid_counted = true;
 	return ret;
 }
 
@@ -933,9 +936,9 @@ START_TEST(snapshot_skips_dangling_names)
 	memset(&r, 0, sizeof(r));
 	r_attr(&r, a, S_IFREG | 0644, 0, 0);	/* as a damaged INODE record would */
 	pthread_mutex_lock(&fs->lock);
-	fs->replaying = true;
+	fs->applying_log = true;
 	ck_assert_int_eq(fs_replay_record(fs, FS_REC_INODE, r.b, (uint32_t)r.n, 1), 0);
-	fs->replaying = false;
+	fs->applying_log = false;
 	struct fs_inode *in = fs_inode_get(fs, a);
 	ck_assert_ptr_nonnull(in);
 	fs_inode_maybe_free(fs, in);		/* what mount does to nlink 0 */
