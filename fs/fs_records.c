@@ -520,126 +520,141 @@ static int replay_xattr_set(struct fs *fs, struct rd *r)
 	return 0;
 }
 
+static int replay_unlink(struct fs *fs, struct rd *r)
+{
+	uint64_t parent = get_u64(r);
+	get_name(r, rb.name, sizeof(rb.name), false);
+	if (r->bad)
+		return 0;
+	struct fs_dirent *d = fs_dirent_find(fs, parent, rb.name);
+	struct fs_inode *in = d ? fs_inode_get(fs, d->ino) : NULL;
+	if (!d || (in && in->dir && in->dir->live > 0)) {
+		r->bad = true;	/* missing name, or a non-empty directory */
+		return 0;
+	}
+	return fs_apply_unlink(fs, parent, rb.name);
+}
+
+static bool extent_ok(const struct fs *fs, uint64_t off, uint64_t len, uint64_t dev)
+{
+	return len && off + len >= off && dev_range_ok(fs, dev, len);
+}
+
+static int replay_extent(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r), off = get_u64(r), len = get_u64(r);
+	uint64_t dev = get_u64(r), size_min = get_u64(r);
+	if (r->bad)
+		return 0;
+	if (!extent_ok(fs, off, len, dev)) {
+		r->bad = true;
+		return 0;
+	}
+	struct fs_inode *in = reg_inode(fs, ino);
+	if (!in)	/* freed later in the log (unlinked while open) */
+		return 0;
+	return fs_apply_extent(fs, in, off, len, dev, size_min);
+}
+
+static int replay_extents(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r);
+	uint32_t n = get_u32(r);
+	struct fs_inode *in = reg_inode(fs, ino);
+	int ret = 0;
+
+	if (r->bad || (uint64_t)n * 24 != r->left) {
+		r->bad = true;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		uint64_t off = get_u64(r), len = get_u64(r), dev = get_u64(r);
+		if (!extent_ok(fs, off, len, dev)) {
+			r->bad = true;
+			return 0;
+		}
+		if (in)
+			ret = fs_apply_extent(fs, in, off, len, dev, 0);
+	}
+	return ret;
+}
+
+static int replay_truncate(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r), size = get_u64(r);
+	struct fs_inode *in = reg_inode(fs, ino);
+	if (r->bad || !in)
+		return 0;
+	if (!fs_block_size(fs))
+		r->bad = true;
+	else
+		fs_apply_truncate(fs, in, size);
+	return 0;
+}
+
+static int replay_punch(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r), off = get_u64(r), len = get_u64(r);
+	struct fs_inode *in = reg_inode(fs, ino);
+	if (!r->bad && in)
+		fs_apply_punch(fs, in, off, len);
+	return 0;
+}
+
+static int replay_xattr_del(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r);
+	get_name(r, rb.name, sizeof(rb.name), true);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!r->bad && in)
+		fs_apply_xattr_del(fs, in, rb.name);
+	return 0;
+}
+
+static int replay_symlink(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r);
+	get_name(r, rb.target, sizeof(rb.target), true);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (r->bad || !in)
+		return 0;
+	char *t = strdup(rb.target);
+	if (!t)
+		return -ENOMEM;
+	fs_apply_symlink(fs, in, t);
+	return 0;
+}
+
+static int replay_state(struct fs *fs, struct rd *r)
+{
+	uint64_t next = get_u64(r);
+	if (!r->bad && next > fs->next_ino)
+		fs->next_ino = next;
+	return 0;
+}
+
 int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn)
 {
 	struct fs *fs = arg;
 	struct rd r = { .p = payload, .left = len };
-	struct fs_inode *in;
-	int ret = 0;
+	int ret;
 
 	switch (type) {
-	case FS_REC_STATE: {
-		uint64_t next = get_u64(&r);
-		if (!r.bad && next > fs->next_ino)
-			fs->next_ino = next;
-		break;
-	}
-	case FS_REC_INODE:
-		ret = replay_inode(fs, &r);
-		break;
-	case FS_REC_CREATE:
-		ret = replay_create(fs, &r);
-		break;
+	case FS_REC_STATE:	ret = replay_state(fs, &r); break;
+	case FS_REC_INODE:	ret = replay_inode(fs, &r); break;
+	case FS_REC_CREATE:	ret = replay_create(fs, &r); break;
 	case FS_REC_DIRENT:
-	case FS_REC_LINK:
-		ret = replay_name(fs, &r, type);
-		break;
-	case FS_REC_UNLINK: {
-		uint64_t parent = get_u64(&r);
-		get_name(&r, rb.name, sizeof(rb.name), false);
-		if (r.bad)
-			break;
-		struct fs_dirent *d = fs_dirent_find(fs, parent, rb.name);
-		in = d ? fs_inode_get(fs, d->ino) : NULL;
-		if (!d || (in && in->dir && in->dir->live > 0)) {
-			r.bad = true;	/* missing name, or a non-empty directory */
-			break;
-		}
-		ret = fs_apply_unlink(fs, parent, rb.name);
-		break;
-	}
-	case FS_REC_RENAME:
-		ret = replay_rename(fs, &r);
-		break;
-	case FS_REC_EXTENT: {
-		uint64_t ino = get_u64(&r), off = get_u64(&r), elen = get_u64(&r);
-		uint64_t dev = get_u64(&r), size_min = get_u64(&r);
-		if (r.bad)
-			break;
-		if (elen == 0 || off + elen < off || !dev_range_ok(fs, dev, elen)) {
-			r.bad = true;
-			break;
-		}
-		in = reg_inode(fs, ino);
-		if (!in)	/* freed later in the log (unlinked while open) */
-			break;
-		ret = fs_apply_extent(fs, in, off, elen, dev, size_min);
-		break;
-	}
-	case FS_REC_EXTENTS: {
-		uint64_t ino = get_u64(&r);
-		uint32_t n = get_u32(&r);
-		in = reg_inode(fs, ino);
-		if (r.bad || (uint64_t)n * 24 != r.left) {
-			r.bad = true;
-			break;
-		}
-		for (uint32_t i = 0; i < n && !ret; i++) {
-			uint64_t off = get_u64(&r), elen = get_u64(&r), dev = get_u64(&r);
-			if (elen == 0 || off + elen < off || !dev_range_ok(fs, dev, elen)) {
-				r.bad = true;
-				break;
-			}
-			if (in)
-				ret = fs_apply_extent(fs, in, off, elen, dev, 0);
-		}
-		break;
-	}
-	case FS_REC_TRUNCATE: {
-		uint64_t ino = get_u64(&r), size = get_u64(&r);
-		in = reg_inode(fs, ino);
-		if (r.bad || !in)
-			break;
-		if (!fs_block_size(fs)) {
-			r.bad = true;
-			break;
-		}
-		fs_apply_truncate(fs, in, size);
-		break;
-	}
-	case FS_REC_PUNCH: {
-		uint64_t ino = get_u64(&r), off = get_u64(&r), plen = get_u64(&r);
-		in = reg_inode(fs, ino);
-		if (r.bad || !in)
-			break;
-		fs_apply_punch(fs, in, off, plen);
-		break;
-	}
-	case FS_REC_XATTR_SET:
-		ret = replay_xattr_set(fs, &r);
-		break;
-	case FS_REC_XATTR_DEL: {
-		uint64_t ino = get_u64(&r);
-		get_name(&r, rb.name, sizeof(rb.name), true);
-		in = fs_inode_get(fs, ino);
-		if (!r.bad && in)
-			fs_apply_xattr_del(fs, in, rb.name);
-		break;
-	}
-	case FS_REC_SYMLINK: {
-		uint64_t ino = get_u64(&r);
-		get_name(&r, rb.target, sizeof(rb.target), true);
-		in = fs_inode_get(fs, ino);
-		if (r.bad || !in)
-			break;
-		char *t = strdup(rb.target);
-		if (!t)
-			ret = -ENOMEM;
-		else
-			fs_apply_symlink(fs, in, t);
-		break;
-	}
+	case FS_REC_LINK:	ret = replay_name(fs, &r, type); break;
+	case FS_REC_UNLINK:	ret = replay_unlink(fs, &r); break;
+	case FS_REC_RENAME:	ret = replay_rename(fs, &r); break;
+	case FS_REC_EXTENT:	ret = replay_extent(fs, &r); break;
+	case FS_REC_EXTENTS:	ret = replay_extents(fs, &r); break;
+	case FS_REC_TRUNCATE:	ret = replay_truncate(fs, &r); break;
+	case FS_REC_PUNCH:	ret = replay_punch(fs, &r); break;
+	case FS_REC_XATTR_SET:	ret = replay_xattr_set(fs, &r); break;
+	case FS_REC_XATTR_DEL:	ret = replay_xattr_del(fs, &r); break;
+	case FS_REC_SYMLINK:	ret = replay_symlink(fs, &r); break;
 	default:
 		zf_warn("replay: unknown record type %u skipped", type);
 		return 0;
