@@ -334,58 +334,59 @@ static int mount_reconcile(struct fs *fs)
 	return 0;
 }
 
-int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+/* The superblock (replay needs the block size before the log is read),
+ * then the log replayed into memory. */
+static int mount_replay(struct fs *fs)
 {
-	const struct zdev_geometry *g = zdev_geometry(dev);
-	struct fs *fs = fs_alloc(dev, o);
-	int ret;
+	struct zdev *dev = fs->dev;
+	int ret = mlog_probe(dev, &fs->sb);
+	const char *what = "superblock";
 
-	if (!fs)
-		return -ENOMEM;
-	fs->read_only = fs->opts.read_only;
-	/* Replay needs the block size before the log is read. */
-	ret = mlog_probe(dev, &fs->sb);
 	if (ret == 0 && (fs->sb.block_size < 512 || (fs->sb.block_size & (fs->sb.block_size - 1))))
 		ret = -EUCLEAN;
-	if (ret) {
-		if (ret == -ENODATA)
-			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
-		else
-			zf_err("reading the superblock of %s: %s", zdev_path(dev), strerror(-ret));
-		goto fail;
+	if (!ret) {
+		fs->bs = fs->sb.block_size;
+		fs->applying_log = true;
+		ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
+				fs_replay_record, fs, &fs->sb, &fs->mlog);
+		fs->applying_log = false;
+		what = "metadata log";
 	}
-	fs->bs = fs->sb.block_size;
-	fs->applying_log = true;
-	ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
-			fs_replay_record, fs, &fs->sb, &fs->mlog);
-	fs->applying_log = false;
-	if (ret) {
-		if (ret == -ENODATA)
-			zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
-		else
-			zf_err("reading the metadata log of %s: %s", zdev_path(dev), strerror(-ret));
-		goto fail;
-	}
+	if (ret == -ENODATA)
+		zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
+	else if (ret)
+		zf_err("reading the %s of %s: %s", what, zdev_path(dev), strerror(-ret));
+	return ret;
+}
+
+/* What was replayed fits the device and the options. */
+static int mount_check(struct fs *fs)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+
 	if (fs->sb.zone_size != g->zone_size || fs->sb.nr_zones != g->nr_zones ||
 	    fs->sb.block_size % g->block_size || fs->sb.block_size < 4096 ||
 	    fs->sb.data_first + fs->sb.data_count > g->nr_zones) {
 		zf_err("superblock geometry does not match the device");
-		ret = -EUCLEAN;
-		goto fail;
+		return -EUCLEAN;
 	}
 	fs->bs = fs->sb.block_size;
 	if (fs->opts.stripe_unit < fs->bs || fs->opts.stripe_unit % fs->bs ||
 	    fs->opts.stripe_unit > g->zone_capacity) {
 		zf_err("stripe_unit must be a multiple of %u bytes and at most the zone capacity", fs->bs);
-		ret = -EINVAL;
-		goto fail;
+		return -EINVAL;
 	}
 	fs->pages_per_chunk = fs->opts.stripe_unit / fs->bs;
 	if (!fs_inode_get(fs, FS_ROOT_INO)) {
 		zf_err("metadata has no root directory");
-		ret = -EUCLEAN;
-		goto fail;
+		return -EUCLEAN;
 	}
+	return 0;
+}
+
+/* The zone allocator, told which zones the log holds and every extent. */
+static int mount_zones(struct fs *fs)
+{
 	struct zalloc_params zp = {
 		.first_zone = fs->sb.data_first,
 		.nr_zones = fs->sb.data_count,
@@ -393,38 +394,59 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 		.reserved_open = ACTIVE_RESERVED,
 		.max_stripe_width = ZF_MAX(1u, fs->opts.stripe_width),
 	};
-	ret = zalloc_create(dev, &zp, &fs->za);
+	int ret = zalloc_create(fs->dev, &zp, &fs->za);
+
 	if (ret) {
 		zf_err("zone allocator: %s", strerror(-ret));
-		goto fail;
+		return ret;
 	}
 	zalloc_set_need_space_cb(fs->za, fs_commit_need_space, fs);
 	ret = adopt_log_zones(fs);
+	if (!ret)
+		ret = mount_reconcile(fs);
+	return ret;
+}
+
+/* Read-write: zones nothing references are reset, the log may borrow
+ * zones, and a snapshot starts a new epoch (cutting off any torn tail). */
+static int mount_writable(struct fs *fs)
+{
+	int ret = zalloc_mount_done(fs->za);
+
+	if (ret < 0) {
+		zf_err("mount-time zone cleanup: %s", strerror(-ret));
+		return ret;
+	}
+	mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
+	pthread_mutex_lock(&fs->lock);
+	ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+	pthread_mutex_unlock(&fs->lock);
 	if (ret)
-		goto fail;
-	ret = mount_reconcile(fs);
+		zf_err("writing the mount snapshot: %s", strerror(-ret));
+	return ret;
+}
+
+int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+{
+	struct fs *fs = fs_alloc(dev, o);
+	int ret;
+
+	if (!fs)
+		return -ENOMEM;
+	fs->read_only = fs->opts.read_only;
+	ret = mount_replay(fs);
+	if (!ret)
+		ret = mount_check(fs);
+	if (!ret)
+		ret = mount_zones(fs);
 	if (!ret)
 		ret = fs_lifetime_init(fs);	/* rules file, inference (fs_lifetime.c) */
-	if (ret)
-		goto fail;
-	if (!fs->read_only) {
-		ret = zalloc_mount_done(fs->za);
-		if (ret < 0) {
-			zf_err("mount-time zone cleanup: %s", strerror(-ret));
-			goto fail;
-		}
-		mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
-		pthread_mutex_lock(&fs->lock);
-		ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
-		pthread_mutex_unlock(&fs->lock);
-		if (ret) {
-			zf_err("writing the mount snapshot: %s", strerror(-ret));
-			goto fail;
-		}
+	if (!ret && !fs->read_only)
+		ret = mount_writable(fs);
+	if (!ret) {
+		*out = fs;
+		return 0;
 	}
-	*out = fs;
-	return 0;
-fail:
 	if (fs->mlog)
 		mlog_set_zone_source(fs->mlog, NULL, NULL);
 	if (fs->za)
