@@ -453,6 +453,59 @@ static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64
  * chunks are freed; on an error they stay buffered (not busy) and the
  * next flush writes them again.  Returns with in->rw exclusive.
  * [RW excl, drops] */
+/* Leases for up to `width` parts of class cls.  On -ENOSPC, zones freed by
+ * earlier deletes may only be waiting for a commit to reset: commit and
+ * try once more. */
+static int acquire_stripe(struct fs *fs, enum lifetime_class cls, unsigned width,
+			  struct zalloc_lease *leases)
+{
+	int nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
+	if (nl == -ENOSPC) {
+		struct zalloc_stats zs;
+		zalloc_get_stats(fs->za, &zs);
+		if (zs.pending_resets && fs_commit(fs) == 0)
+			nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
+	}
+	if (nl < 0 && nl != -ENOSPC)
+		zf_err("zone allocation failed: %s", strerror(-nl));
+	return nl;
+}
+
+/* The batch's writes are done (r: zdev_io_batch's result): record the
+ * extents of what was written, give the leases back, and advance the
+ * parts.  [RW excl]  Returns the first error. */
+static int finish_stripe(struct fs *fs, struct fs_inode *in, struct stage *st,
+			 struct part *parts, struct zalloc_lease *leases,
+			 struct zdev_req *reqs, int nl, int r)
+{
+	int ret = 0;
+
+	for (int j = 0; j < nl; j++) {
+		struct part *p = &parts[j];
+		ssize_t res = r < 0 ? r : reqs[j].result;
+		if (res < 0) {
+			zalloc_release(fs->za, &leases[j], 0, (int)res);
+			zf_err("inode %llu: data write at %llu failed: %s",
+			       (unsigned long long)in->ino,
+			       (unsigned long long)leases[j].offset, strerror((int)-res));
+			if (!ret)
+				ret = (int)res;
+			continue;
+		}
+		/* Account the bytes before the lease goes back: a zone
+		 * released full with no valid byte could be reset. */
+		int e = record_extents(fs, in, &st[p->chunk], p->stage_off,
+				       reqs[j].len, reqs[j].offset);
+		zalloc_release(fs->za, &leases[j], reqs[j].len, 0);
+		fs->data_bytes += reqs[j].len;
+		if (e && !ret)
+			ret = e;
+		p->stage_off += reqs[j].len;
+		p->len -= reqs[j].len;
+	}
+	return ret;
+}
+
 static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n,
 			unsigned max_width)
 {
@@ -483,18 +536,9 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		unsigned width = ZF_MIN(max_width, ZF_MIN(nparts - head, (uint32_t)MAX_BATCH));
 		if (width == 0)
 			width = 1;
-		int nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
-		if (nl == -ENOSPC) {
-			/* Zones freed by earlier deletes reset only after a commit. */
-			struct zalloc_stats zs;
-			zalloc_get_stats(fs->za, &zs);
-			if (zs.pending_resets && fs_commit(fs) == 0)
-				nl = zalloc_acquire_many(fs->za, cls, fs->opts.stripe_unit, width, leases);
-		}
+		int nl = acquire_stripe(fs, cls, width, leases);
 		if (nl < 0) {
 			ret = nl;
-			if (ret != -ENOSPC)
-				zf_err("zone allocation failed: %s", strerror(-ret));
 			break;
 		}
 		for (int j = 0; j < nl; j++) {
@@ -508,29 +552,7 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		 * next stripe meanwhile. */
 		int r = zdev_io_batch(fs->dev, reqs, (unsigned)nl);
 		pthread_rwlock_wrlock(&in->rw);
-		for (int j = 0; j < nl; j++) {
-			struct part *p = &parts[head + (uint32_t)j];
-			ssize_t res = r < 0 ? r : reqs[j].result;
-			if (res < 0) {
-				zalloc_release(fs->za, &leases[j], 0, (int)res);
-				zf_err("inode %llu: data write at %llu failed: %s",
-				       (unsigned long long)in->ino,
-				       (unsigned long long)leases[j].offset, strerror((int)-res));
-				if (!ret)
-					ret = (int)res;
-				continue;
-			}
-			/* Account the bytes before the lease goes back: a zone
-			 * released full with no valid byte could be reset. */
-			int e = record_extents(fs, in, &st[p->chunk], p->stage_off,
-					       reqs[j].len, reqs[j].offset);
-			zalloc_release(fs->za, &leases[j], reqs[j].len, 0);
-			fs->data_bytes += reqs[j].len;
-			if (e && !ret)
-				ret = e;
-			p->stage_off += reqs[j].len;
-			p->len -= reqs[j].len;
-		}
+		ret = finish_stripe(fs, in, st, parts + head, leases, reqs, nl, r);
 		pthread_rwlock_unlock(&in->rw);
 		/* Parts fully written leave the queue; partial ones go again. */
 		uint32_t w = head;
