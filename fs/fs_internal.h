@@ -139,6 +139,19 @@ struct fs_inode {
 	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
 };
 
+/* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
+ * by a few threads. */
+struct fs_pf_pool {
+	uint64_t window;		/* bytes per buffer, 0 = off; set at start */
+	_Atomic uint64_t bytes, hits, fills;	/* counters */
+	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
+	pthread_cond_t qcond;
+	struct pf_job *queue;		/* [qlock] */
+	bool stop;			/* [qlock] */
+	pthread_t threads[4];
+	int nthreads;			/* set by start/stop only */
+};
+
 /* The commit thread (fs_commit.c): wakes every commit_interval_ms, or when
  * kicked, writes out aged buffers and commits. */
 struct fs_committer {
@@ -180,15 +193,7 @@ struct fs {
 	/* commit thread */
 	struct fs_committer cmt;	/* fs_commit.c */
 
-	/* prefetch (fs_prefetch.c) */
-	uint64_t pf_window;		/* bytes per buffer, 0 = off */
-	_Atomic uint64_t pf_bytes, pf_hits, pf_fills;
-	pthread_mutex_t pf_qlock;
-	pthread_cond_t pf_qcond;
-	struct pf_job *pf_queue;
-	bool pf_stop;
-	pthread_t pf_threads[4];
-	int pf_nthreads;
+	struct fs_pf_pool pf;		/* fs_prefetch.c */
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;

@@ -66,9 +66,9 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->meta_bytes_written = ms.bytes_written;
 	st->buffer_bytes = fs->buffered;
 	st->buffer_limit = fs->opts.buffer_bytes;
-	st->prefetch_bytes = fs->pf_bytes;
-	st->prefetch_hits = fs->pf_hits;
-	st->prefetch_fills = fs->pf_fills;
+	st->prefetch_bytes = fs->pf.bytes;
+	st->prefetch_hits = fs->pf.hits;
+	st->prefetch_fills = fs->pf.fills;
 	st->commits = fs->commits;
 	st->snapshots = ms.snapshots;
 	pthread_mutex_lock(&fs->lock);

@@ -16,7 +16,7 @@
  * Buffered (dirty) pages are overlaid by fs_read_buf afterwards, as for
  * device reads.
  *
- * Memory: fs->pf_bytes counts buffer bytes daemon-wide; no new buffer is
+ * Memory: fs->pf.bytes counts buffer bytes daemon-wide; no new buffer is
  * allocated past opts.prefetch_limit.
  * Threads: a small pool of workers does the fills.
  * Locking: in->pf->lock is a leaf lock (taken under in->rw, never the other
@@ -46,7 +46,7 @@ struct pf_job {
 
 static uint64_t window(struct fs *fs)
 {
-	return fs->pf_window;
+	return fs->pf.window;
 }
 
 /* Free one buffer's memory. [pf->lock] */
@@ -54,7 +54,7 @@ static void buf_drop(struct fs *fs, struct fs_pf_buf *b)
 {
 	if (b->state == PF_READY && b->data) {
 		zdev_buf_free(b->data);
-		fs->pf_bytes -= window(fs);
+		fs->pf.bytes -= window(fs);
 	}
 	if (b->state != PF_FILLING) {
 		b->data = NULL;
@@ -97,15 +97,15 @@ static void *worker_main(void *arg)
 {
 	struct fs *fs = arg;
 
-	pthread_mutex_lock(&fs->pf_qlock);
+	pthread_mutex_lock(&fs->pf.qlock);
 	for (;;) {
-		while (!fs->pf_queue && !fs->pf_stop)
-			pthread_cond_wait(&fs->pf_qcond, &fs->pf_qlock);
-		if (!fs->pf_queue && fs->pf_stop)
+		while (!fs->pf.queue && !fs->pf.stop)
+			pthread_cond_wait(&fs->pf.qcond, &fs->pf.qlock);
+		if (!fs->pf.queue && fs->pf.stop)
 			break;
-		struct pf_job *j = fs->pf_queue;
-		fs->pf_queue = j->next;
-		pthread_mutex_unlock(&fs->pf_qlock);
+		struct pf_job *j = fs->pf.queue;
+		fs->pf.queue = j->next;
+		pthread_mutex_unlock(&fs->pf.qlock);
 
 		int err = 0;
 		for (uint32_t k = 0; k < j->nreq && !err; k += 64) {
@@ -130,7 +130,7 @@ static void *worker_main(void *arg)
 			}
 			b->orphaned = false;
 			zdev_buf_free(j->data);
-			fs->pf_bytes -= window(fs);
+			fs->pf.bytes -= window(fs);
 		}
 		pthread_cond_broadcast(&pf->cond);
 		pthread_mutex_unlock(&pf->lock);
@@ -140,9 +140,9 @@ static void *worker_main(void *arg)
 		fs_inode_maybe_free(fs, j->in);
 		pthread_mutex_unlock(&fs->lock);
 		free(j);
-		pthread_mutex_lock(&fs->pf_qlock);
+		pthread_mutex_lock(&fs->pf.qlock);
 	}
-	pthread_mutex_unlock(&fs->pf_qlock);
+	pthread_mutex_unlock(&fs->pf.qlock);
 	return NULL;
 }
 
@@ -151,35 +151,35 @@ int fs_pf_start(struct fs *fs)
 	uint64_t w = fs->opts.prefetch_bytes;
 	if (w == UINT64_MAX)
 		w = 2ull * ZF_MAX(1u, fs->opts.stripe_width) * fs->opts.stripe_unit;
-	fs->pf_window = ZF_ALIGN_UP(w, fs->bs);
-	if (fs->pf_window == 0 || fs->read_only)
+	fs->pf.window = ZF_ALIGN_UP(w, fs->bs);
+	if (fs->pf.window == 0 || fs->read_only)
 		return 0;
-	pthread_mutex_init(&fs->pf_qlock, NULL);
-	pthread_cond_init(&fs->pf_qcond, NULL);
+	pthread_mutex_init(&fs->pf.qlock, NULL);
+	pthread_cond_init(&fs->pf.qcond, NULL);
 	for (int i = 0; i < PF_WORKERS; i++) {
-		int r = -pthread_create(&fs->pf_threads[i], NULL, worker_main, fs);
+		int r = -pthread_create(&fs->pf.threads[i], NULL, worker_main, fs);
 		if (r) {
 			fs_pf_stop(fs);
 			return r;
 		}
-		fs->pf_nthreads++;
+		fs->pf.nthreads++;
 	}
 	return 0;
 }
 
 void fs_pf_stop(struct fs *fs)
 {
-	if (!fs->pf_nthreads)
+	if (!fs->pf.nthreads)
 		return;
-	pthread_mutex_lock(&fs->pf_qlock);
-	fs->pf_stop = true;
-	pthread_cond_broadcast(&fs->pf_qcond);
-	pthread_mutex_unlock(&fs->pf_qlock);
-	for (int i = 0; i < fs->pf_nthreads; i++)
-		pthread_join(fs->pf_threads[i], NULL);
-	fs->pf_nthreads = 0;
-	pthread_mutex_destroy(&fs->pf_qlock);
-	pthread_cond_destroy(&fs->pf_qcond);
+	pthread_mutex_lock(&fs->pf.qlock);
+	fs->pf.stop = true;
+	pthread_cond_broadcast(&fs->pf.qcond);
+	pthread_mutex_unlock(&fs->pf.qlock);
+	for (int i = 0; i < fs->pf.nthreads; i++)
+		pthread_join(fs->pf.threads[i], NULL);
+	fs->pf.nthreads = 0;
+	pthread_mutex_destroy(&fs->pf.qlock);
+	pthread_cond_destroy(&fs->pf.qcond);
 }
 
 /* Start filling slot `slot` with [off, off+len). [in->rw shared, pf->lock] */
@@ -189,7 +189,7 @@ static void schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off,
 	struct fs_pf_buf *b = &pf->b[slot];
 	uint64_t end = off + len;
 
-	if (b->state == PF_FILLING || fs->pf_bytes + window(fs) > fs->opts.prefetch_limit)
+	if (b->state == PF_FILLING || fs->pf.bytes + window(fs) > fs->opts.prefetch_limit)
 		return;
 	/* Device ranges of the window (holes stay zero). */
 	size_t i = extmap_find(&in->map, off);
@@ -224,25 +224,25 @@ static void schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off,
 	b->data = data;
 	b->state = PF_FILLING;
 	b->orphaned = false;
-	fs->pf_bytes += window(fs);
-	fs->pf_fills++;
+	fs->pf.bytes += window(fs);
+	fs->pf.fills++;
 
 	pthread_mutex_lock(&fs->lock);
 	in->pins++;
 	pthread_mutex_unlock(&fs->lock);
-	pthread_mutex_lock(&fs->pf_qlock);
+	pthread_mutex_lock(&fs->pf.qlock);
 	j->next = NULL;
-	struct pf_job **pp = &fs->pf_queue;
+	struct pf_job **pp = &fs->pf.queue;
 	while (*pp)
 		pp = &(*pp)->next;
 	*pp = j;
-	pthread_cond_signal(&fs->pf_qcond);
-	pthread_mutex_unlock(&fs->pf_qlock);
+	pthread_cond_signal(&fs->pf.qcond);
+	pthread_mutex_unlock(&fs->pf.qlock);
 }
 
 bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out)
 {
-	if (!fs->pf_nthreads)
+	if (!fs->pf.nthreads)
 		return false;
 	if (!in->pf) {
 		/* Lazily created; in->rw is held shared, so two readers may race:
@@ -282,7 +282,7 @@ bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, u
 		if (b->state == PF_READY && a0 >= b->off && end <= b->off + b->len) {
 			memcpy(out, b->data + (a0 - b->off), len);
 			hit = true;
-			fs->pf_hits++;
+			fs->pf.hits++;
 			/* Reader entered this buffer: fill the other one next. */
 			uint64_t next = b->off + b->len;
 			struct fs_pf_buf *o = &pf->b[1 - i];

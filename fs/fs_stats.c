@@ -481,7 +481,7 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	KV("buffer_bytes", fst.buffer_bytes);
 	KV("buffer_limit_bytes", fst.buffer_limit);
 	KV("prefetch_bytes", fst.prefetch_bytes);
-	KV("prefetch_limit_bytes", fs->pf_window ? fs->opts.prefetch_limit : 0);
+	KV("prefetch_limit_bytes", fs->pf.window ? fs->opts.prefetch_limit : 0);
 	KV("prefetch_hits", fst.prefetch_hits);
 	KV("prefetch_fills", fst.prefetch_fills);
 	/* metadata */
@@ -502,7 +502,7 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	KV("opt_commit_interval_ms", fs->opts.commit_interval_ms);
 	KV("opt_reorder_chunks", fs->opts.reorder_chunks);
 	KV("opt_buffer_bytes", fs->opts.buffer_bytes);
-	KV("prefetch_window_bytes", fs->pf_window);
+	KV("prefetch_window_bytes", fs->pf.window);
 	/* request latency (FUSE requests answered by this daemon) */
 	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
 		struct fs_lat_summary s;
