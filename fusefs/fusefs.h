@@ -29,11 +29,16 @@ struct fusefs {
 	struct fs *fs;
 	struct fusefs_conf conf;
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
+	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
+	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */
 };
 
 extern const struct fuse_lowlevel_ops fusefs_ops;
 
-/* Install the custom I/O on a mounted session (after fuse_session_mount). */
+/* fuse_io.c: install the custom I/O on a mounted session (after
+ * fuse_session_mount; ff is the session's userdata).  A handler of WRITE,
+ * SETATTR or OPEN takes its request's kill-set-id flag once. */
 int fusefs_install_io(struct fuse_session *se, struct fusefs *ff);
+bool fusefs_io_take_kill_suidgid(void);
 
 #endif

@@ -1,0 +1,138 @@
+/* fuse_io — the custom /dev/fuse I/O (fusefs.h): it reads each request
+ * before libfuse does and sees each reply before the kernel does, to
+ *   - negotiate FUSE_HANDLE_KILLPRIV_V2 in the INIT reply (libfuse 3.14 has
+ *     no capability bit for it) when the kernel offers it;
+ *   - lift the write/setattr "kill set-id bits" flags into a per-thread
+ *     flag the handler takes (fusefs_io_take_kill_suidgid);
+ *   - time each request from its read to its reply (fs_stats.h).
+ * libfuse passes the session's userdata (struct fusefs) to the callbacks.
+ * Thread safety: per-thread state for the request being served; the INIT
+ * fields of struct fusefs are atomics (INIT is served before any other).
+ */
+#include "fusefs/fusefs.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs_stats.h"
+
+/* Per-thread flags lifted from the raw request by the reader; libfuse
+ * receives and processes a request on the same worker thread. */
+static _Thread_local bool tls_kill_suidgid;
+
+bool fusefs_io_take_kill_suidgid(void)
+{
+	bool k = tls_kill_suidgid;
+	tls_kill_suidgid = false;
+	return k;
+}
+
+/* Request latency (fs_stats.h): from the read of a request to its reply,
+ * both on the same worker thread; requests without a reply are skipped. */
+static _Thread_local uint64_t lat_unique, lat_t0;
+static _Thread_local unsigned int lat_op;
+
+static unsigned int lat_kind(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_LOOKUP: return FS_LAT_LOOKUP;
+	case FUSE_GETATTR: return FS_LAT_GETATTR;
+	case FUSE_SETATTR: return FS_LAT_SETATTR;
+	case FUSE_READ: return FS_LAT_READ;
+	case FUSE_WRITE: return FS_LAT_WRITE;
+	case FUSE_FLUSH: return FS_LAT_FLUSH;
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: return FS_LAT_FSYNC;
+	case FUSE_CREATE: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_SYMLINK:
+	case FUSE_LINK: return FS_LAT_CREATE;
+	case FUSE_UNLINK: case FUSE_RMDIR: return FS_LAT_REMOVE;
+	case FUSE_RENAME: case FUSE_RENAME2: return FS_LAT_RENAME;
+	case FUSE_OPEN: case FUSE_OPENDIR: case FUSE_RELEASE: case FUSE_RELEASEDIR:
+		return FS_LAT_OPEN;
+	case FUSE_READDIR: case FUSE_READDIRPLUS: return FS_LAT_READDIR;
+	case FUSE_GETXATTR: case FUSE_SETXATTR: case FUSE_LISTXATTR: case FUSE_REMOVEXATTR:
+		return FS_LAT_XATTR;
+	default: return FS_LAT_OTHER;
+	}
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct fusefs *ff = userdata;
+	ssize_t n = read(fd, buf, len);
+	if (n < (ssize_t)sizeof(struct fuse_in_header))
+		return n;
+	const struct fuse_in_header *h = buf;
+	const char *arg = (const char *)buf + sizeof(*h);
+	size_t alen = (size_t)n - sizeof(*h);
+
+	lat_unique = 0;
+	if (h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
+	    h->opcode != FUSE_INTERRUPT) {
+		lat_unique = h->unique;
+		lat_op = lat_kind(h->opcode);
+		lat_t0 = zf_now_ns();
+	}
+	tls_kill_suidgid = false;
+	switch (h->opcode) {
+	case FUSE_INIT:
+		if (alen >= offsetof(struct fuse_init_in, flags2)) {
+			const struct fuse_init_in *in = (const void *)arg;
+			ff->init_offered = (in->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+			ff->init_unique = h->unique;
+		}
+		break;
+	case FUSE_WRITE:
+		if (alen >= sizeof(struct fuse_write_in)) {
+			const struct fuse_write_in *w = (const void *)arg;
+			tls_kill_suidgid = (w->write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+		}
+		break;
+	case FUSE_SETATTR:
+		if (alen >= sizeof(struct fuse_setattr_in)) {
+			const struct fuse_setattr_in *s = (const void *)arg;
+			tls_kill_suidgid = (s->valid & FATTR_KILL_SUIDGID) != 0;
+		}
+		break;
+	default:
+		break;
+	}
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fusefs *ff = userdata;
+	if (lat_unique && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == lat_unique) {
+		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
+		lat_unique = 0;
+	}
+	uint64_t u = ff->init_unique;
+	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+		struct fuse_out_header *oh = iov[0].iov_base;
+		if (oh->unique == u) {
+			ff->init_unique = 0;
+			if (oh->error == 0 && ff->init_offered && ff->conf.killpriv &&
+			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background)) {
+				struct fuse_init_out *out = iov[1].iov_base;
+				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+				ff->killpriv_active = true;
+			}
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+int fusefs_install_io(struct fuse_session *se, struct fusefs *ff)
+{
+	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+	(void)ff;	/* the callbacks get it as the session's userdata */
+	int fd = fuse_session_fd(se);
+	if (fd < 0)
+		return -EBADF;
+	return fuse_session_custom_io(se, &io, fd) ? -EINVAL : 0;
+}
