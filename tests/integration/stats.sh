@@ -382,4 +382,25 @@ PY
 zf_umount
 zf_fsck
 
-zf_pass "every virtual xattr, zonefuse-stat text/json/svg, resets after delete, emulator write pointers"
+# FUSE_HANDLE_KILLPRIV_V2 (fuse_io.c): the kernel asks security.capability
+# before every write() unless it is negotiated; without it 1000 writes cost
+# 1000 GETXATTR round trips (lat_xattr_count), with it a handful.
+xattr_per_writes() { # mount options...: GETXATTRs during 1000 small writes
+	zf_mount "$@" >&2
+	local before after
+	before=$(zf_stat lat_xattr_count)
+	python3 -c 'import os,sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+for i in range(1000): os.write(fd, b"x" * 100)
+os.close(fd)' "$ZF_MNT/killpriv"
+	after=$(zf_stat lat_xattr_count)
+	zf_umount >&2
+	echo $((after - before - 1))	# the read of the stats is one
+}
+with=$(xattr_per_writes)
+without=$(xattr_per_writes -o no_killpriv)
+zf_log "GETXATTR during 1000 writes: $with with KILLPRIV_V2, $without with -o no_killpriv"
+[ "$with" -lt 20 ] || zf_fail "KILLPRIV_V2 not in effect: $with GETXATTR for 1000 writes"
+[ "$without" -ge 900 ] || zf_fail "no_killpriv: only $without GETXATTR for 1000 writes (the check above proves nothing)"
+
+zf_pass "every virtual xattr, zonefuse-stat text/json/svg, resets after delete, emulator write pointers, KILLPRIV_V2"
