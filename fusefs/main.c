@@ -377,7 +377,12 @@ static int add_mount_opts(struct daemon *d, struct fuse_args *args)
 		if (fuse_opt_add_arg(args, opt))
 			return -ENOMEM;
 	}
-	if (d->blk && fuse_opt_add_arg(args, "-oblkdev"))
+	/* The kernel sets the fuseblk superblock's block size to blksize
+	 * (default 512), which fails with EINVAL below the device's logical
+	 * block size; 4096 is at least that for every device zdev opens and
+	 * at most the page size. */
+	if (d->blk && (fuse_opt_add_arg(args, "-oblkdev") ||
+		       fuse_opt_add_arg(args, "-oblksize=4096")))
 		return -ENOMEM;
 	if (!d->c.has_subtype && !d->blk && fuse_opt_add_arg(args, "-osubtype=zonefuse"))
 		return -ENOMEM;
