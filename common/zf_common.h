@@ -1,9 +1,13 @@
 /* zf_common — small helpers shared by every module: CRC32C, logging, time.
  *
- * Logging: zf_log_*() writes one line to stderr (or syslog when the daemon
- * runs in the background) prefixed with the level.  Every ERROR is counted
- * (zf_log_error_count()) so integration tests can fail a run in which the
- * daemon logged an error.
+ * Logging: zf_log_*() writes one line per message, "LEVEL: text", to one
+ * target: standard error (the default; "zonefuse: LEVEL: text"), syslog
+ * (ident "zonefuse", with the pid) or a file (appended, one write(2) per line,
+ * "DATE TIME zonefuse[PID]: LEVEL: text").  A hook, when set, sees every
+ * message first and may keep it from the target (tools use it to replace
+ * library messages by their own).
+ * Every ERROR is counted (zf_log_error_count()) so integration tests can fail
+ * a run in which the daemon logged an error.
  * Thread safety: all functions are thread-safe.
  */
 #ifndef ZONEFUSE_COMMON_H
@@ -25,7 +29,16 @@ uint32_t zf_crc32c(uint32_t crc, const void *buf, size_t len);
 
 enum zf_log_level { ZF_LOG_ERROR = 0, ZF_LOG_WARN = 1, ZF_LOG_INFO = 2, ZF_LOG_DEBUG = 3 };
 void zf_log_set_level(enum zf_log_level lvl);
-void zf_log_use_syslog(int on);
+void zf_log_use_syslog(int on);		/* on: syslog; off: standard error */
+/* Append to the file at path (created 0640) from now on; -errno if it cannot
+ * be opened, and the target is then unchanged.  The descriptor survives
+ * fork/daemonisation. */
+int zf_log_to_file(const char *path);
+/* Every message is passed to fn first while set (NULL: unset); fn returns
+ * nonzero when it consumed the message, 0 to let it go on to the target.
+ * Messages below the level set with zf_log_set_level() are not passed. */
+typedef int (*zf_log_hook_fn)(enum zf_log_level lvl, const char *msg, void *arg);
+void zf_log_set_hook(zf_log_hook_fn fn, void *arg);
 void zf_log(enum zf_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 uint64_t zf_log_error_count(void);

@@ -1,22 +1,39 @@
 /* zonefuse — mount a zoned device (or an emulated one) with FUSE.
  *
  *   zonefuse DEVICE MOUNTPOINT [-f] [-d] [-s] [-o opt,...]
+ *   zonefuse -u [-z] MOUNTPOINT          (unmount; returns when the daemon is gone)
  *
  * Also usable as `mount -t fuse.zonefuse DEVICE MOUNTPOINT -o ...` (the
- * mount.fuse3 convention).  Order of work: parse options, open the device
- * exclusively, mount the file system (replay) so errors reach the terminal,
- * then mount FUSE, daemonise, start background work and serve requests.
+ * mount.fuse3 convention), and, installed as umount.fuse.zonefuse, as the
+ * helper umount(8) runs for fuse.zonefuse mounts.  Order of work: parse
+ * options, open the device exclusively, mount the file system (replay) so
+ * errors reach the terminal, then mount FUSE, daemonise, start background
+ * work and serve requests.
+ *
+ * Unmount is complete when it returns: the file system is written out and the
+ * device closed in the DESTROY handler.  On a block device the mount is of
+ * type fuseblk, for which the kernel waits for DESTROY inside umount(2); for
+ * an emulated device file `zonefuse -u` waits until the daemon has exited.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/zf_common.h"
 #include "fusefs/fusefs.h"
+#include "tools/zf_tool.h"
 
 struct conf {
 	char *device;
@@ -34,6 +51,8 @@ struct conf {
 	int ro;
 	int show_help, show_version;
 	int verbose;
+	char *log;		/* syslog | stderr | FILE; NULL = default */
+	int has_fsname, has_subtype;
 };
 
 #define OPT(t, p) { t, offsetof(struct conf, p), 1 }
@@ -50,6 +69,9 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
 	OPT("zf_verbose", verbose),
+	OPT("log=%s", log),
+	FUSE_OPT_KEY("fsname=", 'n'),
+	FUSE_OPT_KEY("subtype=", 't'),
 	FUSE_OPT_KEY("ro", 'r'),	/* noted, and passed on to FUSE */
 	FUSE_OPT_KEY("-h", 'h'),
 	FUSE_OPT_KEY("--help", 'h'),
@@ -61,11 +83,19 @@ static const struct fuse_opt conf_opts[] = {
 static void usage(const char *prog)
 {
 	printf("usage: %s DEVICE MOUNTPOINT [options]\n"
+	       "       %s -u [-z] MOUNTPOINT\n"
 	       "\n"
 	       "Mount a zonefuse file system from DEVICE: a zoned block device\n"
 	       "(/dev/nvme0n2, /dev/nullb0, an SMR disk) or an emulated zoned device\n"
 	       "file made by `zonefuse-emu create`.  Format it first with mkfs.zonefuse.\n"
-	       "Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	       "A block device mounted by root is of type fuseblk, so umount(8) and\n"
+	       "fusermount3 -u return once everything is written and the device is free.\n"
+	       "\n"
+	       "    -u MOUNTPOINT          unmount, and return only when the daemon has\n"
+	       "                           written everything, closed the device and exited\n"
+	       "                           (also what `umount MOUNTPOINT` runs, through\n"
+	       "                           umount.fuse.zonefuse)\n"
+	       "    -z                     with -u: lazy unmount (detach now, do not wait)\n"
 	       "\n"
 	       "zonefuse options (-o name=value):\n"
 	       "    -o stripe_width=N      zones written in parallel per flush (default 4;\n"
@@ -88,10 +118,16 @@ static void usage(const char *prog)
 	       "                           buffers per file (default 2 x stripe_width x\n"
 	       "                           stripe_unit; 0 = off)\n"
 	       "    -o no_killpriv         do not negotiate FUSE_HANDLE_KILLPRIV_V2\n"
+	       "    -o log=syslog|stderr|FILE  where messages go (default: standard error\n"
+	       "                           with -f; in the background syslog when /dev/log\n"
+	       "                           exists, else a file named before detaching)\n"
 	       "    -o zf_verbose          log debug messages\n"
 	       "    -o ro                  mount read-only\n"
 	       "\n"
-	       "FUSE options:\n", prog);
+	       "Exit status: 0 success (for -u: unmounted, daemon gone), 1 failure,\n"
+	       "2 bad command line.\n"
+	       "\n"
+	       "FUSE options:\n", prog, prog);
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
 }
@@ -110,6 +146,12 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	case 'r':
 		c->ro = 1;
 		return 1;
+	case 'n':
+		c->has_fsname = 1;
+		return 1;
+	case 't':
+		c->has_subtype = 1;
+		return 1;
 	case 'h':
 		c->show_help = 1;
 		return 0;
@@ -121,160 +163,483 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	}
 }
 
+/* Everything one daemon run holds.  ff comes first: libfuse hands the
+ * handlers &ff as userdata, and the DESTROY handler finds the rest from it. */
+struct daemon {
+	struct fusefs ff;
+	struct conf c;
+	struct fuse_cmdline_opts opts;
+	struct fs_opts fo;
+	struct zdev *dev;
+	bool blk;		/* block device mounted as fuseblk */
+	int unmount_ret;	/* fs_unmount's result, once done */
+	char log_file[PATH_MAX];	/* the background log file, "" = none */
+};
+
+/* ---- unmount: zonefuse -u, umount.fuse.zonefuse ---------------------------- */
+
+static int run_fusermount(const char *dir, bool lazy)
+{
+	pid_t pid = fork();
+	int st;
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", lazy ? "-uz" : "-u", "--", dir, (char *)NULL);
+		fprintf(stderr, "zonefuse: cannot run fusermount3: %s\n", strerror(errno));
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+/* Waits until the process behind pidfd has exited, telling the user what
+ * it waits for when that takes more than a few seconds. */
+static void wait_exit(int pidfd, pid_t pid, const char *dir)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int waited = 0;
+	for (;;) {
+		int r = poll(&p, 1, 1000);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return;
+		if (++waited == 5)
+			fprintf(stderr, "zonefuse: waiting for zonefuse pid %ld to finish writing "
+				"%s and exit\n", (long)pid, dir);
+	}
+}
+
+/* Unmounts dir; unless lazy, returns only when the daemon has exited (so
+ * the device is free).  0, or 1 with a message. */
+static int unmount_dir(const char *dir, bool lazy, bool force)
+{
+	struct zf_mnt m;
+	pid_t pid = 0;
+	char comm[64];
+	int pidfd = -1, r;
+
+	r = zf_find_mount_at(dir, &m);
+	if (r) {
+		fprintf(stderr, "zonefuse: %s: %s\n", dir,
+			r == -ENOENT ? "not a mount point" : strerror(-r));
+		return 1;
+	}
+	if (strcmp(m.type, "fuse.zonefuse") != 0 && strcmp(m.type, "fuseblk") != 0) {
+		fprintf(stderr, "zonefuse: %s is not a zonefuse mount (type %s)\n", m.dir, m.type);
+		return 1;
+	}
+	if (m.source[0] == '/' &&
+	    zf_find_holder(m.source, "zonefuse", &pid, comm, sizeof(comm)) == 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (geteuid() == 0)
+		r = umount2(m.dir, lazy ? MNT_DETACH : force ? MNT_FORCE : 0) ? -errno : 0;
+	else
+		r = run_fusermount(m.dir, lazy);
+	if (r) {
+		if (r != -EIO)
+			fprintf(stderr, "zonefuse: cannot unmount %s: %s%s\n", m.dir, strerror(-r),
+				r == -EBUSY ? " (files are open: see `fuser -vm DIR`)" : "");
+		if (pidfd >= 0)
+			close(pidfd);
+		return 1;
+	}
+	if (pidfd >= 0) {
+		if (!lazy)
+			wait_exit(pidfd, pid, m.dir);
+		close(pidfd);
+	}
+	return 0;
+}
+
+/* zonefuse -u [-z] DIR, and umount.fuse.zonefuse DIR [-flnrv] [-t TYPE]
+ * [-N NS] (the umount(8) helper calling convention). */
+static int unmount_main(int argc, char **argv, bool helper)
+{
+	bool lazy = false, force = false;
+	const char *dir = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-t") || !strcmp(a, "-N")) {
+			i++;
+		} else if (a[0] == '-' && a[1]) {
+			for (const char *p = a + 1; *p; p++) {
+				if (*p == 'z' || *p == 'l')
+					lazy = true;
+				else if (*p == 'f')
+					force = true;
+				else if (!strchr(helper ? "nrvi" : "u", *p)) {
+					fprintf(stderr, "zonefuse: -u: unknown option -%c\n", *p);
+					return 2;
+				}
+			}
+		} else if (!dir) {
+			dir = a;
+		} else {
+			fprintf(stderr, "zonefuse: -u takes one MOUNTPOINT\n");
+			return 2;
+		}
+	}
+	if (!dir) {
+		fprintf(stderr, "usage: zonefuse -u [-z] MOUNTPOINT\n");
+		return 2;
+	}
+	return unmount_dir(dir, lazy, force);
+}
+
+/* ---- configuration ----------------------------------------------------------- */
+
+/* Parses the command line into d->c and d->opts.  Returns -1 to go on, or
+ * the exit status (0 after --help/--version). */
+static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *prog)
+{
+	struct conf *c = &d->c;
+
+	c->commit_ms = UINT32_MAX;	/* "not given" */
+	c->prefetch_kb = -1;
+	c->gc_mbps = -1;
+	if (fuse_opt_parse(args, c, conf_opts, opt_proc) == -1)
+		return 2;
+	if (c->show_help) {
+		usage(prog);
+		return 0;
+	}
+	if (c->show_version) {
+		printf("zonefuse 0.1.0 (FUSE library %s)\n", fuse_pkgversion());
+		return 0;
+	}
+	if (fuse_parse_cmdline(args, &d->opts) != 0)
+		return 2;
+	if (!c->device || !d->opts.mountpoint) {
+		fprintf(stderr, "usage: %s DEVICE MOUNTPOINT [options]  (--help for more)\n", prog);
+		return 2;
+	}
+	if (c->verbose)
+		zf_log_set_level(ZF_LOG_DEBUG);
+	return -1;
+}
+
+/* Turns the zonefuse options into d->fo; 0 or -EINVAL with a message. */
+static int build_fs_opts(struct daemon *d)
+{
+	const struct conf *c = &d->c;
+	struct fs_opts *fo = &d->fo;
+
+	fs_opts_default(fo);
+	if (c->stripe_width)
+		fo->stripe_width = c->stripe_width;
+	if (c->stripe_unit) {
+		uint64_t v;
+		if (zf_parse_size(c->stripe_unit, &v) || v == 0 || v > (64u << 20)) {
+			fprintf(stderr, "zonefuse: bad stripe_unit '%s'\n", c->stripe_unit);
+			return -EINVAL;
+		}
+		fo->stripe_unit = (uint32_t)v;
+	}
+	if (c->buffer_mb)
+		fo->buffer_bytes = (uint64_t)c->buffer_mb << 20;
+	if (c->commit_ms != UINT32_MAX)
+		fo->commit_interval_ms = c->commit_ms;
+	if (c->reorder)
+		fo->reorder_chunks = c->reorder;
+	if (c->prefetch_kb >= 0)
+		fo->prefetch_bytes = (uint64_t)c->prefetch_kb << 10;
+	fo->read_only = c->ro;
+	if (c->gc_mbps >= 0)
+		fo->gc_mbps = (uint32_t)c->gc_mbps;
+	if (c->placement && strcmp(c->placement, "on") != 0 && strcmp(c->placement, "off") != 0) {
+		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c->placement);
+		return -EINVAL;
+	}
+	fo->placement_off = c->placement && strcmp(c->placement, "off") == 0;
+	fo->hints_file = c->hints;	/* read at mount (fs_lifetime.c) */
+	if (c->hints && access(c->hints, R_OK) != 0) {
+		fprintf(stderr, "zonefuse: cannot read hints file %s: %s\n", c->hints, strerror(errno));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Names the mount after the device's real path (so `findmnt`, `zonefuse -u`
+ * and the in-use messages find it) with type fuse.zonefuse, or fuseblk for a
+ * block device when root (the kernel then opens the device itself and waits
+ * for DESTROY in umount).  Options the user gave win. */
+static int add_mount_opts(struct daemon *d, struct fuse_args *args)
+{
+	char real[PATH_MAX], opt[PATH_MAX + 16];
+	struct stat st;
+
+	if (!realpath(d->c.device, real) || stat(real, &st) != 0)
+		return 0;	/* zdev_open reports it */
+	d->blk = S_ISBLK(st.st_mode) && geteuid() == 0;
+	if (!d->c.has_fsname && !strpbrk(real, ",\\")) {
+		snprintf(opt, sizeof(opt), "-ofsname=%s", real);
+		if (fuse_opt_add_arg(args, opt))
+			return -ENOMEM;
+	}
+	/* The kernel sets the fuseblk superblock's block size to blksize
+	 * (default 512), which fails with EINVAL below the device's logical
+	 * block size; 4096 is at least that for every device zdev opens and
+	 * at most the page size. */
+	if (d->blk && (fuse_opt_add_arg(args, "-oblkdev") ||
+		       fuse_opt_add_arg(args, "-oblksize=4096")))
+		return -ENOMEM;
+	if (!d->c.has_subtype && !d->blk && fuse_opt_add_arg(args, "-osubtype=zonefuse"))
+		return -ENOMEM;
+	return 0;
+}
+
+/* ---- logging --------------------------------------------------------------------- */
+
+static bool have_syslog(void)
+{
+	struct stat st;
+	return stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+/* The background log file when there is no syslog: the first of these that
+ * can be opened. */
+static int open_default_log(struct daemon *d)
+{
+	char cand[3][PATH_MAX];
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+	int n = 0;
+
+	snprintf(cand[n++], PATH_MAX, "/var/log/zonefuse.log");
+	if (rt && rt[0] == '/')
+		snprintf(cand[n++], PATH_MAX, "%s/zonefuse.log", rt);
+	snprintf(cand[n++], PATH_MAX, "/tmp/zonefuse-%ld.log", (long)geteuid());
+	for (int i = 0; i < n; i++) {
+		if (zf_log_to_file(cand[i]) == 0) {
+			memcpy(d->log_file, cand[i], sizeof(d->log_file));
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* Chooses where messages go.  Called twice: before the device is opened
+ * (detach = false: an explicit -o log=FILE starts at once, everything else
+ * stays on the terminal) and just before detaching (detach = true). */
+static int setup_log(struct daemon *d, bool detach)
+{
+	const char *l = d->c.log;
+	int r;
+
+	if (l && strcmp(l, "syslog") && strcmp(l, "stderr")) {
+		if (detach)
+			return 0;
+		r = zf_log_to_file(l);
+		if (r)
+			fprintf(stderr, "zonefuse: cannot open log file %s: %s\n", l, strerror(-r));
+		return r;
+	}
+	if (!detach || (l && !strcmp(l, "stderr")) || (!l && d->opts.foreground))
+		return 0;
+	if (l || have_syslog()) {
+		if (!have_syslog())
+			fprintf(stderr, "zonefuse: warning: -o log=syslog but /dev/log does not "
+				"exist: messages are lost\n");
+		zf_log_use_syslog(1);
+		return 0;
+	}
+	if (open_default_log(d) == 0) {
+		fprintf(stderr, "zonefuse: no syslog (/dev/log is missing): messages go to %s\n",
+			d->log_file);
+		return 0;
+	}
+	fprintf(stderr, "zonefuse: no syslog and no writable log file: use -o log=FILE\n");
+	return -ENOENT;
+}
+
+/* ---- device and file system ------------------------------------------------------- */
+
+/* The one line that says what is wrong with DEVICE and what to do. */
+static void report_open_error(const char *dev, int err, const struct zf_capture *cap)
+{
+	char busy[PATH_MAX + 64];
+
+	switch (err) {
+	case -EBUSY:
+		zf_busy_text(dev, busy, sizeof(busy));
+		fprintf(stderr, "zonefuse: %s: %s\n", dev, busy);
+		break;
+	case -ENODATA:
+		fprintf(stderr, "zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
+			"first\n", dev);
+		break;
+	case -EUCLEAN:
+		fprintf(stderr, "zonefuse: %s: the zonefuse file system is damaged (%s): run "
+			"fsck.zonefuse %s\n", dev, zf_capture_detail(cap), dev);
+		break;
+	default:
+		fprintf(stderr, "zonefuse: cannot mount %s: %s\n", dev,
+			cap->first_err[0] ? zf_capture_detail(cap) : strerror(-err));
+	}
+}
+
+/* Opens the device exclusively and mounts the file system (replay).  For
+ * fuseblk the exclusive open only checks that nobody holds the device: the
+ * kernel's own exclusive open at mount time would fail against it, so the
+ * device is then opened again shared. */
+static int open_fs(struct daemon *d)
+{
+	struct zdev_open_opts zo = ZDEV_OPEN_OPTS_INIT;
+	struct zf_capture cap;
+	int r;
+
+	zo.exclusive = true;
+	zo.read_only = d->c.ro;
+	zf_capture_start(&cap);
+	r = zdev_open(d->c.device, &zo, &d->dev);
+	if (!r && d->blk) {
+		zdev_close(d->dev);
+		d->dev = NULL;
+		zo.exclusive = false;
+		r = zdev_open(d->c.device, &zo, &d->dev);
+	}
+	if (!r) {
+		r = fs_mount(d->dev, &d->fo, &d->ff.fs);
+		if (r) {
+			zdev_close(d->dev);
+			d->dev = NULL;
+		}
+	}
+	zf_capture_stop();
+	if (r)
+		report_open_error(d->c.device, r, &cap);
+	return r;
+}
+
+/* Writes everything out and closes the device; runs once, from DESTROY or
+ * after the session ended without one. */
+static void close_fs(struct daemon *d)
+{
+	if (!d->ff.fs)
+		return;
+	int r = fs_unmount(d->ff.fs);
+	d->ff.fs = NULL;
+	zdev_close(d->dev);
+	d->dev = NULL;
+	d->unmount_ret = r;
+	if (r)
+		zf_err("unmount of %s did not complete cleanly: %s", d->c.device, strerror(-r));
+	else
+		zf_info("unmounted %s: everything written, device closed", d->c.device);
+}
+
+static void op_destroy_close(void *userdata)
+{
+	struct daemon *d = (struct daemon *)((char *)userdata - offsetof(struct daemon, ff));
+	if (fusefs_ops.destroy)
+		fusefs_ops.destroy(userdata);
+	close_fs(d);
+}
+
+/* ---- serving ----------------------------------------------------------------------- */
+
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts)
+{
+	if (opts->singlethread)
+		return fuse_session_loop(se);
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	/* -1 (the default) means "no limit"; libfuse 3.14 warns about it (as
+	 * a "max threads value") if passed on. */
+	if (opts->max_idle_threads <= 100000)
+		fuse_loop_cfg_set_idle_threads(lc, opts->max_idle_threads);
+	if (opts->max_threads > 0 && opts->max_threads <= 100000)
+		fuse_loop_cfg_set_max_threads(lc, opts->max_threads);
+	int r = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return r;
+}
+
+/* Mounts FUSE, detaches and serves until unmounted.  Returns the exit
+ * status. */
+static int run_session(struct daemon *d, struct fuse_args *args)
+{
+	static struct fuse_lowlevel_ops ops;
+	struct fuse_session *se;
+	int ret = 1, r;
+
+	ops = fusefs_ops;
+	ops.destroy = op_destroy_close;
+	d->ff.conf.attr_timeout = 5.0;
+	d->ff.conf.entry_timeout = 5.0;
+	d->ff.conf.max_readahead = (d->c.readahead_kb ? d->c.readahead_kb : 1024) * 1024u;
+	d->ff.conf.killpriv = !d->c.no_killpriv;
+
+	se = fuse_session_new(args, &ops, sizeof(ops), &d->ff);
+	if (!se)
+		return 1;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out_se;
+	if (fuse_session_mount(se, d->opts.mountpoint) != 0)
+		goto out_sig;
+	r = fusefs_install_io(se, &d->ff);
+	if (r)
+		zf_warn("custom FUSE I/O not installed (%s): writes will be slower", strerror(-r));
+	if (setup_log(d, true) != 0)
+		goto out_mount;
+	fuse_daemonize(d->opts.foreground);
+	r = fs_start(d->ff.fs);
+	if (r)
+		zf_err("cannot start background work: %s", strerror(-r));
+	zf_info("mounted %s (%s%s) on %s", d->c.device, zdev_backend_name(d->dev),
+		d->blk ? ", fuseblk" : "", d->opts.mountpoint);
+	ret = serve(se, &d->opts) ? 1 : 0;
+out_mount:
+	fuse_session_unmount(se);
+out_sig:
+	fuse_remove_signal_handlers(se);
+out_se:
+	fuse_session_destroy(se);	/* runs DESTROY if the kernel did not send it */
+	return ret;
+}
+
+static bool called_as(const char *argv0, const char *name)
+{
+	const char *b = strrchr(argv0, '/');
+	return !strcmp(b ? b + 1 : argv0, name);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct fuse_cmdline_opts opts;
-	struct conf c = { 0 };
-	struct fs_opts fo;
-	struct zdev *dev = NULL;
-	struct fs *fs = NULL;
-	struct fuse_session *se = NULL;
-	struct fusefs ff = { 0 };
-	int ret = 1, r;
+	static struct daemon d;
+	int ret;
+
+	if (called_as(argv[0], "umount.fuse.zonefuse"))
+		return unmount_main(argc, argv, true);
+	if (argc > 1 && !strcmp(argv[1], "-u"))
+		return unmount_main(argc, argv, false);
 
 	/* Write buffers and read bounces are large and short-lived: keep them
 	 * in the heap instead of mapping and faulting pages in on every call. */
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
-	c.commit_ms = UINT32_MAX;	/* "not given" */
-	c.prefetch_kb = -1;
-	c.gc_mbps = -1;
-	if (fuse_opt_parse(&args, &c, conf_opts, opt_proc) == -1)
-		return 2;
-	if (c.show_help) {
-		usage(argv[0]);
-		fuse_opt_free_args(&args);
-		return 0;
-	}
-	if (c.show_version) {
-		printf("zonefuse 0.1.0 (FUSE library %s)\n", fuse_pkgversion());
-		fuse_opt_free_args(&args);
-		return 0;
-	}
-	if (fuse_parse_cmdline(&args, &opts) != 0) {
-		free(c.device);
-		fuse_opt_free_args(&args);
-		return 2;
-	}
-	if (!c.device || !opts.mountpoint) {
-		fprintf(stderr, "usage: %s DEVICE MOUNTPOINT [options]  (--help for more)\n", argv[0]);
-		goto out_args;
-	}
-	if (c.verbose)
-		zf_log_set_level(ZF_LOG_DEBUG);
-
-	fs_opts_default(&fo);
-	if (c.stripe_width)
-		fo.stripe_width = c.stripe_width;
-	if (c.stripe_unit) {
-		uint64_t v;
-		if (zf_parse_size(c.stripe_unit, &v) || v == 0 || v > (64u << 20)) {
-			fprintf(stderr, "zonefuse: bad stripe_unit '%s'\n", c.stripe_unit);
-			goto out_args;
-		}
-		fo.stripe_unit = (uint32_t)v;
-	}
-	if (c.buffer_mb)
-		fo.buffer_bytes = (uint64_t)c.buffer_mb << 20;
-	if (c.commit_ms != UINT32_MAX)
-		fo.commit_interval_ms = c.commit_ms;
-	if (c.reorder)
-		fo.reorder_chunks = c.reorder;
-	if (c.prefetch_kb >= 0)
-		fo.prefetch_bytes = (uint64_t)c.prefetch_kb << 10;
-	fo.read_only = c.ro;
-	if (c.gc_mbps >= 0)
-		fo.gc_mbps = (uint32_t)c.gc_mbps;
-	if (c.placement && strcmp(c.placement, "on") != 0 && strcmp(c.placement, "off") != 0) {
-		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c.placement);
-		goto out_args;
-	}
-	fo.placement_off = c.placement && strcmp(c.placement, "off") == 0;
-	fo.hints_file = c.hints;	/* read at mount (fs_lifetime.c) */
-	if (c.hints && access(c.hints, R_OK) != 0) {
-		fprintf(stderr, "zonefuse: cannot read hints file %s: %s\n", c.hints, strerror(errno));
-		goto out_args;
-	}
-
-	struct zdev_open_opts zo = ZDEV_OPEN_OPTS_INIT;
-	zo.exclusive = true;
-	zo.read_only = c.ro;
-	r = zdev_open(c.device, &zo, &dev);
-	if (r) {
-		if (r == -EBUSY)
-			fprintf(stderr, "zonefuse: %s is in use (already mounted?)\n", c.device);
-		else
-			fprintf(stderr, "zonefuse: cannot open %s: %s\n", c.device, strerror(-r));
-		goto out_args;
-	}
-	r = fs_mount(dev, &fo, &fs);
-	if (r) {
-		fprintf(stderr, "zonefuse: cannot mount %s: %s\n", c.device, strerror(-r));
-		goto out_dev;
-	}
-	ff.fs = fs;
-	ff.conf.attr_timeout = 5.0;
-	ff.conf.entry_timeout = 5.0;
-	ff.conf.max_readahead = (c.readahead_kb ? c.readahead_kb : 1024) * 1024u;
-	ff.conf.killpriv = !c.no_killpriv;
-
-	se = fuse_session_new(&args, &fusefs_ops, sizeof(fusefs_ops), &ff);
-	if (!se)
-		goto out_fs;
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out_se;
-	if (fuse_session_mount(se, opts.mountpoint) != 0)
-		goto out_sig;
-	r = fusefs_install_io(se, &ff);
-	if (r)
-		zf_warn("custom FUSE I/O not installed (%s): writes will be slower", strerror(-r));
-	if (!opts.foreground)
-		zf_log_use_syslog(1);
-	fuse_daemonize(opts.foreground);
-	r = fs_start(fs);
-	if (r)
-		zf_err("cannot start background work: %s", strerror(-r));
-	zf_info("mounted %s (%s) on %s", c.device, zdev_backend_name(dev), opts.mountpoint);
-
-	if (opts.singlethread) {
-		r = fuse_session_loop(se);
-	} else {
-		struct fuse_loop_config *lc = fuse_loop_cfg_create();
-		if (!lc) {
-			r = -ENOMEM;
-		} else {
-			fuse_loop_cfg_set_clone_fd(lc, 0);
-			/* -1 (the default) means "no limit"; libfuse 3.14 warns
-			 * about it (as a "max threads value") if passed on. */
-			if (opts.max_idle_threads <= 100000)
-				fuse_loop_cfg_set_idle_threads(lc, opts.max_idle_threads);
-			if (opts.max_threads > 0 && opts.max_threads <= 100000)
-				fuse_loop_cfg_set_max_threads(lc, opts.max_threads);
-			r = fuse_session_loop_mt(se, lc);
-			fuse_loop_cfg_destroy(lc);
-		}
-	}
-	ret = r ? 1 : 0;
-	fuse_session_unmount(se);
-out_sig:
-	fuse_remove_signal_handlers(se);
-out_se:
-	fuse_session_destroy(se);
-out_fs:
-	r = fs_unmount(fs);
-	if (r) {
-		zf_err("unmount of %s did not complete cleanly: %s", c.device, strerror(-r));
+	ret = parse_cmdline(&d, &args, argv[0]);
+	if (ret >= 0)
+		goto out;
+	ret = 1;
+	if (build_fs_opts(&d) || add_mount_opts(&d, &args) || setup_log(&d, false))
+		goto out;
+	if (open_fs(&d))
+		goto out;
+	ret = run_session(&d, &args);
+	close_fs(&d);
+	if (d.unmount_ret)
 		ret = 1;
-	}
-out_dev:
-	zdev_close(dev);
-out_args:
-	free(opts.mountpoint);
-	free(c.device);
-	free(c.stripe_unit);
-	free(c.hints);
-	free(c.placement);
+out:
+	free(d.opts.mountpoint);
+	free(d.c.device);
+	free(d.c.stripe_unit);
+	free(d.c.hints);
+	free(d.c.placement);
+	free(d.c.log);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -4,7 +4,10 @@
 set -euo pipefail
 pkgs=(build-essential pkg-config meson ninja-build check libfuse3-dev fuse3
       libzbd-dev zbd-utils liburing-dev libleveldb-dev librocksdb-dev
-      rocksdb-tools fio attr e2fsprogs util-linux python3 clang "$@")
+      rocksdb-tools fio attr e2fsprogs util-linux python3 clang
+      # the package test (dpkg-buildpackage, lintian) and the metrics test
+      dpkg-dev debhelper devscripts lintian pkgconf man-db python3-prometheus-client
+      "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

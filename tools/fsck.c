@@ -18,6 +18,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
+#include "tools/zf_tool.h"
 
 /* ---- progress ---- */
 
@@ -143,7 +144,11 @@ int main(int argc, char **argv)
 			       "metadata log, extents against zone write pointers, extents shared\n"
 			       "by two files, names, link counts and zone accounting.  Read-only.\n"
 			       "On a terminal, progress is shown on standard error.\n"
-			       "Exit codes: 0 clean, 4 problems found, 8 operational error.\n", argv[0]);
+			       "Exit codes: 0 clean, 4 problems found, 8 operational error (cannot\n"
+			       "open or read; not a zonefuse file system), 16 usage error.\n"
+			       "  -v, --verbose  also print totals (files, directories, extents, bytes)\n"
+			       "  -n, -p, -a, -f accepted and ignored (fsck(8) compatibility)\n"
+			       "  -h, --help     show this help\n", argv[0]);
 			return 0;
 		default:
 			return 16;
@@ -155,12 +160,32 @@ int main(int argc, char **argv)
 	}
 	struct zdev_open_opts zo = ZDEV_OPEN_OPTS_INIT;
 	struct zdev *dev;
+	const char *path = argv[optind];
+	struct zf_capture cap;
+	char busy[PATH_MAX + 64];
 	zo.exclusive = true;
 	zo.read_only = true;
-	int ret = zdev_open(argv[optind], &zo, &dev);
+	zf_capture_start(&cap);
+	int ret = zdev_open(path, &zo, &dev);
+	zf_capture_stop();
+	if (ret == -EBUSY) {
+		zf_busy_text(path, busy, sizeof(busy));
+		fprintf(stderr, "fsck.zonefuse: %s: %s; unmount it first\n", path, busy);
+		return 8;
+	}
 	if (ret) {
-		fprintf(stderr, "fsck.zonefuse: cannot open %s: %s\n", argv[optind],
-			ret == -EBUSY ? "device is in use (mounted?)" : strerror(-ret));
+		fprintf(stderr, "fsck.zonefuse: cannot open %s: %s\n", path,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
+		return 8;
+	}
+	struct mlog_sb sb;
+	zf_capture_start(&cap);
+	ret = mlog_probe(dev, &sb);
+	zf_capture_stop();
+	if (ret == -ENODATA) {
+		fprintf(stderr, "fsck.zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
+			"first\n", path);
+		zdev_close(dev);
 		return 8;
 	}
 	struct progress prog;
@@ -174,13 +199,13 @@ int main(int argc, char **argv)
 	}
 	zdev_close(dev);
 	if (ret < 0) {
-		fprintf(stderr, "fsck.zonefuse: %s: %s\n", argv[optind], strerror(-ret));
+		fprintf(stderr, "fsck.zonefuse: %s: %s\n", path, strerror(-ret));
 		return ret == -EUCLEAN ? 4 : 8;
 	}
 	if (ret > 0) {
-		printf("%s: %d problem(s) found\n", argv[optind], ret);
+		printf("%s: %d problem(s) found\n", path, ret);
 		return 4;
 	}
-	printf("%s: clean\n", argv[optind]);
+	printf("%s: clean\n", path);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
+#include "tools/zf_tool.h"
 
 /* ---- progress ---- */
 
@@ -115,6 +116,20 @@ static void progress_stop(struct progress *p, int ret)
 	free(p->zones);
 }
 
+/* The one line that says why DEVICE cannot be opened and what to do. */
+static void report_open_error(const char *path, int err, const struct zf_capture *cap)
+{
+	char busy[PATH_MAX + 64];
+
+	if (err == -EBUSY) {
+		zf_busy_text(path, busy, sizeof(busy));
+		fprintf(stderr, "mkfs.zonefuse: %s: %s; unmount it first\n", path, busy);
+		return;
+	}
+	fprintf(stderr, "mkfs.zonefuse: cannot open %s: %s\n", path,
+		cap->first_err[0] ? zf_capture_detail(cap) : strerror(-err));
+}
+
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
@@ -124,6 +139,7 @@ static void usage(FILE *f, const char *prog)
 		"made by `zonefuse-emu create`) with a new, empty zonefuse file system.\n"
 		"Every zone is reset: all data on DEVICE is lost.  On a terminal,\n"
 		"progress of the zone resets is shown on standard error.\n"
+		"Exit status: 0 formatted, 1 failure, 2 bad command line.\n"
 		"\n"
 		"  -f, --force          overwrite an existing zonefuse file system\n"
 		"  -m, --meta-zones N   zones reserved for the metadata log (default: enough\n"
@@ -175,29 +191,40 @@ int main(int argc, char **argv)
 		usage(stderr, argv[0]);
 		return 2;
 	}
+	const char *path = argv[optind];
+	struct zf_capture cap;
 	zo.exclusive = true;
-	ret = zdev_open(argv[optind], &zo, &dev);
+	zf_capture_start(&cap);
+	ret = zdev_open(path, &zo, &dev);
+	zf_capture_stop();
 	if (ret) {
-		fprintf(stderr, "mkfs.zonefuse: cannot open %s: %s\n", argv[optind],
-			ret == -EBUSY ? "device is in use (mounted?)" : strerror(-ret));
+		report_open_error(path, ret, &cap);
 		return 1;
 	}
 	const struct zdev_geometry *g = zdev_geometry(dev);
 	struct progress prog;
 	bool watching = progress_start(&prog, dev);
+	zf_capture_start(&cap);
 	ret = fs_mkfs(dev, &o);
+	zf_capture_stop();
 	if (watching)
 		progress_stop(&prog, ret);
+	if (ret == -EEXIST) {
+		fprintf(stderr, "mkfs.zonefuse: %s already holds a zonefuse file system: "
+			"--force to overwrite\n", path);
+		zdev_close(dev);
+		return 1;
+	}
 	if (ret) {
-		fprintf(stderr, "mkfs.zonefuse: formatting %s failed: %s\n", argv[optind],
-			strerror(-ret));
+		fprintf(stderr, "mkfs.zonefuse: formatting %s failed: %s\n", path,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		zdev_close(dev);
 		return 1;
 	}
 	struct mlog_sb sb;
 	char b1[32], b2[32], b3[32];
 	if (mlog_probe(dev, &sb) == 0) {
-		printf("zonefuse file system created on %s (%s device)\n", argv[optind],
+		printf("zonefuse file system created on %s (%s device)\n", path,
 		       zdev_backend_name(dev));
 		printf("  zones: %u x %s (capacity %s), block %u bytes\n", g->nr_zones,
 		       zf_fmt_bytes(g->zone_size, b1, sizeof(b1)),

@@ -69,7 +69,9 @@ static const char usage_text[] =
 "      data in those zones.\n"
 "\n"
 "  help, --help, -h\n"
-"      Show this text.\n";
+"      Show this text.\n"
+"\n"
+"Exit status: 0 success, 1 failure, 2 bad command line.\n";
 
 static void usage_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void usage_err(const char *fmt, ...)

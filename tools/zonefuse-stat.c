@@ -1,6 +1,7 @@
 /* zonefuse-stat — show where data sits on a mounted zonefuse file system.
  *
  *   zonefuse-stat [--watch [SECONDS]] [--json] [--svg FILE] [--top N] [--zones] MOUNTPOINT
+ *   zonefuse-stat --prometheus MOUNTPOINT
  *   zonefuse-stat [--json] FILE
  *
  * Everything comes from the virtual xattrs (user.zonefuse.stats and
@@ -62,6 +63,8 @@ static const char usage_text[] =
 "  -n, --top N            files listed by zones used (default 10; 0 skips the\n"
 "                         walk of the directory tree)\n"
 "  -z, --zones            also list every zone, one line each\n"
+"  -p, --prometheus       print the stats in the Prometheus text exposition\n"
+"                         format (for node_exporter's textfile collector)\n"
 "  -h, --help             show this help\n"
 "\n"
 "Exit status: 0 success, 1 failure, 2 bad command line.\n";
@@ -959,55 +962,314 @@ static int show_file(const char *path, bool json)
 	return 0;
 }
 
+/* ---- Prometheus text exposition ---------------------------------------------------- */
+
+/* Metric names are part of the interface (dashboards and alerts use them):
+ * add new ones, never rename.  Units follow the Prometheus conventions:
+ * bytes, seconds, ratios; counters end in _total.  Every series carries the
+ * mountpoint label, so several mounts can feed one textfile collector. */
+struct prom_metric {
+	const char *key;	/* user.zonefuse.stats key */
+	const char *name;
+	const char *type;	/* "gauge" | "counter" */
+	const char *help;
+};
+
+static const struct prom_metric prom_metrics[] = {
+	{ "read_only", "zonefuse_read_only", "gauge", "1 when mounted read-only" },
+	{ "device_bytes", "zonefuse_device_size_bytes", "gauge", "Size of the device" },
+	{ "zone_size", "zonefuse_zone_size_bytes", "gauge", "Bytes between zone starts" },
+	{ "zone_capacity", "zonefuse_zone_capacity_bytes", "gauge", "Usable bytes of a sequential zone" },
+	{ "zones", "zonefuse_device_zones", "gauge", "Zones on the device" },
+	{ "meta_zones", "zonefuse_meta_zones", "gauge", "Zones reserved for the metadata log" },
+	{ "data_zones", "zonefuse_data_zones", "gauge", "Zones that hold file data" },
+	{ "max_open_zones", "zonefuse_max_open_zones", "gauge", "Device limit on open zones (0 = none)" },
+	{ "max_active_zones", "zonefuse_max_active_zones", "gauge", "Device limit on active zones (0 = none)" },
+	{ "open_zones", "zonefuse_open_zones", "gauge", "Zones open now, data and metadata" },
+	{ "active_zones", "zonefuse_active_zones", "gauge", "Zones active now, data and metadata" },
+	{ "free_zones", "zonefuse_free_zones", "gauge", "Data zones empty and available for new data" },
+	{ "pending_reset_zones", "zonefuse_pending_reset_zones", "gauge", "Data zones without valid bytes waiting for the next commit to be reset" },
+	{ "zalloc_waiters", "zonefuse_zone_waiters", "gauge", "Writers waiting for a zone now" },
+	{ "capacity_bytes", "zonefuse_capacity_bytes", "gauge", "Capacity of the data zones" },
+	{ "used_bytes", "zonefuse_used_bytes", "gauge", "Data capacity written or finished (comes back only through resets)" },
+	{ "free_bytes", "zonefuse_free_bytes", "gauge", "Data capacity writable without a reset" },
+	{ "valid_bytes", "zonefuse_valid_bytes", "gauge", "Bytes referenced by files" },
+	{ "reclaimable_bytes", "zonefuse_reclaimable_bytes", "gauge", "Written bytes no file references any more" },
+	{ "meta_used_bytes", "zonefuse_meta_used_bytes", "gauge", "Bytes written in the metadata zones now" },
+	{ "user_bytes_written", "zonefuse_user_written_bytes_total", "counter", "Bytes applications wrote since mount" },
+	{ "data_bytes_written", "zonefuse_data_written_bytes_total", "counter", "File data bytes written to data zones since mount" },
+	{ "meta_bytes_written", "zonefuse_meta_written_bytes_total", "counter", "Metadata log bytes written since mount" },
+	{ "gc_bytes_written", "zonefuse_gc_written_bytes_total", "counter", "Bytes copied by garbage collection since mount" },
+	{ "device_bytes_written", "zonefuse_device_written_bytes_total", "counter", "Bytes the device was asked to write since mount" },
+	{ "write_amplification", "zonefuse_write_amplification_ratio", "gauge", "Device bytes written per user byte written since mount" },
+	{ "zdev_bytes_read", "zonefuse_device_read_bytes_total", "counter", "Bytes read from the device since it was opened" },
+	{ "zdev_writes", "zonefuse_device_writes_total", "counter", "Write requests to the device" },
+	{ "zdev_reads", "zonefuse_device_reads_total", "counter", "Read requests to the device" },
+	{ "zdev_flushes", "zonefuse_device_flushes_total", "counter", "Cache flushes sent to the device" },
+	{ "gc_runs", "zonefuse_gc_runs_total", "counter", "Garbage collection runs since mount" },
+	{ "gc_zones_reclaimed", "zonefuse_gc_reclaimed_zones_total", "counter", "Zones garbage collection emptied since mount" },
+	{ "buffer_bytes", "zonefuse_write_buffer_bytes", "gauge", "Write-buffer memory in use" },
+	{ "buffer_limit_bytes", "zonefuse_write_buffer_limit_bytes", "gauge", "Write-buffer memory bound" },
+	{ "prefetch_bytes", "zonefuse_prefetch_bytes", "gauge", "Read-ahead buffer memory in use" },
+	{ "prefetch_limit_bytes", "zonefuse_prefetch_limit_bytes", "gauge", "Read-ahead buffer memory bound" },
+	{ "prefetch_hits", "zonefuse_prefetch_hits_total", "counter", "Reads served from read-ahead buffers" },
+	{ "prefetch_fills", "zonefuse_prefetch_fills_total", "counter", "Background read-ahead fills started" },
+	{ "inodes", "zonefuse_inodes", "gauge", "Inodes in memory" },
+	{ "commits", "zonefuse_commits_total", "counter", "Metadata commits since mount" },
+	{ "snapshots", "zonefuse_snapshots_total", "counter", "Metadata log snapshots since mount" },
+	{ "log_epoch", "zonefuse_log_epoch", "gauge", "Current metadata log epoch" },
+	{ "log_records", "zonefuse_log_records_total", "counter", "Metadata records appended since mount" },
+	{ "log_zones_in_chain", "zonefuse_log_zones", "gauge", "Zones the current log epoch spans" },
+	{ "log_zones_borrowed", "zonefuse_log_borrowed_zones", "gauge", "Data zones the metadata log holds now" },
+	{ "log_zone_borrows", "zonefuse_log_zone_borrows_total", "counter", "Data zones the metadata log borrowed since mount" },
+	{ "log_reserve_zones", "zonefuse_log_reserve_zones", "gauge", "Data zones kept free for the metadata log" },
+	{ "log_state_full", "zonefuse_log_state_full", "gauge", "1 when the metadata state fills the room the device gives it" },
+	{ "log_errors", "zonefuse_log_errors_total", "counter", "Failed metadata commits and snapshots since mount" },
+};
+
+static const char *const prom_classes[] = { "none", "short", "medium", "long", "extreme" };
+
+/* Label values: backslash, double quote and newline escaped. */
+static void prom_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			fprintf(f, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void prom_head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{mountpoint="...",LABELS} VALUE; labels is "" or ",k=\"v\"". */
+static void prom_sample(FILE *f, const char *name, const char *mnt, const char *labels,
+			const char *value)
+{
+	fprintf(f, "%s{mountpoint=", name);
+	prom_str(f, mnt);
+	fprintf(f, "%s} %s\n", labels, value);
+}
+
+static void prom_sample_u(FILE *f, const char *name, const char *mnt, const char *labels,
+			  uint64_t v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	prom_sample(f, name, mnt, labels, buf);
+}
+
+static void prom_sample_d(FILE *f, const char *name, const char *mnt, const char *labels,
+			  double v)
+{
+	char buf[40];
+	snprintf(buf, sizeof(buf), "%.9g", v);
+	prom_sample(f, name, mnt, labels, buf);
+}
+
+static void prom_info(FILE *f, const char *mnt, const struct stats *st)
+{
+	char labels[1024];
+	const char *keys[] = { "backend", "device", "label" };
+	size_t off = 0;
+
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(keys); i++) {
+		const char *v = sv(st, keys[i]) ? sv(st, keys[i]) : "";
+		off += (size_t)snprintf(labels + off, sizeof(labels) - off, ",%s=\"", keys[i]);
+		for (; *v && off + 3 < sizeof(labels); v++) {
+			if (*v == '\\' || *v == '"')
+				labels[off++] = '\\';
+			labels[off++] = *v == '\n' ? ' ' : *v;
+		}
+		off += (size_t)snprintf(labels + off, sizeof(labels) - off, "\"");
+		if (off >= sizeof(labels) - 1)
+			break;
+	}
+	prom_head(f, "zonefuse_info", "gauge", "Constant 1; labels name the device, backend and label");
+	prom_sample(f, "zonefuse_info", mnt, labels, "1");
+}
+
+/* Per lifetime class, from the stats keys class_<c>_*. */
+static void prom_classes_out(FILE *f, const char *mnt, const struct stats *st)
+{
+	static const struct { const char *suffix, *name, *type, *help; } m[] = {
+		{ "bytes_written", "zonefuse_class_written_bytes_total", "counter",
+		  "Data bytes written for a lifetime class since mount" },
+		{ "zones", "zonefuse_class_zones", "gauge", "Data zones holding a lifetime class now" },
+		{ "valid_bytes", "zonefuse_class_valid_bytes", "gauge",
+		  "Valid bytes in the zones of a lifetime class" },
+	};
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(m); i++) {
+		prom_head(f, m[i].name, m[i].type, m[i].help);
+		for (size_t c = 0; c < ZF_ARRAY_SIZE(prom_classes); c++) {
+			char key[64], labels[64];
+			snprintf(key, sizeof(key), "class_%s_%s", prom_classes[c], m[i].suffix);
+			snprintf(labels, sizeof(labels), ",class=\"%s\"", prom_classes[c]);
+			if (sv(st, key))
+				prom_sample_u(f, m[i].name, mnt, labels, su(st, key));
+		}
+	}
+}
+
+/* Zones grouped by class and condition, from the zone table.  Free zones
+ * have class "free". */
+static void prom_zone_groups(FILE *f, const char *mnt, const struct zone *z, size_t nz)
+{
+	static const struct { const char *name, *help; } m[] = {
+		{ "zonefuse_zones", "Zones by lifetime class and zone condition" },
+		{ "zonefuse_zones_written_bytes", "Bytes below the write pointers of those zones" },
+		{ "zonefuse_zones_valid_bytes", "Valid bytes in those zones" },
+		{ "zonefuse_zones_capacity_bytes", "Capacity of those zones" },
+	};
+	struct group *g;
+	size_t ng = zone_groups(z, nz, &g);
+
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(m); i++) {
+		prom_head(f, m[i].name, "gauge", m[i].help);
+		for (size_t j = 0; j < ng; j++) {
+			char labels[96];
+			uint64_t v[] = { g[j].zones, g[j].written, g[j].valid, g[j].cap };
+			snprintf(labels, sizeof(labels), ",class=\"%s\",condition=\"%s\"",
+				 strcmp(g[j].cls, "-") ? g[j].cls : "free", g[j].cond);
+			prom_sample_u(f, m[i].name, mnt, labels, v[i]);
+		}
+	}
+	free(g);
+}
+
+/* Zone resets and finishes, split into data and metadata zones. */
+static void prom_zone_ops(FILE *f, const char *mnt, const struct stats *st)
+{
+	uint64_t r = su(st, "zone_resets"), dr = su(st, "data_zone_resets");
+	uint64_t fin = su(st, "zone_finishes"), df = su(st, "data_zone_finishes");
+
+	prom_head(f, "zonefuse_zone_resets_total", "counter", "Zone resets sent to the device since mount");
+	prom_sample_u(f, "zonefuse_zone_resets_total", mnt, ",area=\"data\"", dr);
+	prom_sample_u(f, "zonefuse_zone_resets_total", mnt, ",area=\"meta\"", r >= dr ? r - dr : 0);
+	prom_head(f, "zonefuse_zone_finishes_total", "counter", "Zone finishes sent to the device since mount");
+	prom_sample_u(f, "zonefuse_zone_finishes_total", mnt, ",area=\"data\"", df);
+	prom_sample_u(f, "zonefuse_zone_finishes_total", mnt, ",area=\"meta\"", fin >= df ? fin - df : 0);
+}
+
+/* Request latency as a summary (quantiles 0.5 and 0.99, _sum, _count) and
+ * the largest one seen, in seconds. */
+static void prom_latency(FILE *f, const char *mnt, const struct stats *st)
+{
+	const char *sum = "zonefuse_request_duration_seconds";
+	char key[64], labels[96];
+
+	prom_head(f, sum, "summary", "Time from reading a FUSE request to replying, since mount");
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(lat_ops); i++) {
+		const char *op = lat_ops[i];
+		snprintf(key, sizeof(key), "lat_%s_count", op);
+		if (!sv(st, key))
+			continue;
+		uint64_t n = su(st, key);
+		static const char *const q[][2] = { { "0.5", "p50" }, { "0.99", "p99" } };
+		for (size_t k = 0; k < ZF_ARRAY_SIZE(q); k++) {
+			snprintf(key, sizeof(key), "lat_%s_%s_us", op, q[k][1]);
+			snprintf(labels, sizeof(labels), ",op=\"%s\",quantile=\"%s\"", op, q[k][0]);
+			prom_sample_d(f, sum, mnt, labels, sd(st, key) / 1e6);
+		}
+		snprintf(labels, sizeof(labels), ",op=\"%s\"", op);
+		snprintf(key, sizeof(key), "lat_%s_avg_us", op);
+		prom_sample_d(f, "zonefuse_request_duration_seconds_sum", mnt, labels,
+			      sd(st, key) * (double)n / 1e6);
+		prom_sample_u(f, "zonefuse_request_duration_seconds_count", mnt, labels, n);
+	}
+	prom_head(f, "zonefuse_request_duration_max_seconds", "gauge",
+		  "Longest FUSE request since mount");
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(lat_ops); i++) {
+		snprintf(key, sizeof(key), "lat_%s_max_us", lat_ops[i]);
+		snprintf(labels, sizeof(labels), ",op=\"%s\"", lat_ops[i]);
+		if (sv(st, key))
+			prom_sample_d(f, "zonefuse_request_duration_max_seconds", mnt, labels,
+				      sd(st, key) / 1e6);
+	}
+}
+
+static void print_prometheus(FILE *f, const char *mnt, const struct stats *st,
+			     const struct zone *z, size_t nz)
+{
+	prom_info(f, mnt, st);
+	for (size_t i = 0; i < ZF_ARRAY_SIZE(prom_metrics); i++) {
+		const struct prom_metric *m = &prom_metrics[i];
+		const char *v = sv(st, m->key);
+		if (!v || !is_number(v))
+			continue;
+		prom_head(f, m->name, m->type, m->help);
+		prom_sample(f, m->name, mnt, "", v);
+	}
+	prom_classes_out(f, mnt, st);
+	prom_zone_groups(f, mnt, z, nz);
+	prom_zone_ops(f, mnt, st);
+	prom_latency(f, mnt, st);
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
 static volatile sig_atomic_t stop;
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
-int main(int argc, char **argv)
+struct args {
+	bool json, list_zones, prom;
+	double watch;		/* seconds; 0 = no --watch */
+	const char *svg;
+	size_t top;
+	const char *target;
+};
+
+/* Fills a; returns -1 to go on, or the exit status. */
+static int parse_args(int argc, char **argv, struct args *a)
 {
 	static const struct option lo[] = {
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "prometheus", no_argument, NULL, 'p' },
 		{ "svg", required_argument, NULL, 's' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "zones", no_argument, NULL, 'z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool json = false, list_zones = false;
-	double watch = 0;
-	const char *svg = NULL;
-	size_t top = 10;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "w::js:n:zh", lo, NULL)) != -1) {
+	*a = (struct args){ .top = 10 };
+	while ((c = getopt_long(argc, argv, "w::jps:n:zh", lo, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'w':
-			watch = 2;
+			a->watch = 2;
 			if (!optarg && optind < argc && is_number(argv[optind]))
 				optarg = argv[optind++];
 			if (optarg) {
-				watch = strtod(optarg, &end);
-				if (*end || watch < 0.1 || watch > 86400) {
+				a->watch = strtod(optarg, &end);
+				if (*end || a->watch < 0.1 || a->watch > 86400) {
 					fprintf(stderr, "zonefuse-stat: --watch: SECONDS must be 0.1..86400\n");
 					return EXIT_USAGE;
 				}
 			}
 			break;
-		case 'j': json = true; break;
-		case 's': svg = optarg; break;
+		case 'j': a->json = true; break;
+		case 'p': a->prom = true; break;
+		case 's': a->svg = optarg; break;
 		case 'n': {
 			long v = strtol(optarg, &end, 10);
 			if (*end || v < 0) {
 				fprintf(stderr, "zonefuse-stat: --top: expected a number >= 0\n");
 				return EXIT_USAGE;
 			}
-			top = (size_t)v;
+			a->top = (size_t)v;
 			break;
 		}
-		case 'z': list_zones = true; break;
+		case 'z': a->list_zones = true; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default:
 			fprintf(stderr, "Try 'zonefuse-stat --help'.\n");
@@ -1018,102 +1280,135 @@ int main(int argc, char **argv)
 		fprintf(stderr, "zonefuse-stat: expected one MOUNTPOINT or FILE (try --help)\n");
 		return EXIT_USAGE;
 	}
-	const char *target = argv[optind];
-	struct stats st;
-	int ret = stats_read(target, &st);
-	if (ret) {
-		struct stat sb;
-		if (stat(target, &sb) == 0 && S_ISREG(sb.st_mode)) {
-			if (watch || svg || list_zones) {
-				fprintf(stderr, "zonefuse-stat: --watch, --svg and --zones need a "
-					"MOUNTPOINT\n");
-				return EXIT_USAGE;
-			}
-			return show_file(target, json);
-		}
-		fprintf(stderr, "zonefuse-stat: %s: not the root of a zonefuse mount (%s)\n",
-			target, strerror(-ret));
-		return 1;
-	}
-	if (watch && (json || svg)) {
-		fprintf(stderr, "zonefuse-stat: --watch cannot be combined with --json or --svg\n");
-		stats_free(&st);
+	if (a->prom && (a->watch || a->json || a->svg || a->list_zones)) {
+		fprintf(stderr, "zonefuse-stat: --prometheus cannot be combined with --watch, "
+			"--json, --svg or --zones\n");
 		return EXIT_USAGE;
 	}
+	if (a->watch && (a->json || a->svg)) {
+		fprintf(stderr, "zonefuse-stat: --watch cannot be combined with --json or --svg\n");
+		return EXIT_USAGE;
+	}
+	a->target = argv[optind];
+	return -1;
+}
 
+/* Redraws the summary every a->watch seconds with write rates until
+ * interrupted or the mount goes away.  st, z and nz are replaced on each
+ * round.  Returns 0, or -EIO when the stats could no longer be read. */
+static int run_watch(const struct args *a, struct stats *st, struct zone **z, size_t *nz)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	bool tty = isatty(STDOUT_FILENO);
+	struct rates rt = { 0 };
+	uint64_t pu = su(st, "user_bytes_written"), pd = su(st, "device_bytes_written");
+	uint64_t pt = zf_now_ns();
+
+	for (;;) {
+		if (tty)
+			fputs("\033[H\033[2J", stdout);
+		time_t now = time(NULL);
+		char ts[64];
+		strftime(ts, sizeof(ts), "%F %T", localtime(&now));
+		printf("%s  (every %.1f s; Ctrl-C to stop)\n", ts, a->watch);
+		print_summary(a->target, st, *z, *nz, a->top, a->list_zones, &rt);
+		if (!tty)
+			printf("\n");
+		fflush(stdout);
+		uint64_t until = zf_now_ns() + (uint64_t)(a->watch * 1e9);
+		while (!stop && zf_now_ns() < until)
+			usleep(50000);
+		if (stop)
+			return 0;
+		stats_free(st);
+		free(*z);
+		*z = NULL;
+		if (stats_read(a->target, st) || zones_read(a->target, z, nz)) {
+			fprintf(stderr, "zonefuse-stat: %s: stats no longer readable (unmounted?)\n",
+				a->target);
+			return -EIO;
+		}
+		uint64_t t = zf_now_ns(), u = su(st, "user_bytes_written"),
+			 d = su(st, "device_bytes_written");
+		rt.interval = (double)(t - pt) / 1e9;
+		rt.user = u >= pu ? (double)(u - pu) / rt.interval : 0;
+		rt.device = d >= pd ? (double)(d - pd) / rt.interval : 0;
+		rt.have = true;
+		pu = u;
+		pd = d;
+		pt = t;
+		if (a->top)
+			files_walk(a->target);
+	}
+}
+
+/* Everything about a mount whose stats were read into st.  Returns the exit
+ * status. */
+static int run_mount(const struct args *a, struct stats *st)
+{
 	struct zone *z = NULL;
 	size_t nz = 0;
-	ret = zones_read(target, &z, &nz);
+	int ret = zones_read(a->target, &z, &nz);
+
 	if (ret) {
-		fprintf(stderr, "zonefuse-stat: %s: cannot read the zone table: %s\n", target,
+		fprintf(stderr, "zonefuse-stat: %s: cannot read the zone table: %s\n", a->target,
 			strerror(-ret));
-		stats_free(&st);
 		return 1;
 	}
-	if (svg) {
-		ret = svg_to_file(svg, target, &st, z, nz);
-		if (!ret && strcmp(svg, "-") && !json)
-			fprintf(stderr, "zonefuse-stat: zone map of %zu zones written to %s\n", nz, svg);
-		if (ret || !json || !strcmp(svg, "-")) {
+	if (a->prom) {
+		print_prometheus(stdout, a->target, st, z, nz);
+		free(z);
+		return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+	}
+	if (a->svg) {
+		ret = svg_to_file(a->svg, a->target, st, z, nz);
+		if (!ret && strcmp(a->svg, "-") && !a->json)
+			fprintf(stderr, "zonefuse-stat: zone map of %zu zones written to %s\n", nz,
+				a->svg);
+		if (ret || !a->json || !strcmp(a->svg, "-")) {
 			free(z);
-			stats_free(&st);
 			return ret ? 1 : 0;
 		}
 	}
-	if (top)
-		files_walk(target);
-	if (json) {
-		print_json(target, &st, z, nz, top);
-	} else if (!watch) {
-		print_summary(target, &st, z, nz, top, list_zones, NULL);
-	} else {
-		struct sigaction sa = { .sa_handler = on_signal };
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		bool tty = isatty(STDOUT_FILENO);
-		struct rates rt = { 0 };
-		uint64_t pu = su(&st, "user_bytes_written"), pd = su(&st, "device_bytes_written");
-		uint64_t pt = zf_now_ns();
-		for (;;) {
-			if (tty)
-				fputs("\033[H\033[2J", stdout);
-			time_t now = time(NULL);
-			char ts[64];
-			strftime(ts, sizeof(ts), "%F %T", localtime(&now));
-			printf("%s  (every %.1f s; Ctrl-C to stop)\n", ts, watch);
-			print_summary(target, &st, z, nz, top, list_zones, &rt);
-			if (!tty)
-				printf("\n");
-			fflush(stdout);
-			uint64_t until = zf_now_ns() + (uint64_t)(watch * 1e9);
-			while (!stop && zf_now_ns() < until)
-				usleep(50000);
-			if (stop)
-				break;
-			stats_free(&st);
-			free(z);
-			z = NULL;
-			if (stats_read(target, &st) || zones_read(target, &z, &nz)) {
-				fprintf(stderr, "zonefuse-stat: %s: stats no longer readable (unmounted?)\n",
-					target);
-				ret = 1;
-				break;
-			}
-			uint64_t t = zf_now_ns(), u = su(&st, "user_bytes_written"),
-				 d = su(&st, "device_bytes_written");
-			rt.interval = (double)(t - pt) / 1e9;
-			rt.user = u >= pu ? (double)(u - pu) / rt.interval : 0;
-			rt.device = d >= pd ? (double)(d - pd) / rt.interval : 0;
-			rt.have = true;
-			pu = u;
-			pd = d;
-			pt = t;
-			if (top)
-				files_walk(target);
-		}
-	}
+	if (a->top)
+		files_walk(a->target);
+	if (a->json)
+		print_json(a->target, st, z, nz, a->top);
+	else if (!a->watch)
+		print_summary(a->target, st, z, nz, a->top, a->list_zones, NULL);
+	else
+		ret = run_watch(a, st, &z, &nz);
 	files_free();
 	free(z);
-	stats_free(&st);
 	return ret ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	struct stats st;
+	int ret = parse_args(argc, argv, &a);
+
+	if (ret >= 0)
+		return ret;
+	ret = stats_read(a.target, &st);
+	if (ret) {
+		struct stat sb;
+		if (stat(a.target, &sb) == 0 && S_ISREG(sb.st_mode)) {
+			if (a.watch || a.svg || a.list_zones || a.prom) {
+				fprintf(stderr, "zonefuse-stat: --watch, --svg, --zones and "
+					"--prometheus need a MOUNTPOINT\n");
+				return EXIT_USAGE;
+			}
+			return show_file(a.target, a.json);
+		}
+		fprintf(stderr, "zonefuse-stat: %s: not the root of a zonefuse mount (%s)\n",
+			a.target, strerror(-ret));
+		return 1;
+	}
+	ret = run_mount(&a, &st);
+	stats_free(&st);
+	return ret;
 }

@@ -1,0 +1,279 @@
+/* zf_tool.h — shared by the command-line programs (zonefuse, mkfs.zonefuse,
+ * fsck.zonefuse): who holds a device, where a zonefuse file system is
+ * mounted, and capturing the library's log messages so that a program prints
+ * one message of its own that says what is wrong and what to do.
+ *
+ * Header-only (static inline): each program includes it once, and no build
+ * rule has to change.  Everything reads /proc; nothing needs privileges
+ * beyond seeing the other process (root sees all).
+ */
+#ifndef ZONEFUSE_TOOL_H
+#define ZONEFUSE_TOOL_H
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+
+/* ---- library messages: kept, not printed -------------------------------- */
+
+/* The first error the library logged while the capture was on.  Errors are
+ * kept from the log target (the program reports them in its own words);
+ * every other message goes on to it. */
+struct zf_capture {
+	char first_err[1024];
+};
+
+static inline int zf_capture_hook(enum zf_log_level lvl, const char *msg, void *arg)
+{
+	struct zf_capture *c = arg;
+	if (lvl != ZF_LOG_ERROR)
+		return 0;
+	if (!c->first_err[0])
+		snprintf(c->first_err, sizeof(c->first_err), "%s", msg);
+	return 1;
+}
+
+static inline void zf_capture_start(struct zf_capture *c)
+{
+	c->first_err[0] = 0;
+	zf_log_set_hook(zf_capture_hook, c);
+}
+
+static inline void zf_capture_stop(void)
+{
+	zf_log_set_hook(NULL, NULL);
+}
+
+/* The captured library message without its "zdev: PATH: " prefix, or "". */
+static inline const char *zf_capture_detail(const struct zf_capture *c)
+{
+	const char *m = c->first_err;
+	if (strncmp(m, "zdev: ", 6) == 0) {
+		const char *colon = strstr(m + 6, ": ");
+		m = colon ? colon + 2 : m + 6;
+	}
+	return m;
+}
+
+/* ---- mounts ---------------------------------------------------------------- */
+
+/* Undo mountinfo's octal escapes (\040 for a space) in place. */
+static inline void zf_unescape(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && isdigit((unsigned char)s[2]) &&
+		    isdigit((unsigned char)s[3])) {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* One line of /proc/self/mountinfo split into the fields used here. */
+struct zf_mnt {
+	char dir[PATH_MAX], type[64], source[PATH_MAX];
+};
+
+/* Calls fn for every mount; stops and returns 1 when fn returns true,
+ * 0 at the end, -errno if mountinfo cannot be read. */
+static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void *arg)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return -errno;
+	while (!found && getline(&line, &cap, f) > 0) {
+		struct zf_mnt m;
+		char dir[PATH_MAX], type[64], source[PATH_MAX];
+		const char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", dir) != 1 ||
+		    sscanf(sep + 3, "%63s %4095s", type, source) != 2)
+			continue;
+		zf_unescape(dir);
+		zf_unescape(source);
+		snprintf(m.dir, sizeof(m.dir), "%s", dir);
+		snprintf(m.type, sizeof(m.type), "%s", type);
+		snprintf(m.source, sizeof(m.source), "%s", source);
+		found = fn(&m, arg) ? 1 : 0;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+struct zf_mnt_query {
+	const char *key;	/* device realpath or mount point realpath */
+	struct zf_mnt out;
+};
+
+static inline bool zf_is_fuse_type(const char *type)
+{
+	return !strcmp(type, "fuse.zonefuse") || !strcmp(type, "fuseblk") ||
+	       !strcmp(type, "fuse");
+}
+
+static inline bool zf_match_source(const struct zf_mnt *m, void *arg)
+{
+	struct zf_mnt_query *q = arg;
+	if (!zf_is_fuse_type(m->type) || strcmp(m->source, q->key) != 0)
+		return false;
+	q->out = *m;
+	return true;
+}
+
+static inline bool zf_match_dir(const struct zf_mnt *m, void *arg)
+{
+	struct zf_mnt_query *q = arg;
+	if (strcmp(m->dir, q->key) != 0)
+		return false;
+	q->out = *m;	/* the last mount on a directory is the visible one */
+	return false;
+}
+
+/* Where the zonefuse file system on device path is mounted (the daemon
+ * names its mount after the device's real path); 0 and dir filled, or
+ * -ENOENT. */
+static inline int zf_find_mount_of(const char *path, char *dir, size_t len)
+{
+	char real[PATH_MAX];
+	struct zf_mnt_query q = { .key = real };
+	if (!realpath(path, real))
+		return -errno;
+	int r = zf_mounts(zf_match_source, &q);
+	if (r <= 0)
+		return r < 0 ? r : -ENOENT;
+	snprintf(dir, len, "%s", q.out.dir);
+	return 0;
+}
+
+/* The mount on directory dir (its real path); 0 and *m filled, -ENOENT if
+ * dir is not a mount point. */
+static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
+{
+	char real[PATH_MAX];
+	struct zf_mnt_query q = { .key = real };
+	if (!realpath(dir, real))
+		return -errno;
+	q.out.dir[0] = 0;
+	int r = zf_mounts(zf_match_dir, &q);
+	if (r < 0)
+		return r;
+	if (!q.out.dir[0])
+		return -ENOENT;
+	*m = q.out;
+	return 0;
+}
+
+/* ---- processes -------------------------------------------------------------- */
+
+/* Does some descriptor of process pid refer to the file described by want
+ * (same inode, or the same block device)? */
+static inline bool zf_pid_holds(pid_t pid, const struct stat *want)
+{
+	char dpath[64];
+	snprintf(dpath, sizeof(dpath), "/proc/%ld/fd", (long)pid);
+	DIR *d = opendir(dpath);
+	struct dirent *e;
+	bool hit = false;
+
+	if (!d)
+		return false;
+	while (!hit && (e = readdir(d))) {
+		char fpath[64 + 256];
+		struct stat st;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(fpath, sizeof(fpath), "%s/%s", dpath, e->d_name);
+		if (stat(fpath, &st) != 0)
+			continue;
+		if (S_ISBLK(want->st_mode))
+			hit = S_ISBLK(st.st_mode) && st.st_rdev == want->st_rdev;
+		else
+			hit = st.st_dev == want->st_dev && st.st_ino == want->st_ino;
+	}
+	closedir(d);
+	return hit;
+}
+
+/* Reads the command name (comm) of pid into comm; "?" if it is gone. */
+static inline void zf_pid_comm(pid_t pid, char *comm, size_t clen)
+{
+	char cpath[64];
+	snprintf(comm, clen, "?");
+	snprintf(cpath, sizeof(cpath), "/proc/%ld/comm", (long)pid);
+	FILE *f = fopen(cpath, "re");
+	if (!f)
+		return;
+	if (fgets(comm, (int)clen, f))
+		comm[strcspn(comm, "\n")] = 0;
+	fclose(f);
+}
+
+/* The first other process that has path open and whose command name is
+ * only (any, when only is NULL): its pid and command name; 0, or -ENOENT if
+ * none is visible. */
+static inline int zf_find_holder(const char *path, const char *only, pid_t *pid,
+				 char *comm, size_t clen)
+{
+	struct stat want;
+	DIR *d;
+	struct dirent *e;
+	int ret = -ENOENT;
+
+	if (stat(path, &want) != 0)
+		return -errno;
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while (ret && (e = readdir(d))) {
+		char *end;
+		long p = strtol(e->d_name, &end, 10);
+		if (*end || p <= 0 || p == (long)getpid())
+			continue;
+		zf_pid_comm((pid_t)p, comm, clen);
+		if ((only && strcmp(comm, only) != 0) || !zf_pid_holds((pid_t)p, &want))
+			continue;
+		*pid = (pid_t)p;
+		ret = 0;
+	}
+	closedir(d);
+	return ret;
+}
+
+/* "in use by zonefuse pid N mounted on DIR", "in use by PROG pid N", or
+ * "in use by another program" when no holder is visible (a kernel mount,
+ * another namespace). */
+static inline void zf_busy_text(const char *path, char *buf, size_t len)
+{
+	pid_t pid;
+	char comm[64], dir[PATH_MAX];
+
+	if (zf_find_holder(path, "zonefuse", &pid, comm, sizeof(comm)) != 0 &&
+	    zf_find_holder(path, NULL, &pid, comm, sizeof(comm)) != 0) {
+		snprintf(buf, len, "in use by another program (or mounted by the kernel)");
+		return;
+	}
+	if (!strcmp(comm, "zonefuse") && zf_find_mount_of(path, dir, sizeof(dir)) == 0)
+		snprintf(buf, len, "in use by zonefuse pid %ld mounted on %s", (long)pid, dir);
+	else
+		snprintf(buf, len, "in use by %s pid %ld", comm, (long)pid);
+}
+
+#endif
