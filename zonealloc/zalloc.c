@@ -203,16 +203,6 @@ struct zalloc {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static bool cond_open(uint8_t c)
-{
-	return c == ZDEV_COND_IMP_OPEN || c == ZDEV_COND_EXP_OPEN;
-}
-
-static bool cond_active(uint8_t c)
-{
-	return cond_open(c) || c == ZDEV_COND_CLOSED;
-}
-
 static uint64_t zremain(const struct za_zone *z)
 {
 	return z->start + z->capacity - z->wp;
@@ -225,14 +215,14 @@ static uint32_t zidx(const struct zalloc *za, const struct za_zone *z)
 
 static void set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
 {
-	if (cond_open(z->cond))
+	if (zdev_cond_open(z->cond))
 		za->nr_open--;
-	if (cond_active(z->cond))
+	if (zdev_cond_active(z->cond))
 		za->nr_active--;
 	z->cond = c;
-	if (cond_open(c))
+	if (zdev_cond_open(c))
 		za->nr_open++;
-	if (cond_active(c))
+	if (zdev_cond_active(c))
 		za->nr_active++;
 }
 
@@ -478,7 +468,7 @@ static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
 
 		if (!zone_usable(z, who))
 			continue;
-		if (!cond_open(z->cond) && !budget_allows_open(za))
+		if (!zdev_cond_open(z->cond) && !budget_allows_open(za))
 			continue;
 		if (!best || zremain(z) < zremain(best))
 			best = z;
@@ -571,9 +561,9 @@ static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 		     i = za->z[i].next) {
 			struct za_zone *z = &za->z[i];
 
-			if (z->leased || z->busy || !cond_active(z->cond))
+			if (z->leased || z->busy || !zdev_cond_active(z->cond))
 				continue;
-			if (need_open && !cond_open(z->cond))
+			if (need_open && !zdev_cond_open(z->cond))
 				continue;
 			if (!best || (*close ? z->wseq < best->wseq
 					     : zremain(z) < zremain(best)))
@@ -658,7 +648,7 @@ static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 		}
 		if (dz.cond == ZDEV_COND_READONLY || dz.cond == ZDEV_COND_OFFLINE) {
 			retire(za, z, dz.cond);
-		} else if (cond_active(dz.cond)) {
+		} else if (zdev_cond_active(dz.cond)) {
 			z->wp = dz.wp;
 			set_cond(za, z, dz.cond);
 			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
@@ -843,7 +833,7 @@ int zalloc_mount_done(struct zalloc *za)
 
 	for (uint32_t i = 0; i < za->nr; i++) {
 		struct za_zone *z = &za->z[i];
-		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
+		bool nonempty = z->cond == ZDEV_COND_FULL || zdev_cond_active(z->cond);
 
 		if (z->retired || z->lent)
 			continue;
@@ -868,7 +858,7 @@ int zalloc_mount_done(struct zalloc *za)
 			if (!first_err)
 				first_err = rc;
 		}
-		if (cond_active(z->cond)) {
+		if (zdev_cond_active(z->cond)) {
 			if (!z->adopted)
 				z->cls = LIFETIME_MEDIUM;
 			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
@@ -892,7 +882,7 @@ int zalloc_mount_done(struct zalloc *za)
 			     i != ZA_NIL; i = za->z[i].next) {
 				struct za_zone *z = &za->z[i];
 
-				if (close && !cond_open(z->cond))
+				if (close && !zdev_cond_open(z->cond))
 					continue;
 				if (!v || zremain(z) < zremain(v))
 					v = z;
@@ -1371,7 +1361,7 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 		unclaimed_trim(za, z, lease->offset + moved,
 			       lease->offset + written);
 	settle(za, z, moved > 0);
-	if (cond_active(z->cond) && cond_active(dz.cond) && dz.cond != z->cond)
+	if (zdev_cond_active(z->cond) && zdev_cond_active(dz.cond) && dz.cond != z->cond)
 		set_cond(za, z, dz.cond);
 out:
 	pthread_cond_broadcast(&za->cv);
@@ -1571,7 +1561,7 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 			continue;
 		}
 		st->capacity_bytes += z->capacity;
-		if (z->cond == ZDEV_COND_EMPTY || cond_active(z->cond))
+		if (z->cond == ZDEV_COND_EMPTY || zdev_cond_active(z->cond))
 			st->free_bytes += zremain(z);
 		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
 	}
