@@ -58,28 +58,22 @@
 #define GC_BACKOFF_NS (2ull * 1000000000ull)
 #define GC_NOROOM_BACKOFF_NS (1000000000ull)
 #define GC_IDLE_NS (20000000ull)	/* after a round that achieved nothing */
-#define GC_SPACE_PATIENCE_NS (10ull * 1000000000ull)
 
 struct fs_gc {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;		/* the collector sleeps here */
-	pthread_cond_t done_cv;		/* space waiters sleep here */
 	_Atomic bool stop;
 	bool kick;
 	uint32_t reserve, low, high;
 	uint64_t rate;			/* bytes/s, 0 = unbounded */
 	uint64_t tb_next_ns;		/* token bucket: next copy allowed */
-	uint32_t space_waiters;		/* in fs_gc_wait_space() */
-	uint64_t space_need;		/* bytes the largest of them needs */
-	uint64_t rounds;		/* progress marks for waiters */
 	uint8_t *buf;			/* GC_BATCH bytes, aligned */
 	uint64_t *skip;			/* bitmap over data zones (skip_zones) */
 	size_t skip_words;
 	_Atomic uint64_t runs, freed, moved, skipped, discarded, noroom;
 	uint64_t noroom_warned_ns;
 	uint64_t report_ns;		/* last periodic debug report */
-	_Atomic uint64_t space_waits, space_wait_ns;
 };
 
 struct gc_piece {
@@ -151,13 +145,7 @@ static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
 
 static bool gc_urgent(struct fs *fs)
 {
-	struct fs_gc *gc = fs->gc;
-	bool u;
-
-	pthread_mutex_lock(&gc->mu);
-	u = gc->space_waiters > 0;
-	pthread_mutex_unlock(&gc->mu);
-	return u || zalloc_waiters(fs->za) > 0;
+	return zalloc_space_waiters(fs->za) > 0 || zalloc_waiters(fs->za) > 0;
 }
 
 /* Background rate limit: wait until n more bytes may be copied. */
@@ -505,14 +493,6 @@ static int collect_one(struct fs *fs, bool urgent)
 	return ret ? ret : 1;
 }
 
-static void wake_waiters(struct fs_gc *gc)
-{
-	pthread_mutex_lock(&gc->mu);
-	gc->rounds++;
-	pthread_cond_broadcast(&gc->done_cv);
-	pthread_mutex_unlock(&gc->mu);
-}
-
 /* Work while there is a reason to (see the header).  Returns false when
  * it had a reason but could not do anything (no victim, no room). */
 static bool gc_round(struct fs *fs)
@@ -527,19 +507,15 @@ static bool gc_round(struct fs *fs)
 		int r;
 
 		zalloc_get_stats(fs->za, &zs);
-		pthread_mutex_lock(&gc->mu);
-		need = fs->buffered + gc->space_need;
-		urgent = gc->space_waiters > 0;
-		pthread_mutex_unlock(&gc->mu);
-		urgent = urgent || zs.gc_waiters > 0 || zalloc_waiters(fs->za) > 0 ||
-			 zs.free_zones <= gc->reserve;
+		need = fs->buffered + zs.space_need_bytes;
+		urgent = zs.space_waiters > 0 || zs.gc_waiters > 0 ||
+			 zalloc_waiters(fs->za) > 0 || zs.free_zones <= gc->reserve;
 		bg = zs.free_zones < (active ? gc->high : gc->low) || zs.free_bytes < need;
 		if (!urgent && !bg)
 			break;
 		if (zs.pending_resets) {
 			/* zones that only wait for a commit: free, no copying */
 			fs_commit(fs);
-			wake_waiters(gc);
 			zalloc_get_stats(fs->za, &zs);
 			if (zs.free_zones > gc->reserve &&
 			    zs.free_zones >= (active ? gc->high : gc->low) &&
@@ -550,13 +526,11 @@ static bool gc_round(struct fs *fs)
 		if (r <= 0) {
 			if (r < 0)
 				zf_warn("gc: %s", strerror(-r));
-			wake_waiters(gc);
 			stuck = true;
 			break;
 		}
 		active = true;
 		fs_commit(fs);	/* the victim resets after the commit */
-		wake_waiters(gc);
 	}
 	return !stuck;
 }
@@ -575,8 +549,8 @@ static void gc_report(struct fs *fs, const char *what)
 	       (unsigned long long)(gc->moved / 1000000), (unsigned long long)(gc->skipped / 1000000),
 	       (unsigned long long)gc->noroom, zs.free_zones,
 	       (unsigned long long)(zs.capacity_bytes ? zs.valid_bytes * 100 / zs.capacity_bytes : 0),
-	       (unsigned long long)(zs.gc_waits + gc->space_waits),
-	       (unsigned long long)((zs.gc_wait_ns + gc->space_wait_ns) / 1000000),
+	       (unsigned long long)zs.gc_waits,
+	       (unsigned long long)(zs.gc_wait_ns / 1000000),
 	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants);
 }
 
@@ -661,7 +635,6 @@ int fs_gc_start(struct fs *fs)
 	pthread_condattr_init(&ca);	/* deadlines come from zf_now_ns() */
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&gc->cv, &ca);
-	pthread_cond_init(&gc->done_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	fs->gc = gc;
 	r = -pthread_create(&gc->th, NULL, gc_main, fs);
@@ -689,22 +662,14 @@ void fs_gc_stop(struct fs *fs)
 	pthread_mutex_lock(&gc->mu);
 	gc->stop = true;
 	pthread_cond_signal(&gc->cv);
-	pthread_cond_broadcast(&gc->done_cv);
 	pthread_mutex_unlock(&gc->mu);
 	pthread_join(gc->th, NULL);
-	/* space waiters (none should be left at unmount) see fs->gc == NULL
-	 * only after they leave; they hold no reference past the mutex */
-	pthread_mutex_lock(&gc->mu);
-	while (gc->space_waiters) {
-		pthread_cond_broadcast(&gc->done_cv);
-		pthread_mutex_unlock(&gc->mu);
+	/* writers still in zalloc_wait_room() (none should be left at
+	 * unmount) may be about to kick: GC is off, they leave at once */
+	while (zalloc_space_waiters(fs->za))
 		zf_sleep_until_ns(zf_now_ns() + 1000000ull);
-		pthread_mutex_lock(&gc->mu);
-	}
-	pthread_mutex_unlock(&gc->mu);
 	fs->gc = NULL;
 	pthread_cond_destroy(&gc->cv);
-	pthread_cond_destroy(&gc->done_cv);
 	pthread_mutex_destroy(&gc->mu);
 	zdev_buf_free(gc->buf);
 	free(gc->skip);
@@ -725,7 +690,6 @@ int fs_gc_run_once(struct fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&tmp.mu, NULL);
 	pthread_cond_init(&tmp.cv, NULL);
-	pthread_cond_init(&tmp.done_cv, NULL);
 	fs->gc = &tmp;
 	r = collect_one(fs, true);
 	fs->gc = NULL;
@@ -736,79 +700,32 @@ int fs_gc_run_once(struct fs *fs)
 			r = c;
 	}
 	pthread_cond_destroy(&tmp.cv);
-	pthread_cond_destroy(&tmp.done_cv);
 	pthread_mutex_destroy(&tmp.mu);
 	zdev_buf_free(tmp.buf);
 	return r;
 }
 
-/* Return 0 once the free bytes cover the write buffers plus `bytes`;
- * commit if zones only wait for a reset, wait for the collector while it
- * can still free space and makes progress; -ENOSPC otherwise. */
+static uint64_t buffered_bytes(void *arg)
+{
+	return ((struct fs *)arg)->buffered;
+}
+
+static int commit_now(void *arg)
+{
+	return fs_commit(arg);
+}
+
+/* Room for `bytes` more of buffered data: zalloc_wait_room(), the
+ * allocator's one wait for space, with this file system's write buffers
+ * and commit. */
 int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 {
-	struct fs_gc *gc = fs->gc;
-	uint64_t t0 = 0, since = 0, seen = 0;
-	uint64_t last_free = 0;
-	bool counted = false;
-	int ret = -ENOSPC;
+	struct zalloc_room r = {
+		.bytes = bytes, .buffered = buffered_bytes, .commit = commit_now,
+		.arg = fs,
+	};
 
-	for (int attempt = 0;; attempt++) {
-		struct zalloc_stats zs;
-		uint64_t need = fs->buffered + bytes;
-
-		zalloc_get_stats(fs->za, &zs);
-		if (zs.free_bytes >= need) {
-			ret = 0;
-			break;
-		}
-		if (zs.pending_resets && attempt < 2 && fs_commit(fs) == 0)
-			continue;	/* as the writer path always did */
-		if (!gc)
-			break;		/* no collector: full means full */
-		/* Can the collector make room at all?  Valid data plus the
-		 * buffers must fit in the capacity. */
-		if (zs.free_bytes + zs.gc_reclaimable_bytes < need && !zs.gc_active &&
-		    !zs.pending_resets)
-			break;
-		uint64_t now = zf_now_ns();
-
-		/* progress = zones reset or free bytes growing, not mere rounds
-		 * (a collector without room keeps trying and failing) */
-		pthread_mutex_lock(&gc->mu);
-		if (!counted) {
-			counted = true;
-			t0 = now;
-			since = now;
-			seen = zs.zone_resets;
-			last_free = zs.free_bytes;
-			gc->space_waits++;
-		} else if (zs.zone_resets != seen || zs.free_bytes > last_free) {
-			seen = zs.zone_resets;
-			last_free = zs.free_bytes;
-			since = now;
-		}
-		if (now - since > GC_SPACE_PATIENCE_NS || gc->stop) {
-			pthread_mutex_unlock(&gc->mu);
-			break;
-		}
-		gc->space_waiters++;
-		gc->space_need = ZF_MAX(gc->space_need, bytes);
-		gc->kick = true;
-		pthread_cond_signal(&gc->cv);
-		struct timespec ts;
-		uint64_t at = now + 50000000ull;
-
-		ts.tv_sec = (time_t)(at / 1000000000ull);
-		ts.tv_nsec = (long)(at % 1000000000ull);
-		pthread_cond_timedwait(&gc->done_cv, &gc->mu, &ts);
-		if (--gc->space_waiters == 0)
-			gc->space_need = 0;
-		pthread_mutex_unlock(&gc->mu);
-	}
-	if (counted && gc)
-		gc->space_wait_ns += zf_now_ns() - t0;
-	return ret;
+	return zalloc_wait_room(fs->za, &r);
 }
 
 void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
@@ -826,8 +743,6 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 	if (gc) {
 		st->gc_zones_freed = gc->freed;
 		st->gc_skipped_busy = gc->skipped;
-		st->gc_waits += gc->space_waits;
-		st->gc_wait_ms += gc->space_wait_ns / 1000000ull;
 	}
 	st->zone_resets = zs.zone_resets;
 	st->zone_finishes = zs.zone_finishes;

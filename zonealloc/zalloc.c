@@ -1160,12 +1160,10 @@ int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *
 	return 0;
 }
 
-void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
+void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 {
-	if (!za || !st)
-		return;
+	za_assert_held(za);
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&za->mu);
 	st->nr_zones = za->nr;
 	st->free_zones = za->lists[ZA_L_FREE].count;
 	st->open_zones = za->nr_open;
@@ -1226,6 +1224,16 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	for (uint32_t i = 0; i < za->nr; i++)
 		if (za_gc_candidate(&za->z[i], 0) && za_gc_gain_enough(za, &za->z[i], true))
 			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
+	st->space_waiters = za->space_waiters;
+	st->space_need_bytes = za->space_need;
+}
+
+void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
+{
+	if (!za || !st)
+		return;
+	pthread_mutex_lock(&za->mu);
+	za_stats_locked(za, st);
 	pthread_mutex_unlock(&za->mu);
 }
 

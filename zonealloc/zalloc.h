@@ -173,6 +173,8 @@ struct zalloc_stats {
 	uint64_t log_bytes;		/* capacity of the lent zones and of the
 					 * FREE zones kept for the rest of the
 					 * reserve (not in free_bytes) */
+	uint32_t space_waiters;		/* writers in zalloc_wait_room() now */
+	uint64_t space_need_bytes;	/* bytes the largest of them needs */
 };
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 
@@ -226,6 +228,25 @@ uint32_t zalloc_free_zones(struct zalloc *za);
 
 /* Number of acquirers blocked right now (tests, stats). */
 unsigned int zalloc_waiters(struct zalloc *za);
+
+/* Admission: wait until the free bytes (zalloc_stats.free_bytes) cover
+ * buffered(arg) + bytes, i.e. the data the caller is about to buffer fits
+ * once written.  Called with no lock held.  While zones only wait for a
+ * reset, commit(arg) (synchronous; may be NULL) is called, at most twice;
+ * then, with GC on, the collector is kicked and waited for under the same
+ * patience rule as zalloc_acquire() (ZALLOC_GC_PATIENCE_NS after its last
+ * progress).  0, or -ENOSPC when the bytes cannot fit: no collector, not
+ * enough reclaimable bytes, or no progress for that long. */
+struct zalloc_room {
+	uint64_t bytes;
+	uint64_t (*buffered)(void *arg);	/* bytes already promised */
+	int (*commit)(void *arg);		/* 0 or -errno */
+	void *arg;
+};
+int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r);
+/* Number of writers in zalloc_wait_room() right now (the collector's
+ * urgency). */
+unsigned int zalloc_space_waiters(struct zalloc *za);
 
 /* ---- Garbage collection ------------------------------------------------- *
  * zalloc chooses victims and keeps space for the collector; the collector

@@ -138,6 +138,8 @@ struct zalloc {
 	uint32_t leased_total, leased_cls[ZALLOC_NR_CLASSES];	/* [mu] */
 	uint32_t nr_busy, nr_resetting;	/* [mu] I/O in flight */
 	uint32_t waiters;		/* [mu] acquirers blocked now */
+	uint32_t space_waiters;		/* [mu] in zalloc_wait_room() now */
+	uint64_t space_need;		/* [mu] bytes the largest of them needs */
 
 	uint64_t commit_seq;		/* [mu] next commit ticket */
 	uint64_t write_seq;		/* [mu] */
@@ -165,7 +167,9 @@ struct zalloc {
 	uint32_t gc_waiters;		/* [mu] acquirers waiting for the collector now */
 	uint32_t gc_active;		/* [mu] victims being collected */
 	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];		/* [mu] */
-	uint64_t gc_runs, gc_waits, gc_wait_ns, gc_reserve_grants;	/* [mu] */
+	uint64_t gc_runs;					/* [mu] */
+	uint64_t gc_waits, gc_wait_ns;	/* [mu] waits for the collector (both kinds) */
+	uint64_t gc_reserve_grants;	/* [mu] */
 	uint64_t gc_evacuated;		/* [mu] valid bytes that left zones being collected */
 	uint64_t reserve_taken;		/* [mu] FREE zones leased by others out of the reserve */
 	uint64_t class_resets[ZALLOC_NR_CLASSES], class_finishes[ZALLOC_NR_CLASSES];	/* [mu] */
@@ -207,6 +211,9 @@ bool za_class_has_closed(struct zalloc *za, enum lifetime_class cls, enum za_who
 /* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */
 int za_try_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 		   bool may_finish, enum za_who who, struct zalloc_lease *out);
+
+/* zalloc.c, continued */
+void za_stats_locked(struct zalloc *za, struct zalloc_stats *st);
 
 /* zalloc_space.c (with za->mu held) */
 uint32_t za_free_usable(const struct zalloc *za, enum za_who who);

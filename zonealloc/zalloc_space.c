@@ -77,125 +77,225 @@ int za_can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who)
 	return ZA_WAIT_NO;
 }
 
-/* Progress the collector makes for waiting writers: zones freed, bytes
- * moved. */
+/* ---- the one wait ------------------------------------------------------ */
+
+/* What one waiting writer remembers across its waits. */
+struct za_wait {
+	uint64_t commit_deadline;	/* ZA_WAIT_COMMIT: give up at (0: unset) */
+	uint64_t commit_seq;		/* commit_seq when it was set */
+	uint64_t t0;			/* first wait for the collector (0: none) */
+	uint64_t since;			/* last progress of the collector seen */
+	uint64_t seen;			/* za_gc_progress() then */
+	uint64_t seen_free;		/* free bytes then */
+};
+
+/* The collector's progress for waiting writers: zones reset, valid bytes
+ * moved out of its victims. */
 static uint64_t gc_progress(const struct zalloc *za)
 {
 	return za->zone_resets + za->gc_evacuated;
 }
 
+/* The patience rule, the same for every writer waiting for the collector:
+ * it waits as long as the collector makes progress (a zone reset, a byte
+ * moved out of a victim, or free bytes growing), and gives up
+ * ZALLOC_GC_PATIENCE_NS after the last progress it saw.  First call: starts
+ * the clock and counts the wait. */
+static bool gc_patience_over(struct zalloc *za, struct za_wait *w,
+			     uint64_t free_bytes)
+{
+	uint64_t now = zf_now_ns();
+
+	za_assert_held(za);
+	if (!w->t0) {
+		w->t0 = now;
+		za->gc_waits++;
+	}
+	if (!w->since || gc_progress(za) != w->seen || free_bytes > w->seen_free) {
+		w->since = now;
+		w->seen = gc_progress(za);
+		w->seen_free = free_bytes;
+		return false;
+	}
+	return now - w->since >= ZALLOC_GC_PATIENCE_NS;
+}
+
+static void wait_done(struct zalloc *za, const struct za_wait *w)
+{
+	if (w->t0)
+		za->gc_wait_ns += zf_now_ns() - w->t0;
+}
+
+/* Call a caller's callback (a kick: it must not take locks writers hold
+ * while they call zalloc) with za->mu dropped. */
+static void call_unlocked(struct zalloc *za, void (*fn)(void *), void *arg)
+{
+	pthread_mutex_unlock(&za->mu);
+	fn(arg);
+	pthread_mutex_lock(&za->mu);
+}
+
+static void timedwait_until(struct zalloc *za, uint64_t at_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(at_ns / 1000000000ull),
+		.tv_nsec = (long)(at_ns % 1000000000ull),
+	};
+
+	pthread_cond_timedwait(&za->cv, &za->mu, &ts);
+}
+
+/* Kick the collector and wait for it a little (re-check every 50 ms). */
+static void wait_for_collector(struct zalloc *za)
+{
+	if (za->gc_kick)
+		call_unlocked(za, za->gc_kick, za->gc_arg);
+	timedwait_until(za, zf_now_ns() + 50000000ull);
+}
+
+/* Only a commit helps.  Wait while commits make progress; if none begins
+ * within ZALLOC_COMMIT_GRACE_NS, the committer may be this very thread:
+ * -ENOSPC so the caller can commit and retry. */
+static int wait_commit(struct zalloc *za, struct za_wait *w)
+{
+	uint64_t now = zf_now_ns();
+
+	if (!w->commit_deadline || za->commit_seq != w->commit_seq) {
+		w->commit_deadline = now + ZALLOC_COMMIT_GRACE_NS;
+		w->commit_seq = za->commit_seq;
+	} else if (now >= w->commit_deadline) {
+		return -ENOSPC;
+	}
+	timedwait_until(za, w->commit_deadline);
+	return 0;
+}
+
+/* Only the collector helps: kick it and wait.  Once it is out of patience
+ * (e.g. the data the collector must move belongs to a file this writer
+ * holds), the writer takes a reserved zone rather than wait for each
+ * other (*who = ZA_GRANT, 0 without waiting); with none left, -ENOSPC. */
+static int wait_gc_for_lease(struct zalloc *za, struct za_wait *w,
+			     enum za_who *who)
+{
+	struct zalloc_stats st;
+
+	w->commit_deadline = 0;
+	za_stats_locked(za, &st);
+	if (gc_patience_over(za, w, st.free_bytes)) {
+		if (!za_free_usable(za, ZA_GRANT))
+			return -ENOSPC;
+		*who = ZA_GRANT;
+		za->gc_reserve_grants++;
+		return 0;
+	}
+	za->gc_waiters++;
+	wait_for_collector(za);
+	za->gc_waiters--;
+	return 0;
+}
+
+/* One attempt, and what a wait could bring when it fails (ZA_WAIT_*):
+ * zones queued for reset make the caller poke its committer first. */
+static int attempt(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+		   enum za_who who, struct zalloc_lease *out, int *kind)
+{
+	int rc = za_try_acquire(za, cls, want, true, who, out);
+
+	if (rc != -EAGAIN)
+		return rc;
+	*kind = za_can_wait(za, cls, who);
+	if (*kind == ZA_WAIT_NO)
+		return -ENOSPC;
+	if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
+		call_unlocked(za, za->need_space_cb, za->need_space_arg);
+		rc = za_try_acquire(za, cls, want, true, who, out);
+		if (rc != -EAGAIN)
+			return rc;
+		*kind = za_can_wait(za, cls, who);
+		if (*kind == ZA_WAIT_NO)
+			return -ENOSPC;
+	}
+	return -EAGAIN;
+}
+
 /* Blocking acquire with za->mu held.  gc: the collector's own lease (may
  * use the reserve, never waits for the collector). */
 int za_acquire_locked(struct zalloc *za, enum lifetime_class cls,
-			  uint64_t want, bool gc, struct zalloc_lease *out)
+		      uint64_t want, bool gc, struct zalloc_lease *out)
 {
-	uint64_t deadline = 0, seq = 0;
-	uint64_t gc_since = 0, gc_seen = 0, gc_t0 = 0;
+	struct za_wait w = { 0 };
 	enum za_who who = gc ? ZA_GC : ZA_USER;
-	int rc;
+	int rc, kind = ZA_WAIT_NO;
 
 	za_assert_held(za);
 	if (!za->mounted)
 		return -EBUSY;
-	for (;;) {
-		int w;
-
-		rc = za_try_acquire(za, cls, want, true, who, out);
-
-		if (rc != -EAGAIN)
-			goto done;
-		w = za_can_wait(za, cls, who);
-		if (w == ZA_WAIT_NO) {
-			rc = -ENOSPC;
-			goto done;
-		}
-		if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
-			/* resets are waiting for a commit: tell the caller */
-			void (*cb)(void *) = za->need_space_cb;
-			void *arg = za->need_space_arg;
-
-			pthread_mutex_unlock(&za->mu);
-			cb(arg);
-			pthread_mutex_lock(&za->mu);
-			rc = za_try_acquire(za, cls, want, true, who, out);
-			if (rc != -EAGAIN)
-				goto done;
-			w = za_can_wait(za, cls, who);
-			if (w == ZA_WAIT_NO) {
-				rc = -ENOSPC;
-				goto done;
-			}
-		}
+	while ((rc = attempt(za, cls, want, who, out, &kind)) == -EAGAIN) {
 		za->waiters++;
-		if (w == ZA_WAIT_COMMIT) {
-			/* Only a commit helps.  Wait while commits make progress;
-			 * if none begins within the grace period, the committer
-			 * may be this very thread: give up so the caller can
-			 * commit and retry. */
-			uint64_t now = zf_now_ns();
-			struct timespec ts;
-
-			if (!deadline || za->commit_seq != seq) {
-				deadline = now + ZALLOC_COMMIT_GRACE_NS;
-				seq = za->commit_seq;
-			} else if (now >= deadline) {
-				za->waiters--;
-				rc = -ENOSPC;
-				goto done;
-			}
-			ts.tv_sec = (time_t)(deadline / 1000000000ull);
-			ts.tv_nsec = (long)(deadline % 1000000000ull);
-			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
-		} else if (w == ZA_WAIT_GC) {
-			/* Only the collector helps: kick it and wait.  If it
-			 * makes no progress for ZALLOC_GC_PATIENCE_NS (e.g. the
-			 * data it must move belongs to a file this writer holds),
-			 * take a reserved zone rather than wait for each other. */
-			uint64_t now = zf_now_ns(), until;
-			struct timespec ts;
-
-			deadline = 0;
-			if (!gc_t0) {
-				gc_t0 = now;
-				za->gc_waits++;
-			}
-			if (!gc_since || gc_progress(za) != gc_seen) {
-				gc_since = now;
-				gc_seen = gc_progress(za);
-			} else if (now - gc_since >= ZALLOC_GC_PATIENCE_NS) {
-				za->waiters--;
-				if (za_free_usable(za, ZA_GRANT)) {
-					who = ZA_GRANT;
-					za->gc_reserve_grants++;
-					continue;
-				}
-				rc = -ENOSPC;
-				goto done;
-			}
-			za->gc_waiters++;
-			if (za->gc_kick) {
-				void (*kick)(void *) = za->gc_kick;
-				void *arg = za->gc_arg;
-
-				pthread_mutex_unlock(&za->mu);
-				kick(arg);
-				pthread_mutex_lock(&za->mu);
-			}
-			until = zf_now_ns() + 50000000ull;	/* re-check every 50 ms */
-			ts.tv_sec = (time_t)(until / 1000000000ull);
-			ts.tv_nsec = (long)(until % 1000000000ull);
-			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
-			za->gc_waiters--;
+		if (kind == ZA_WAIT_COMMIT) {
+			rc = wait_commit(za, &w);
+		} else if (kind == ZA_WAIT_GC) {
+			rc = wait_gc_for_lease(za, &w, &who);
 		} else {
-			deadline = 0;
+			w.commit_deadline = 0;
 			pthread_cond_wait(&za->cv, &za->mu);
+			rc = 0;
 		}
 		za->waiters--;
+		if (rc)
+			break;
 	}
-done:
-	if (gc_t0)
-		za->gc_wait_ns += zf_now_ns() - gc_t0;
+	wait_done(za, &w);
 	return rc;
+}
+
+/* Admission (zalloc.h): the same patience rule as a lease's wait for the
+ * collector; at the end of it -ENOSPC, as there is no reserve to grant
+ * bytes that are not yet written. */
+int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
+{
+	struct za_wait w = { 0 };
+	struct zalloc_stats st;
+	int ret = -ENOSPC;
+
+	if (!za || !r || !r->buffered)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	for (int attempt = 0;; attempt++) {
+		uint64_t need = r->buffered(r->arg) + r->bytes;
+
+		za_stats_locked(za, &st);
+		if (st.free_bytes >= need) {
+			ret = 0;
+			break;
+		}
+		if (st.pending_resets && attempt < 2 && r->commit) {
+			int c;
+
+			pthread_mutex_unlock(&za->mu);
+			c = r->commit(r->arg);
+			pthread_mutex_lock(&za->mu);
+			if (c == 0)
+				continue;
+		}
+		if (!za->gc_enabled)
+			break;		/* no collector: full means full */
+		/* Can the collector make room at all?  Valid data plus the
+		 * buffers must fit in the capacity. */
+		if (st.free_bytes + st.gc_reclaimable_bytes < need && !st.gc_active &&
+		    !st.pending_resets)
+			break;
+		if (gc_patience_over(za, &w, st.free_bytes))
+			break;
+		za->space_waiters++;
+		za->space_need = ZF_MAX(za->space_need, r->bytes);
+		wait_for_collector(za);
+		if (--za->space_waiters == 0)
+			za->space_need = 0;
+	}
+	wait_done(za, &w);
+	pthread_mutex_unlock(&za->mu);
+	return ret;
 }
 
 void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
@@ -217,6 +317,18 @@ unsigned int zalloc_waiters(struct zalloc *za)
 		return 0;
 	pthread_mutex_lock(&za->mu);
 	n = za->waiters;
+	pthread_mutex_unlock(&za->mu);
+	return n;
+}
+
+unsigned int zalloc_space_waiters(struct zalloc *za)
+{
+	unsigned int n;
+
+	if (!za)
+		return 0;
+	pthread_mutex_lock(&za->mu);
+	n = za->space_waiters;
 	pthread_mutex_unlock(&za->mu);
 	return n;
 }
