@@ -605,6 +605,18 @@ static void kick_cb(void *arg)
 	fs_gc_kick(arg);
 }
 
+/* zalloc's classes are the lifetime classes, one to one; its default class
+ * (zones nobody adopted at mount) is the default lifetime. */
+_Static_assert(ZALLOC_NR_CLASSES == LIFETIME_NR, "a zalloc class per lifetime class");
+_Static_assert(ZALLOC_DEFAULT_CLASS == LIFETIME_MEDIUM, "the default lifetime");
+
+/* Tell the victim policy which class holds the WAL: its young zones are
+ * left to die in the background (gc/gc_policy.h). */
+static void mark_wal_class(struct fs *fs)
+{
+	zalloc_set_stream_flags(fs->za, LIFETIME_SHORT, ZALLOC_STREAM_DEFER_YOUNG);
+}
+
 int fs_gc_start(struct fs *fs)
 {
 	struct zalloc_stats zs;
@@ -645,6 +657,7 @@ int fs_gc_start(struct fs *fs)
 		free(gc);
 		return r;
 	}
+	mark_wal_class(fs);
 	zalloc_set_gc(fs->za, gc->reserve, kick_cb, fs);
 	zf_dbg("gc: started (reserve %u, low %u, high %u zones of %u; %u MB/s in the background)",
 	       gc->reserve, gc->low, gc->high, zs.nr_zones, fs->opts.gc_mbps);
@@ -691,6 +704,7 @@ int fs_gc_run_once(struct fs *fs)
 	pthread_mutex_init(&tmp.mu, NULL);
 	pthread_cond_init(&tmp.cv, NULL);
 	fs->gc = &tmp;
+	mark_wal_class(fs);
 	r = collect_one(fs, true);
 	fs->gc = NULL;
 	if (r > 0) {

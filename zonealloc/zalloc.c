@@ -221,7 +221,7 @@ static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
 /* Grant a lease on z (an open zone of cls with room, a CLOSED zone of cls, or
  * a FREE zone) for want bytes (already rounded to the block size). */
 static void lease_zone(struct zalloc *za, struct za_zone *z,
-		       enum lifetime_class cls, uint64_t want, bool gc,
+		       unsigned int cls, uint64_t want, bool gc,
 		       struct zalloc_lease *out)
 {
 	za_assert_held(za);
@@ -276,7 +276,7 @@ bool za_zone_usable(const struct za_zone *z, enum za_who who)
 
 /* Step 1: the usable open (or CLOSED, if a slot allows) zone of cls with
  * the least room left. */
-static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
+static struct za_zone *pick_open(struct zalloc *za, unsigned int cls,
 				 enum za_who who)
 {
 	struct za_zone *best = NULL;
@@ -334,7 +334,7 @@ static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 	return best;
 }
 
-bool za_class_has_closed(struct zalloc *za, enum lifetime_class cls,
+bool za_class_has_closed(struct zalloc *za, unsigned int cls,
 			     enum za_who who)
 {
 	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
@@ -449,8 +449,9 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 	init_locks(za);
 	pthread_mutex_lock(&za->mu);	/* the helpers assert it */
 	za->z = calloc(p->nr_zones, sizeof(*za->z));
+	za->views = calloc(p->nr_zones, sizeof(*za->views));
 	rep = calloc(p->nr_zones, sizeof(*rep));
-	if (!za->z || !rep) {
+	if (!za->z || !za->views || !rep) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -492,7 +493,7 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		z->capacity = d->capacity;
 		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
 		z->prev = z->next = ZA_NIL;
-		z->cls = LIFETIME_MEDIUM;
+		z->cls = ZALLOC_DEFAULT_CLASS;
 		if (d->cond == ZDEV_COND_FULL || d->cond == ZDEV_COND_READONLY ||
 		    d->cond == ZDEV_COND_OFFLINE || d->wp < d->start ||
 		    d->wp > d->start + d->capacity) {
@@ -528,17 +529,18 @@ void zalloc_destroy(struct zalloc *za)
 	pthread_cond_destroy(&za->cv);
 	pthread_mutex_destroy(&za->mu);
 	free(za->ur);
+	free(za->views);
 	free(za->z);
 	free(za);
 }
 
-void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, enum lifetime_class cls)
+void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, unsigned int cls)
 {
 	struct za_zone *z;
 
 	if (!za)
 		return;
-	if ((unsigned int)cls >= ZALLOC_NR_CLASSES) {
+	if (cls >= ZALLOC_NR_CLASSES) {
 		zf_err("zalloc: adopt zone %u: bad class %d", zone, (int)cls);
 		return;
 	}
@@ -597,7 +599,7 @@ int zalloc_mount_done(struct zalloc *za)
 		}
 		if (zdev_cond_active(z->cond)) {
 			if (!z->adopted)
-				z->cls = LIFETIME_MEDIUM;
+				z->cls = ZALLOC_DEFAULT_CLASS;
 			za_list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
 		} else if (z->cond == ZDEV_COND_FULL) {
 			za_queue_reset(za, z);	/* only if its reset failed */
@@ -661,12 +663,8 @@ int zalloc_mount_done(struct zalloc *za)
  * copying their live bytes; for the other classes it is a statistic. */
 static void class_life_note(struct zalloc *za, const struct za_zone *z)
 {
-	uint64_t s = za->dev_bytes - z->wclock, *l = &za->class_life[z->cls];
-
-	if (s >= *l)
-		*l = s;
-	else
-		*l -= (*l - s) / 8;
+	za->class_life[z->cls] = gc_policy_life_note(za->class_life[z->cls],
+						     za->dev_bytes - z->wclock);
 }
 
 /* Add or subtract valid bytes for [off, off+len), zone piece by zone piece. */
@@ -761,7 +759,7 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
 /* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
  * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3;
  * who: what the acquirer may use (za_free_usable(), za_zone_usable()). */
-int za_try_acquire(struct zalloc *za, enum lifetime_class cls,
+int za_try_acquire(struct zalloc *za, unsigned int cls,
 		       uint64_t want, bool may_finish, enum za_who who,
 		       struct zalloc_lease *out)
 {
@@ -807,10 +805,10 @@ int za_try_acquire(struct zalloc *za, enum lifetime_class cls,
 	return z ? 0 : -EAGAIN;
 }
 
-static int check_acquire_args(struct zalloc *za, enum lifetime_class cls,
+static int check_acquire_args(struct zalloc *za, unsigned int cls,
 			      uint64_t want, const void *out)
 {
-	if (!za || !out || want == 0 || (unsigned int)cls >= ZALLOC_NR_CLASSES)
+	if (!za || !out || want == 0 || cls >= ZALLOC_NR_CLASSES)
 		return -EINVAL;
 	return 0;
 }
@@ -822,7 +820,7 @@ static uint64_t round_want(const struct zalloc *za, uint64_t want)
 	return ZF_ALIGN_UP(want, za->bs);
 }
 
-int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int zalloc_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 		   struct zalloc_lease *out)
 {
 	int rc = check_acquire_args(za, cls, want, out);
@@ -835,7 +833,7 @@ int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 	return rc;
 }
 
-int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
+int zalloc_acquire_many(struct zalloc *za, unsigned int cls,
 			uint64_t want_each, unsigned int n,
 			struct zalloc_lease *out)
 {
@@ -859,7 +857,7 @@ int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
 	return rc ? rc : (int)got;
 }
 
-int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int zalloc_acquire_gc(struct zalloc *za, unsigned int cls, uint64_t want,
 		      struct zalloc_lease *out)
 {
 	int rc = check_acquire_args(za, cls, want, out);
@@ -1025,7 +1023,7 @@ void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
 	pthread_mutex_unlock(&za->mu);
 }
 
-unsigned int zalloc_stripe_width(struct zalloc *za, enum lifetime_class cls)
+unsigned int zalloc_stripe_width(struct zalloc *za, unsigned int cls)
 {
 	unsigned int ncls = 0, w;
 	uint32_t budget;
@@ -1222,7 +1220,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
 		st->class_life_bytes[c] = za->class_life[c];
 	for (uint32_t i = 0; i < za->nr; i++)
-		if (za_gc_candidate(&za->z[i], 0) && za_gc_gain_enough(za, &za->z[i], true))
+		if (za_gc_candidate(&za->z[i], 0) && gc_gain_enough(za->z[i].capacity, za->z[i].valid, za->bs, true))
 			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
 	st->space_waiters = za->space_waiters;
 	st->space_need_bytes = za->space_need;

@@ -13,7 +13,6 @@
 #include "zonealloc/zalloc_priv.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 
 #include "common/zf_common.h"
@@ -28,17 +27,6 @@ bool za_gc_candidate(const struct za_zone *z, uint64_t now)
 	       (!now || z->gc_retry_ns <= now);
 }
 
-/* Does collecting z free enough to be worth its copying?  In the
- * background (greedy false) at least capacity / ZALLOC_GC_MIN_GAIN; when
- * writers wait, capacity / ZALLOC_GC_MIN_GAIN_URGENT (and a block). */
-bool za_gc_gain_enough(const struct zalloc *za, const struct za_zone *z, bool greedy)
-{
-	uint64_t gain = z->capacity - z->valid;
-
-	return gain >= za->bs &&
-	       gain >= z->capacity / (greedy ? ZALLOC_GC_MIN_GAIN_URGENT : ZALLOC_GC_MIN_GAIN);
-}
-
 bool za_gc_possible(const struct zalloc *za)
 {
 	uint64_t now;
@@ -48,9 +36,19 @@ bool za_gc_possible(const struct zalloc *za)
 		return false;
 	now = zf_now_ns();
 	for (uint32_t i = 0; i < za->nr; i++)
-		if (za_gc_candidate(&za->z[i], now) && za_gc_gain_enough(za, &za->z[i], true))
+		if (za_gc_candidate(&za->z[i], now) && gc_gain_enough(za->z[i].capacity, za->z[i].valid, za->bs, true))
 			return true;
 	return false;
+}
+
+int zalloc_set_stream_flags(struct zalloc *za, unsigned int cls, unsigned int flags)
+{
+	if (!za || cls >= ZALLOC_NR_CLASSES || (flags & ~ZALLOC_STREAM_DEFER_YOUNG))
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	za->stream_flags[cls] = (uint8_t)flags;
+	pthread_mutex_unlock(&za->mu);
+	return 0;
 }
 
 void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
@@ -65,20 +63,6 @@ void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
 	za->gc_arg = arg;
 	pthread_cond_broadcast(&za->cv);
 	pthread_mutex_unlock(&za->mu);
-}
-
-double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
-{
-	double u;
-
-	if (capacity == 0 || valid >= capacity)
-		return -1;
-	u = (double)valid / (double)capacity;
-	/* benefit: the bytes freed, weighted by the zone's age in zones
-	 * written since (log scale); cost: reading and writing the live
-	 * bytes */
-	return (1.0 - u) * log2(2.0 + (double)age / (double)capacity) /
-	       (2.0 * u + 1.0 / (double)capacity);
 }
 
 /* Bytes the collector could write for each class now: the FREE zones
@@ -101,57 +85,64 @@ static void gc_room(const struct zalloc *za, uint64_t room[ZALLOC_NR_CLASSES])
 }
 
 /* A zone's age for cost-benefit: device bytes written since its data last
- * changed, by a write or by a death.  Zones are written once, so the write
- * alone says little; a zone whose tables are dying now (a compaction just
- * deleted some of its files) is hot: the rest of its data is likely to
- * die soon too, and moving it would be wasted.  Measured with RocksDB at
- * 80% (scripts/bench-placement.sh): docs/placement.md. */
+ * changed, by a write or by a death (gc_policy.h). */
 static uint64_t gc_age(const struct zalloc *za, const struct za_zone *z)
 {
 	return za->dev_bytes - ZF_MAX(z->wclock, z->dclock);
 }
 
+static struct gc_zone_view gc_view(const struct zalloc *za, const struct za_zone *z)
+{
+	return (struct gc_zone_view){
+		.id = za_zidx(za, z),
+		.capacity = z->capacity,
+		.valid = z->valid,
+		.age = gc_age(za, z),
+		.since_write = za->dev_bytes - z->wclock,
+		.class_life = za->class_life[z->cls],
+		.defer_young = za->stream_flags[z->cls] & ZALLOC_STREAM_DEFER_YOUNG,
+	};
+}
+
+/* The zones the collector may take now, one view each in za->views: FULL
+ * zones in nobody's hands (za_gc_candidate), not in skip, whose live data
+ * fits in the room it has for their class (a victim moved in part uses
+ * room and frees nothing).  The policy chooses among them. */
+static size_t gc_views(struct zalloc *za, const uint64_t *skip)
+{
+	uint64_t now = zf_now_ns(), room[ZALLOC_NR_CLASSES];
+	size_t n = 0;
+
+	za_assert_held(za);
+	gc_room(za, room);
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+
+		if (!za_gc_candidate(z, now) || z->valid > room[z->cls])
+			continue;
+		if (skip && (skip[i / 64] >> (i % 64)) & 1)
+			continue;
+		za->views[n++] = gc_view(za, z);
+	}
+	return n;
+}
+
 int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 		   struct zalloc_gc_victim *v)
 {
-	struct za_zone *best = NULL;
-	double best_score = 0;
-	uint64_t now = zf_now_ns(), room[ZALLOC_NR_CLASSES];
+	struct za_zone *best;
+	double score;
+	ptrdiff_t k;
 
 	if (!za || !v)
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
-	gc_room(za, room);
-	for (uint32_t i = 0; i < za->nr; i++) {
-		struct za_zone *z = &za->z[i];
-		double sc;
-
-		if (!za_gc_candidate(z, now) || !za_gc_gain_enough(za, z, greedy))
-			continue;
-		/* only victims whose live data fits: a victim moved in part
-		 * uses room and frees nothing */
-		if (z->valid > room[z->cls])
-			continue;
-		if (skip && (skip[i / 64] >> (i % 64)) & 1)
-			continue;
-		/* in the background, a WAL zone that may still die is left to
-		 * die (for longer-lived classes the age in the score does
-		 * better: deferring them all made bench-placement's GC at 80%
-		 * greedy, WA 1.088 vs 1.045) */
-		if (!greedy && z->cls == LIFETIME_SHORT &&
-		    za->dev_bytes - z->wclock < za->class_life[z->cls])
-			continue;
-		sc = greedy ? (double)(z->capacity - z->valid)
-			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));
-		if (!best || sc > best_score) {
-			best = z;
-			best_score = sc;
-		}
-	}
-	if (!best) {
+	k = gc_policy_pick(za->views, gc_views(za, skip), za->bs, greedy, &score);
+	if (k < 0) {
 		pthread_mutex_unlock(&za->mu);
 		return -ENOENT;
 	}
+	best = &za->z[za->views[k].id];
 	best->gc = true;
 	za->gc_active++;
 	za->gc_runs++;
@@ -161,7 +152,7 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 	v->capacity = best->capacity;
 	v->valid_bytes = best->valid;
 	v->age = gc_age(za, best);
-	v->score = best_score;
+	v->score = score;
 	pthread_mutex_unlock(&za->mu);
 	return 0;
 }

@@ -65,6 +65,7 @@
 #include <errno.h>
 #include <pthread.h>
 
+#include "gc/gc_policy.h"
 #include "zonealloc/zalloc.h"
 
 #define ZA_NIL UINT32_MAX
@@ -176,6 +177,8 @@ struct zalloc {
 	/* per class: how long its zones take to die whole after their last
 	 * write, device bytes (class_life_note(); 0 = none seen yet) [mu] */
 	uint64_t class_life[ZALLOC_NR_CLASSES];
+	uint8_t stream_flags[ZALLOC_NR_CLASSES];	/* [mu] ZALLOC_STREAM_* */
+	struct gc_zone_view *views;	/* [mu] nr entries: zalloc_gc_pick's */
 };
 
 /* Debug builds: za->mu is an error-checking mutex, so relocking it from
@@ -207,9 +210,9 @@ void za_unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo, uint64
 void za_queue_reset(struct zalloc *za, struct za_zone *z);
 struct za_zone *za_zone_of(struct zalloc *za, uint32_t zone);	/* NULL: no data zone */
 bool za_zone_usable(const struct za_zone *z, enum za_who who);
-bool za_class_has_closed(struct zalloc *za, enum lifetime_class cls, enum za_who who);
+bool za_class_has_closed(struct zalloc *za, unsigned int cls, enum za_who who);
 /* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */
-int za_try_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int za_try_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 		   bool may_finish, enum za_who who, struct zalloc_lease *out);
 
 /* zalloc.c, continued */
@@ -217,14 +220,13 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st);
 
 /* zalloc_space.c (with za->mu held) */
 uint32_t za_free_usable(const struct zalloc *za, enum za_who who);
-int za_can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who);
+int za_can_wait(struct zalloc *za, unsigned int cls, enum za_who who);
 /* Blocking acquire: drops and retakes za->mu while it waits. */
-int za_acquire_locked(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int za_acquire_locked(struct zalloc *za, unsigned int cls, uint64_t want,
 		      bool gc, struct zalloc_lease *out);
 
 /* zalloc_gc.c (with za->mu held) */
 bool za_gc_candidate(const struct za_zone *z, uint64_t now);
-bool za_gc_gain_enough(const struct zalloc *za, const struct za_zone *z, bool greedy);
 bool za_gc_possible(const struct zalloc *za);
 
 #endif

@@ -54,7 +54,7 @@ uint32_t za_free_usable(const struct zalloc *za, enum za_who who)
 /* Is there anything that a wait can bring?  (Nothing FREE or openable now.)
  * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can.
  * ZA_WAIT_GC: only the collector can (never for the collector itself). */
-int za_can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who)
+int za_can_wait(struct zalloc *za, unsigned int cls, enum za_who who)
 {
 	za_assert_held(za);
 	/* A reset in flight makes a FREE zone; a finish in flight may queue
@@ -196,7 +196,7 @@ static int wait_gc_for_lease(struct zalloc *za, struct za_wait *w,
 
 /* One attempt, and what a wait could bring when it fails (ZA_WAIT_*):
  * zones queued for reset make the caller poke its committer first. */
-static int attempt(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+static int attempt(struct zalloc *za, unsigned int cls, uint64_t want,
 		   enum za_who who, struct zalloc_lease *out, int *kind)
 {
 	int rc = za_try_acquire(za, cls, want, true, who, out);
@@ -220,7 +220,7 @@ static int attempt(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 
 /* Blocking acquire with za->mu held.  gc: the collector's own lease (may
  * use the reserve, never waits for the collector). */
-int za_acquire_locked(struct zalloc *za, enum lifetime_class cls,
+int za_acquire_locked(struct zalloc *za, unsigned int cls,
 		      uint64_t want, bool gc, struct zalloc_lease *out)
 {
 	struct za_wait w = { 0 };
