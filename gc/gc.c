@@ -1,14 +1,16 @@
-/* fs_gc — the garbage collector: frees zones whose data is partly dead by
- * moving their live extents to zones of the same lifetime class.  zalloc
- * picks victims and keeps space for the collector (zonealloc/zalloc.h,
- * "Garbage collection": protocol, victim choice, writers' waits); this file
- * knows which file each live byte belongs to and moves it.
+/* gc — the garbage collector: the collector thread and the data mover.
+ *
+ * Purpose: frees zones whose data is partly dead by moving their live
+ * extents to zones of the same class.  zalloc keeps space for the
+ * collector and pins victims (zonealloc/zalloc.h, "garbage collection");
+ * gc/gc_policy.h says which zone to take; writers wait for space in
+ * zonealloc/zalloc_space.c.  This file knows which file each live byte
+ * belongs to and moves it.
  *
  * When it runs (one thread, fs_gc_start/fs_gc_stop; it wakes every
- * GC_TICK_MS and when kicked; each time it also reads what was appended to
- * the LSM stores' MANIFESTs, fs_lifetime_tail_manifests()):
- *   urgent      a writer waits for space (in zalloc, or in
- *               fs_gc_wait_space), or FREE zones <= reserve: no rate limit;
+ * GC_TICK_MS and when kicked):
+ *   urgent      a writer waits for space (an acquire, or zalloc_wait_room),
+ *               or FREE zones <= reserve: no rate limit, greedy victims;
  *   background  FREE zones < low, then until FREE zones >= high, or the
  *               free bytes do not cover the write buffers: at most
  *               opts.gc_mbps MB/s of copying (token bucket).
@@ -16,10 +18,12 @@
  *   high = low + max(2, nr/64) (nr = data zones).  Zones whose data all
  *   dies are reset without GC (zalloc), so with good placement the
  *   collector rarely has anything to do.
+ * Each tick it also runs manifest_tick() (the LSM MANIFEST tailing, which
+ * is not GC and is to move to the commit thread).
  *
  * One victim (collect_one):
- *   1. zalloc_gc_pick(): the best cost-benefit victim, pinned (its bytes
- *      stay readable until zalloc_gc_done());
+ *   1. zalloc_gc_pick(): the policy's victim, pinned (its bytes stay
+ *      readable until zalloc_gc_done());
  *   2. under fs->lock, every extent piece that lies in it: (ino, off, len,
  *      dev), sorted by (ino, off) so each file's data lands in order;
  *   3. per file, in batches of <= GC_BATCH bytes: read the pieces from the
@@ -38,9 +42,14 @@
  * A file whose lock cannot be had keeps its extents there; the victim is
  * then left alone for GC_BACKOFF_NS (zalloc_gc_done_backoff()).
  *
- * Locking: the collector holds at most one file's rw lock, then fs->lock,
- * then zalloc's (the documented order); device I/O is done without
- * fs->lock.  fs_gc_wait_space() is called with no lock held.
+ * Invariants: the collector never writes data a file does not reference
+ * afterwards without discarding it; a victim is unpinned exactly once.
+ * Thread safety and lock order: struct fs_gc is the collector thread's,
+ * except mu/cv/kick/stop (gc->mu, a leaf: held only to sleep and to kick)
+ * and the _Atomic counters fs_gc_fill_stats() reads.
+ * The collector holds at most one file's rw lock, then fs->lock, then
+ * zalloc's (the documented order); device I/O is done without fs->lock.
+ * fs_gc_kick() and fs_gc_wait_space() are called with no lock held.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -50,7 +59,7 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
-#define GC_TICK_MS 20		/* also the MANIFEST tailing period */
+#define GC_TICK_MS 20		/* also manifest_tick()'s period */
 #define GC_RESERVE 2			/* zones only the collector may take */
 #define GC_BATCH (4u << 20)		/* bytes read+written per step */
 #define GC_LOCK_WAIT_MS 50		/* one try for a file's rw lock */
@@ -382,13 +391,13 @@ static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* Where moved data goes: its file's class.  (Moving survivors one class
- * up, the usual hot/cold argument, was measured to be worse with RocksDB:
- * L2 tables that outlive their zone-mates do not live much longer, and the
- * promoted zones were collected again at 57% valid.) */
-static enum lifetime_class gc_dest_class(enum lifetime_class c)
+/* Where moved data goes: into zones of its file's class as it is now (not
+ * the victim's class, and not one class up: survivors of a zone do not
+ * live much longer than their zone-mates, docs/placement.md).  Called
+ * with fs->lock held; a file gone since: the default class. */
+static enum lifetime_class file_class(const struct fs_inode *in)
 {
-	return c;
+	return in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM;
 }
 
 /* Collect one victim.  1: one collected (moved or not), 0: no victim,
@@ -427,7 +436,7 @@ static int collect_one(struct fs *fs, bool urgent)
 
 		pthread_mutex_lock(&fs->lock);
 		in = fs_inode_get(fs, ino);
-		cls = gc_dest_class(in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM);
+		cls = file_class(in);
 		pthread_mutex_unlock(&fs->lock);
 		/* one batch: this file's pieces up to GC_BATCH bytes, a piece
 		 * larger than what is left of the batch is cut */
@@ -554,6 +563,14 @@ static void gc_report(struct fs *fs, const char *what)
 	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants);
 }
 
+/* Not GC: read what the LSM stores appended to their MANIFESTs (exact
+ * levels, fs_lifetime.c).  It runs on the collector's tick until it moves
+ * to the commit thread; nothing else here depends on it. */
+static void manifest_tick(struct fs *fs)
+{
+	fs_lifetime_tail_manifests(fs);
+}
+
 static void *gc_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -579,7 +596,7 @@ static void *gc_main(void *arg)
 		if (gc->stop)
 			break;
 		pthread_mutex_unlock(&gc->mu);
-		fs_lifetime_tail_manifests(fs);	/* exact LSM levels (fs_lifetime.c) */
+		manifest_tick(fs);
 		if (!gc_round(fs))	/* do not spin on kicks it cannot serve */
 			zf_sleep_until_ns(zf_now_ns() + GC_IDLE_NS);
 		pthread_mutex_lock(&gc->mu);

@@ -266,8 +266,8 @@ static void unlease(struct zalloc *za, struct za_zone *z)
  * collector's destination zones are its own: were writers to fill the
  * zone the collector opened from the last FREE zone between two of its
  * batches, it could not finish moving its victim and the device would be
- * stuck with no FREE zone (seen with RocksDB at 86% valid).  Writers that
- * waited out the collector's patience (ZA_GRANT) may use them. */
+ * stuck with no FREE zone.  Writers that waited out the collector's
+ * patience (ZA_GRANT) may use them. */
 bool za_zone_usable(const struct za_zone *z, enum za_who who)
 {
 	return !z->leased && !z->busy && za_zremain(z) > 0 &&
@@ -655,12 +655,9 @@ int zalloc_mount_done(struct zalloc *za)
 /* ---- valid-byte accounting ----------------------------------------------- */
 
 /* A FULL zone of its class died whole on its own (no collector involved):
- * note how long after its last write, in device bytes.  The estimate
- * follows the longest such survival at once and forgets it slowly (1/8 of
- * the way to each new sample), so it reads "zones of this class may still
- * be dying this long after they were written".  zalloc_gc_pick() uses it
- * for WAL zones (class SHORT) only, leaving younger ones to die instead of
- * copying their live bytes; for the other classes it is a statistic. */
+ * note how long after its last write, in device bytes, in the class's life
+ * (gc_policy_life_note()).  The victim policy reads it for classes flagged
+ * ZALLOC_STREAM_DEFER_YOUNG; for the others it is a statistic. */
 static void class_life_note(struct zalloc *za, const struct za_zone *z)
 {
 	za->class_life[z->cls] = gc_policy_life_note(za->class_life[z->cls],
