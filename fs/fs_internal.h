@@ -361,13 +361,13 @@ void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st);
  * (tests, debugging).  Any thread, no locks. */
 int fs_lifetime_level(struct fs *fs, uint64_t ino);
 
-/* fs_gc.c: the garbage collector (thread started by fs_start). */
+/* gc/gc.c: the garbage collector (thread started by fs_start). */
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */
 void fs_gc_stop(struct fs *fs);		/* before the final commit */
 void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
-/* Room for `bytes` more of buffered data, waiting for the collector while
- * it can free space: 0, or -ENOSPC when valid data fills the device.
- * No locks held (the writer-side wait for fs_data.c's check_space). */
+/* Room for `bytes` more of buffered data: zalloc_wait_room() (the one wait
+ * for space, zonealloc/zalloc_space.c) with fs->buffered and fs_commit.
+ * 0, or -ENOSPC.  No locks held (fs_write, before buffering). */
 int fs_gc_wait_space(struct fs *fs, uint64_t bytes);
 /* Collect one victim now (tests): 1 collected, 0 none, -errno. */
 int fs_gc_run_once(struct fs *fs);

@@ -180,16 +180,6 @@ static const char *zone_class_name(const struct zrow *r)
 	}
 }
 
-static bool cond_is_open(uint8_t c)
-{
-	return c == ZDEV_COND_IMP_OPEN || c == ZDEV_COND_EXP_OPEN;
-}
-
-static bool cond_is_active(uint8_t c)
-{
-	return cond_is_open(c) || c == ZDEV_COND_CLOSED;
-}
-
 /* Fill rows [first, first + n) of the device: data zones from zalloc's view,
  * meta zones from a zone report of the meta zones only, the rest (unused
  * conventional zones) from the geometry.  No fs->lock. */
@@ -370,8 +360,8 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	for (uint32_t i = 0; i < nrows; i++) {
 		const struct zrow *r = &rows[i];
 		if (r->kind == ZK_META) {
-			meta_open += cond_is_open(r->cond);
-			meta_active += cond_is_active(r->cond);
+			meta_open += zdev_cond_open(r->cond);
+			meta_active += zdev_cond_active(r->cond);
 			meta_empty += r->cond == ZDEV_COND_EMPTY;
 			meta_full += r->cond == ZDEV_COND_FULL;
 			meta_written += r->wp;

@@ -1,24 +1,8 @@
-/* zalloc.c — the data-zone allocator (contract: zalloc.h).
+/* zalloc.c — the data-zone allocator: life cycle, zone lists and budget,
+ * leases, valid-byte accounting, stamped resets, lending to the metadata
+ * log, stats (contract: zalloc.h; state and locking: zalloc_priv.h).
  *
- * State: one struct za_zone per data zone (cached cond, wp, capacity, class,
- * lease, valid/written bytes, resets, queued-reset stamp, write sequence),
- * kept on at most one intrusive list at a time:
- *   FREE     device-EMPTY zones, FIFO (reset zones go to the tail, so zones
- *            rotate: cheap wear levelling);
- *   CLASS(c) zones open (IMP/EXP_OPEN or CLOSED, not full) for class c,
- *            leased or not;
- *   PENDING  FULL zones with no valid byte, waiting for a commit to reset
- *            them; FIFO, hence sorted by stamp.
- * FULL zones that still hold valid data, zones being finished or reset, and
- * retired (READONLY/OFFLINE or unreadable) zones are on no list.
- *
- * Budget: nr_open / nr_active count data zones by the cond zalloc believes.
- * A zone leased from FREE (or from CLOSED) is counted as IMP_OPEN from the
- * moment it is leased; the device opens it implicitly on the first write.
- * A lease released with nothing written returns an EMPTY zone to FREE (and
- * a CLOSED zone to CLOSED), so the cache matches the device again.
- *
- * Acquire policy (zalloc_acquire):
+ * Acquire policy (za_try_acquire, one non-blocking attempt):
  *   1. an unleased open zone of the class with room: the one with the LEAST
  *      room left ("fill the fullest first"), which drives zones to FULL and
  *      keeps the number of half-written zones, and the waste when one has to
@@ -31,64 +15,12 @@
  *      CLOSE the unleased open zone written least recently (nothing is
  *      wasted; only devices with max_open < max_active get here); else
  *      FINISH the unleased active zone (any class) with the least remaining
- *      capacity (wastes least);
- *   4. else wait on the condvar (a release, a finish or a reset wakes it);
- *      -ENOSPC when nothing that waiting can bring exists (see can_wait()).
- *
- * Reset stamps: commit_seq starts at 1.  A zone queued for reset records
- * stamp = commit_seq at queueing time; zalloc_commit_begin() returns
- * t = commit_seq and increments it.  So "queued before begin returned t" is
- * exactly stamp <= t, and zalloc_commit_end(t) resets every queued zone with
- * stamp <= t.  (This assumes, as mlog does, that a commit which completes
- * makes durable every record appended before its begin.)
- *
- * Unclaimed bytes (reset safety whatever the order of release and
- * valid_add): every lease opens an "unclaimed" range [offset, offset+len);
- * valid_add trims it (before or after the release: both orders are fine),
- * the release trims it to the bytes really written.  A zone with an
- * unclaimed range left is never queued for reset, so bytes written through
- * a lease cannot be reset before their extent is accounted, even if the
- * rest of the zone dies and commits run meanwhile.  The ranges live in one
- * small table (za->ur) that holds only the leases in flight and those
- * released but not yet accounted; z->nunclaimed says if a zone has any.
- * Caller contract: every byte written through a lease must eventually be
- * zalloc_valid_add()ed; bytes never accounted (a write whose extent was not
- * recorded) keep their zone from being reset until the next mount (or the
- * future GC).  valid_add on a zone queued for reset takes it off the queue.
- *
- * Waiting: zalloc_acquire() waits (condvar) rather than fail while a
- * release, a finish in flight or a reset can still help the class: a lease
- * of the same class is out (it may come back with room), a FREE zone exists
- * and any lease is out, or zones are queued for reset (only a commit frees
- * those: zalloc_set_need_space_cb() lets the caller kick one; if no commit
- * begins within ZALLOC_COMMIT_GRACE_NS, -ENOSPC, so that a committer thread
- * that allocates before committing does not wait for itself).  Do not call zalloc_acquire()
- * while holding a lease: if every usable zone is leased by such threads (or
- * the device is full and your own lease is the one that could help), they
- * wait for each other.  Release first, or use zalloc_acquire_many(), whose
- * extra leases never wait.
- *
- * GC (zalloc.h has the protocol): zalloc_set_gc() turns it on.  Writers
- * leave gc_reserve FREE zones to the collector while it can help (a FULL
- * zone with invalid bytes exists, or a victim is being collected) and wait
- * for it (can_wait() -> ZA_WAIT_GC: kick, timed waits) instead of failing;
- * after ZALLOC_GC_PATIENCE_NS without progress they take a reserved zone,
- * then -ENOSPC.  Victims: cost-benefit over FULL zones (zalloc_gc_pick()),
- * pinned (z->gc: never queued for reset) until zalloc_gc_done().  The age
- * of a zone is za->dev_bytes minus its value at the zone's last write
- * (z->wclock).  GC leases (z->lease_gc) count as gc bytes.
- *
- * Locking: one mutex (za->mu), a leaf lock.  Zone management I/O at run time
- * (finish/close in acquire, report/finish in release after an error, reset in
- * commit_end) runs with the mutex dropped; the zone concerned is marked
- * leased/busy/resetting meanwhile so nobody else touches it.
- * zalloc_mount_done() runs its I/O with the mutex held (nothing else runs
- * during mount).
+ *      capacity (wastes least).
+ * When the attempt fails the acquirer waits (zalloc_space.c).
  */
-#include "zonealloc/zalloc.h"
+#include "zonealloc/zalloc_priv.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,150 +28,27 @@
 
 #include "common/zf_common.h"
 
-#define ZA_NIL UINT32_MAX
-#define ZA_UNLIMITED UINT32_MAX
-
-enum {
-	ZA_L_NONE = 0,
-	ZA_L_FREE = 1,
-	ZA_L_PENDING = 2,
-	ZA_L_CLASS = 3,		/* + class */
-	ZA_L_NR = ZA_L_CLASS + ZALLOC_NR_CLASSES,
-};
-
-struct za_zone {
-	uint64_t start;		/* bytes, absolute */
-	uint64_t capacity;	/* bytes */
-	uint64_t wp;		/* bytes, absolute; start + capacity once FULL */
-	uint64_t written;	/* bytes really written since the last reset
-				 * (excludes the tail skipped by a finish) */
-	uint64_t valid;		/* bytes referenced by the file system */
-	uint64_t resets;	/* since mount */
-	uint64_t reset_stamp;	/* commit stamp when queued for reset */
-	uint64_t wseq;		/* write sequence of the last write (age, for GC) */
-	uint64_t wclock;	/* za->dev_bytes after its last write (GC age) */
-	uint64_t dclock;	/* za->dev_bytes at its last invalidation */
-	uint64_t lease_len;	/* bytes of the outstanding lease */
-	uint32_t nunclaimed;	/* unclaimed ranges of this zone in za->ur */
-	uint32_t prev, next;	/* list links (zone indices relative to first) */
-	uint8_t list;		/* ZA_L_* */
-	uint8_t cond;		/* enum zdev_zone_cond, as we believe it */
-	uint8_t cls;		/* enum lifetime_class */
-	bool leased;
-	bool adopted;		/* class set by zalloc_zone_adopt() */
-	bool busy;		/* finish/close I/O in flight */
-	bool resetting;		/* reset I/O in flight */
-	bool retired;		/* damaged: never written or reset again */
-	bool was_closed;	/* leased from CLOSED */
-	bool gc;		/* being collected: never queued for reset */
-	uint64_t gc_retry_ns;	/* not a victim again before this time */
-	bool lease_gc;		/* the outstanding lease is the collector's */
-	bool gc_dest;		/* opened by the collector: its destination,
-				 * not for ordinary writers (until reset) */
-	bool lent;		/* the metadata log's (zalloc_lend): on no
-				 * list, cond EMPTY in the budget's books */
-};
-
-struct za_list {
-	uint32_t head, tail, count;
-};
-
-struct zalloc {
-	struct zdev *dev;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-
-	uint32_t first, nr;
-	uint64_t zone_size;
-	uint32_t bs;
-	uint32_t act_budget;	/* ZA_UNLIMITED = no limit */
-	uint32_t open_budget;
-	uint32_t max_stripe;
-	uint64_t max_cap;	/* largest zone capacity */
-	bool mounted;
-
-	struct za_zone *z;
-	struct za_list lists[ZA_L_NR];
-
-	uint32_t nr_open, nr_active;
-	uint32_t leased_total, leased_cls[ZALLOC_NR_CLASSES];
-	uint32_t nr_busy, nr_resetting;
-	uint32_t waiters;
-
-	uint64_t commit_seq;
-	uint64_t write_seq;
-
-	struct za_range {	/* leased bytes not yet claimed by valid_add */
-		uint32_t zi;	/* zone index (relative) */
-		uint64_t lo, hi;	/* bytes, absolute */
-	} *ur;
-	uint32_t nur, cap_ur;
-	uint64_t dev_bytes, class_bytes[ZALLOC_NR_CLASSES];
-	uint64_t zone_resets, zone_finishes;
-
-	void (*need_space_cb)(void *arg);
-	void *need_space_arg;
-
-	/* zones lent to the metadata log, and how many it may need at once
-	 * (zalloc_set_log_reserve): writers leave it the difference */
-	uint32_t nr_lent, log_reserve;
-
-	/* garbage collection (zalloc_set_gc) */
-	bool gc_enabled;
-	uint32_t gc_reserve;	/* FREE zones only the collector may take */
-	void (*gc_kick)(void *arg);
-	void *gc_arg;
-	uint32_t gc_waiters;	/* acquirers waiting for the collector now */
-	uint32_t gc_active;	/* victims being collected */
-	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];
-	uint64_t gc_runs, gc_waits, gc_wait_ns, gc_reserve_grants;
-	uint64_t gc_evacuated;	/* valid bytes that left zones being collected */
-	uint64_t reserve_taken;	/* FREE zones leased by others out of the reserve */
-	uint64_t class_resets[ZALLOC_NR_CLASSES], class_finishes[ZALLOC_NR_CLASSES];
-	/* per class: how long its zones take to die whole after their last
-	 * write, device bytes (class_life_note(); 0 = none seen yet) */
-	uint64_t class_life[ZALLOC_NR_CLASSES];
-};
-
 /* ---- small helpers ------------------------------------------------------ */
 
-static bool cond_open(uint8_t c)
+void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
 {
-	return c == ZDEV_COND_IMP_OPEN || c == ZDEV_COND_EXP_OPEN;
-}
-
-static bool cond_active(uint8_t c)
-{
-	return cond_open(c) || c == ZDEV_COND_CLOSED;
-}
-
-static uint64_t zremain(const struct za_zone *z)
-{
-	return z->start + z->capacity - z->wp;
-}
-
-static uint32_t zidx(const struct zalloc *za, const struct za_zone *z)
-{
-	return (uint32_t)(z - za->z);
-}
-
-static void set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
-{
-	if (cond_open(z->cond))
+	za_assert_held(za);
+	if (zdev_cond_open(z->cond))
 		za->nr_open--;
-	if (cond_active(z->cond))
+	if (zdev_cond_active(z->cond))
 		za->nr_active--;
 	z->cond = c;
-	if (cond_open(c))
+	if (zdev_cond_open(c))
 		za->nr_open++;
-	if (cond_active(c))
+	if (zdev_cond_active(c))
 		za->nr_active++;
 }
 
-static void list_del(struct zalloc *za, struct za_zone *z)
+void za_list_del(struct zalloc *za, struct za_zone *z)
 {
 	struct za_list *l;
 
+	za_assert_held(za);
 	if (z->list == ZA_L_NONE)
 		return;
 	l = &za->lists[z->list];
@@ -256,13 +65,14 @@ static void list_del(struct zalloc *za, struct za_zone *z)
 	z->list = ZA_L_NONE;
 }
 
-static void list_add(struct zalloc *za, struct za_zone *z, uint8_t list,
+void za_list_add(struct zalloc *za, struct za_zone *z, uint8_t list,
 		     bool at_head)
 {
 	struct za_list *l = &za->lists[list];
-	uint32_t i = zidx(za, z);
+	uint32_t i = za_zidx(za, z);
 
-	list_del(za, z);
+	za_assert_held(za);
+	za_list_del(za, z);
 	z->list = list;
 	if (l->head == ZA_NIL) {
 		z->prev = z->next = ZA_NIL;
@@ -315,17 +125,18 @@ static int unclaimed_add(struct zalloc *za, struct za_zone *z, uint64_t lo,
 		return 0;
 	if (unclaimed_reserve(za))
 		return -ENOMEM;
-	za->ur[za->nur++] = (struct za_range){ zidx(za, z), lo, hi };
+	za->ur[za->nur++] = (struct za_range){ za_zidx(za, z), lo, hi };
 	z->nunclaimed++;
 	return 0;
 }
 
 /* Claim [lo, hi) of zone z: cut it out of the zone's unclaimed ranges. */
-static void unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
+void za_unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
 			   uint64_t hi)
 {
-	uint32_t zi = zidx(za, z);
+	uint32_t zi = za_zidx(za, z);
 
+	za_assert_held(za);
 	for (uint32_t k = 0; k < za->nur && z->nunclaimed;) {
 		struct za_range *r = &za->ur[k];
 
@@ -357,8 +168,9 @@ static void unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
 }
 
 /* Queue a FULL zone without valid data for reset at the next commit. */
-static void queue_reset(struct zalloc *za, struct za_zone *z)
+void za_queue_reset(struct zalloc *za, struct za_zone *z)
 {
+	za_assert_held(za);
 	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
 	    z->busy || z->resetting || z->retired || z->gc ||
 	    z->list == ZA_L_PENDING || !za->mounted)
@@ -368,50 +180,51 @@ static void queue_reset(struct zalloc *za, struct za_zone *z)
 	if (z->nunclaimed)
 		return;
 	z->reset_stamp = za->commit_seq;
-	list_add(za, z, ZA_L_PENDING, false);
+	za_list_add(za, z, ZA_L_PENDING, false);
 }
 
 /* The zone reached capacity (by writing) or was finished. */
 static void mark_full(struct zalloc *za, struct za_zone *z)
 {
-	list_del(za, z);
-	set_cond(za, z, ZDEV_COND_FULL);
+	za_list_del(za, z);
+	za_set_cond(za, z, ZDEV_COND_FULL);
 	z->wp = z->start + z->capacity;
-	queue_reset(za, z);
+	za_queue_reset(za, z);
 }
 
 static void make_free(struct zalloc *za, struct za_zone *z)
 {
-	set_cond(za, z, ZDEV_COND_EMPTY);
+	za_set_cond(za, z, ZDEV_COND_EMPTY);
 	z->wp = z->start;
 	z->written = 0;
 	if (z->valid) {
 		zf_err("zalloc: zone %u reset with %llu valid bytes",
-		       za->first + zidx(za, z), (unsigned long long)z->valid);
+		       za->first + za_zidx(za, z), (unsigned long long)z->valid);
 		z->valid = 0;
 	}
 	z->adopted = false;
 	if (z->nunclaimed) {
 		zf_err("zalloc: zone %u reset with bytes never accounted",
-		       za->first + zidx(za, z));
-		unclaimed_trim(za, z, z->start, z->start + za->zone_size);
+		       za->first + za_zidx(za, z));
+		za_unclaimed_trim(za, z, z->start, z->start + za->zone_size);
 	}
-	list_add(za, z, ZA_L_FREE, false);
+	za_list_add(za, z, ZA_L_FREE, false);
 }
 
 static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
 {
-	list_del(za, z);
-	set_cond(za, z, cond);
+	za_list_del(za, z);
+	za_set_cond(za, z, cond);
 	z->retired = true;
 }
 
 /* Grant a lease on z (an open zone of cls with room, a CLOSED zone of cls, or
  * a FREE zone) for want bytes (already rounded to the block size). */
 static void lease_zone(struct zalloc *za, struct za_zone *z,
-		       enum lifetime_class cls, uint64_t want, bool gc,
+		       unsigned int cls, uint64_t want, bool gc,
 		       struct zalloc_lease *out)
 {
+	za_assert_held(za);
 	z->was_closed = false;
 	z->lease_gc = gc;
 	if (z->cond == ZDEV_COND_EMPTY && za->gc_enabled && !gc &&
@@ -422,18 +235,18 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 		z->gc_dest = gc;
 		z->written = 0;
 		z->wp = z->start;
-		list_add(za, z, (uint8_t)(ZA_L_CLASS + cls), false);
-		set_cond(za, z, ZDEV_COND_IMP_OPEN);
+		za_list_add(za, z, (uint8_t)(ZA_L_CLASS + cls), false);
+		za_set_cond(za, z, ZDEV_COND_IMP_OPEN);
 	} else if (z->cond == ZDEV_COND_CLOSED) {
 		z->was_closed = true;
-		set_cond(za, z, ZDEV_COND_IMP_OPEN);
+		za_set_cond(za, z, ZDEV_COND_IMP_OPEN);
 	}
 	z->leased = true;
-	z->lease_len = ZF_MIN(want, zremain(z));
+	z->lease_len = ZF_MIN(want, za_zremain(z));
 	unclaimed_add(za, z, z->wp, z->wp + z->lease_len);	/* reserved by caller */
 	za->leased_total++;
 	za->leased_cls[z->cls]++;
-	out->zone = za->first + zidx(za, z);
+	out->zone = za->first + za_zidx(za, z);
 	out->cls = z->cls;
 	out->offset = z->wp;
 	out->len = z->lease_len;
@@ -441,6 +254,7 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 
 static void unlease(struct zalloc *za, struct za_zone *z)
 {
+	za_assert_held(za);
 	z->leased = false;
 	z->lease_gc = false;
 	z->lease_len = 0;
@@ -448,26 +262,21 @@ static void unlease(struct zalloc *za, struct za_zone *z)
 	za->leased_cls[z->cls]--;
 }
 
-/* Who asks for a lease: a writer, a writer granted the reserve after
- * waiting ZALLOC_GC_PATIENCE_NS for a collector that made no progress, or
- * the collector itself. */
-enum za_who { ZA_USER, ZA_GRANT, ZA_GC };
-
 /* May `who` write into z (an active or CLOSED zone of its class)?  The
  * collector's destination zones are its own: were writers to fill the
  * zone the collector opened from the last FREE zone between two of its
  * batches, it could not finish moving its victim and the device would be
- * stuck with no FREE zone (seen with RocksDB at 86% valid).  Writers that
- * waited out the collector's patience (ZA_GRANT) may use them. */
-static bool zone_usable(const struct za_zone *z, enum za_who who)
+ * stuck with no FREE zone.  Writers that waited out the collector's
+ * patience (ZA_GRANT) may use them. */
+bool za_zone_usable(const struct za_zone *z, enum za_who who)
 {
-	return !z->leased && !z->busy && zremain(z) > 0 &&
+	return !z->leased && !z->busy && za_zremain(z) > 0 &&
 	       (!z->gc_dest || who != ZA_USER);
 }
 
 /* Step 1: the usable open (or CLOSED, if a slot allows) zone of cls with
  * the least room left. */
-static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
+static struct za_zone *pick_open(struct zalloc *za, unsigned int cls,
 				 enum za_who who)
 {
 	struct za_zone *best = NULL;
@@ -476,79 +285,21 @@ static struct za_zone *pick_open(struct zalloc *za, enum lifetime_class cls,
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (!zone_usable(z, who))
+		if (!za_zone_usable(z, who))
 			continue;
-		if (!cond_open(z->cond) && !budget_allows_open(za))
+		if (!zdev_cond_open(z->cond) && !budget_allows_open(za))
 			continue;
-		if (!best || zremain(z) < zremain(best))
+		if (!best || za_zremain(z) < za_zremain(best))
 			best = z;
 	}
 	return best;
-}
-
-/* Can the collector free space: a FULL zone, not in anyone's hands, that
- * holds fewer valid bytes than its capacity? */
-static bool gc_candidate(const struct za_zone *z, uint64_t now)
-{
-	return z->cond == ZDEV_COND_FULL && !z->retired && !z->leased &&
-	       !z->busy && !z->resetting && !z->gc && z->list != ZA_L_PENDING &&
-	       !z->nunclaimed && z->valid < z->capacity &&
-	       (!now || z->gc_retry_ns <= now);
-}
-
-/* Does collecting z free enough to be worth its copying?  In the
- * background (greedy false) at least capacity / ZALLOC_GC_MIN_GAIN; when
- * writers wait, capacity / ZALLOC_GC_MIN_GAIN_URGENT (and a block). */
-static bool gc_gain_enough(const struct zalloc *za, const struct za_zone *z, bool greedy)
-{
-	uint64_t gain = z->capacity - z->valid;
-
-	return gain >= za->bs &&
-	       gain >= z->capacity / (greedy ? ZALLOC_GC_MIN_GAIN_URGENT : ZALLOC_GC_MIN_GAIN);
-}
-
-static bool gc_possible(const struct zalloc *za)
-{
-	uint64_t now;
-
-	if (!za->gc_enabled)
-		return false;
-	now = zf_now_ns();
-	for (uint32_t i = 0; i < za->nr; i++)
-		if (gc_candidate(&za->z[i], now) && gc_gain_enough(za, &za->z[i], true))
-			return true;
-	return false;
-}
-
-/* FREE zones this acquirer may take.  The collector may take all of them;
- * others leave gc_reserve zones to it while it can help.  Once it cannot
- * (no FULL zone holds a dead byte), writers may take the reserve too, but
- * never the last ZALLOC_GC_FLOOR zones: with no FREE zone at all, zones
- * that die only partly later (every other file deleted) could never be
- * compacted, and the device would stay full of dead bytes for good. */
-static uint32_t free_usable(const struct zalloc *za, enum za_who who)
-{
-	uint32_t n = za->lists[ZA_L_FREE].count;
-	uint32_t log_keep = za->log_reserve > za->nr_lent ? za->log_reserve - za->nr_lent : 0;
-
-	/* The log's reserve comes first: with it, a snapshot and the records
-	 * that free space (unlink, truncate) always find a zone. */
-	n = n > log_keep ? n - log_keep : 0;
-
-	if (who == ZA_GC || !za->gc_enabled)
-		return n;
-	if (n > za->gc_reserve)
-		return n - za->gc_reserve;
-	if (who == ZA_USER && (za->gc_active || gc_possible(za)))
-		return 0;	/* the collector's, while it can help */
-	return n > ZALLOC_GC_FLOOR ? n - ZALLOC_GC_FLOOR : 0;
 }
 
 /* Step 2: a FREE zone if the budget allows a new active zone. */
 static struct za_zone *pick_free(struct zalloc *za, enum za_who who)
 {
 	if (za->lists[ZA_L_FREE].head == ZA_NIL || !budget_allows_new(za) ||
-	    !free_usable(za, who))
+	    !za_free_usable(za, who))
 		return NULL;
 	return &za->z[za->lists[ZA_L_FREE].head];
 }
@@ -571,59 +322,32 @@ static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 		     i = za->z[i].next) {
 			struct za_zone *z = &za->z[i];
 
-			if (z->leased || z->busy || !cond_active(z->cond))
+			if (z->leased || z->busy || !zdev_cond_active(z->cond))
 				continue;
-			if (need_open && !cond_open(z->cond))
+			if (need_open && !zdev_cond_open(z->cond))
 				continue;
 			if (!best || (*close ? z->wseq < best->wseq
-					     : zremain(z) < zremain(best)))
+					     : za_zremain(z) < za_zremain(best)))
 				best = z;
 		}
 	}
 	return best;
 }
 
-static bool class_has_closed(struct zalloc *za, enum lifetime_class cls,
+bool za_class_has_closed(struct zalloc *za, unsigned int cls,
 			     enum za_who who)
 {
 	for (uint32_t i = za->lists[ZA_L_CLASS + cls].head; i != ZA_NIL;
 	     i = za->z[i].next) {
 		struct za_zone *z = &za->z[i];
 
-		if (zone_usable(z, who) && z->cond == ZDEV_COND_CLOSED)
+		if (za_zone_usable(z, who) && z->cond == ZDEV_COND_CLOSED)
 			return true;
 	}
 	return false;
 }
 
-enum { ZA_WAIT_NO = 0, ZA_WAIT_COMMIT = 1, ZA_WAIT_YES = 2, ZA_WAIT_GC = 3 };
-
-/* Is there anything that a wait can bring?  (Nothing FREE or openable now.)
- * ZA_WAIT_COMMIT: only zones queued for reset, i.e. only a commit, can.
- * ZA_WAIT_GC: only the collector can (never for the collector itself). */
-static int can_wait(struct zalloc *za, enum lifetime_class cls, enum za_who who)
-{
-	/* A reset in flight makes a FREE zone; a finish in flight may queue
-	 * a reset or free a slot. */
-	if (za->nr_resetting || za->nr_busy)
-		return ZA_WAIT_YES;
-	/* A lease of our class may come back with room left. */
-	if (za->leased_cls[cls])
-		return ZA_WAIT_YES;
-	/* With a FREE zone (or a CLOSED zone of ours) but no slot, any
-	 * release makes a slot or a finishable zone. */
-	if ((free_usable(za, who) || class_has_closed(za, cls, who)) &&
-	    za->leased_total)
-		return ZA_WAIT_YES;
-	if (za->lists[ZA_L_PENDING].count)
-		return ZA_WAIT_COMMIT;
-	/* FULL zones hold invalid bytes: the collector can free one. */
-	if (who == ZA_USER && za->gc_enabled && (za->gc_active || gc_possible(za)))
-		return ZA_WAIT_GC;
-	return ZA_WAIT_NO;
-}
-
-static struct za_zone *zone_of(struct zalloc *za, uint32_t zone)
+struct za_zone *za_zone_of(struct zalloc *za, uint32_t zone)
 {
 	if (zone < za->first || zone - za->first >= za->nr)
 		return NULL;
@@ -634,10 +358,11 @@ static struct za_zone *zone_of(struct zalloc *za, uint32_t zone)
  * marked busy; called and returns with za->mu held, drops it meanwhile. */
 static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 {
-	uint32_t zone = za->first + zidx(za, z);
+	uint32_t zone = za->first + za_zidx(za, z);
 	struct zdev_zone dz;
 	int rc;
 
+	za_assert_held(za);
 	pthread_mutex_unlock(&za->mu);
 	rc = close ? zdev_zone_close(za->dev, zone)
 		   : zdev_zone_finish(za->dev, zone);
@@ -658,25 +383,44 @@ static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 		}
 		if (dz.cond == ZDEV_COND_READONLY || dz.cond == ZDEV_COND_OFFLINE) {
 			retire(za, z, dz.cond);
-		} else if (cond_active(dz.cond)) {
+		} else if (zdev_cond_active(dz.cond)) {
 			z->wp = dz.wp;
-			set_cond(za, z, dz.cond);
-			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
+			za_set_cond(za, z, dz.cond);
+			za_list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
 		} else if (dz.cond == ZDEV_COND_FULL) {
 			mark_full(za, z);
 		} else if (dz.cond == ZDEV_COND_EMPTY) {
-			list_del(za, z);
+			za_list_del(za, z);
 			make_free(za, z);
 		}
 	} else if (rc < 0) {
 		retire(za, z, ZDEV_COND_FULL);
 	} else if (!close) {
-		queue_reset(za, z);
+		za_queue_reset(za, z);
 	}
 	pthread_cond_broadcast(&za->cv);
 }
 
 /* ---- life cycle ---------------------------------------------------------- */
+
+/* za->mu checks its owner in debug builds (za_assert_held); za->cv waits
+ * with deadlines from zf_now_ns() (CLOCK_MONOTONIC). */
+static void init_locks(struct zalloc *za)
+{
+	pthread_mutexattr_t ma;
+	pthread_condattr_t ca;
+
+	pthread_mutexattr_init(&ma);
+#ifndef NDEBUG
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+#endif
+	pthread_mutex_init(&za->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&za->cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
 
 int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		  struct zalloc **out)
@@ -702,9 +446,12 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 	za = calloc(1, sizeof(*za));
 	if (!za)
 		return -ENOMEM;
+	init_locks(za);
+	pthread_mutex_lock(&za->mu);	/* the helpers assert it */
 	za->z = calloc(p->nr_zones, sizeof(*za->z));
+	za->views = calloc(p->nr_zones, sizeof(*za->views));
 	rep = calloc(p->nr_zones, sizeof(*rep));
-	if (!za->z || !rep) {
+	if (!za->z || !za->views || !rep) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -746,7 +493,7 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		z->capacity = d->capacity;
 		za->max_cap = ZF_MAX(za->max_cap, z->capacity);
 		z->prev = z->next = ZA_NIL;
-		z->cls = LIFETIME_MEDIUM;
+		z->cls = ZALLOC_DEFAULT_CLASS;
 		if (d->cond == ZDEV_COND_FULL || d->cond == ZDEV_COND_READONLY ||
 		    d->cond == ZDEV_COND_OFFLINE || d->wp < d->start ||
 		    d->wp > d->start + d->capacity) {
@@ -759,24 +506,16 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 		}
 		if (d->cond == ZDEV_COND_READONLY || d->cond == ZDEV_COND_OFFLINE)
 			z->retired = true;
-		set_cond(za, z, d->cond);
+		za_set_cond(za, z, d->cond);
 	}
+	pthread_mutex_unlock(&za->mu);
 	free(rep);
-	pthread_mutex_init(&za->mu, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);	/* zf_now_ns */
-		pthread_cond_init(&za->cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
 	*out = za;
 	return 0;
 fail:
+	pthread_mutex_unlock(&za->mu);
+	zalloc_destroy(za);
 	free(rep);
-	free(za->z);
-	free(za);
 	return rc;
 }
 
@@ -790,33 +529,23 @@ void zalloc_destroy(struct zalloc *za)
 	pthread_cond_destroy(&za->cv);
 	pthread_mutex_destroy(&za->mu);
 	free(za->ur);
+	free(za->views);
 	free(za->z);
 	free(za);
 }
 
-void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
-			      void *arg)
-{
-	if (!za)
-		return;
-	pthread_mutex_lock(&za->mu);
-	za->need_space_cb = cb;
-	za->need_space_arg = arg;
-	pthread_mutex_unlock(&za->mu);
-}
-
-void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, enum lifetime_class cls)
+void zalloc_zone_adopt(struct zalloc *za, uint32_t zone, unsigned int cls)
 {
 	struct za_zone *z;
 
 	if (!za)
 		return;
-	if ((unsigned int)cls >= ZALLOC_NR_CLASSES) {
+	if (cls >= ZALLOC_NR_CLASSES) {
 		zf_err("zalloc: adopt zone %u: bad class %d", zone, (int)cls);
 		return;
 	}
 	pthread_mutex_lock(&za->mu);
-	z = zone_of(za, zone);
+	z = za_zone_of(za, zone);
 	if (!z)
 		zf_err("zalloc: adopt: zone %u is not a data zone", zone);
 	else if (za->mounted)
@@ -843,12 +572,12 @@ int zalloc_mount_done(struct zalloc *za)
 
 	for (uint32_t i = 0; i < za->nr; i++) {
 		struct za_zone *z = &za->z[i];
-		bool nonempty = z->cond == ZDEV_COND_FULL || cond_active(z->cond);
+		bool nonempty = z->cond == ZDEV_COND_FULL || zdev_cond_active(z->cond);
 
 		if (z->retired || z->lent)
 			continue;
 		if (z->cond == ZDEV_COND_EMPTY) {
-			list_add(za, z, ZA_L_FREE, false);
+			za_list_add(za, z, ZA_L_FREE, false);
 			continue;
 		}
 		if (nonempty && z->valid == 0) {
@@ -868,12 +597,12 @@ int zalloc_mount_done(struct zalloc *za)
 			if (!first_err)
 				first_err = rc;
 		}
-		if (cond_active(z->cond)) {
+		if (zdev_cond_active(z->cond)) {
 			if (!z->adopted)
-				z->cls = LIFETIME_MEDIUM;
-			list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
+				z->cls = ZALLOC_DEFAULT_CLASS;
+			za_list_add(za, z, (uint8_t)(ZA_L_CLASS + z->cls), false);
 		} else if (z->cond == ZDEV_COND_FULL) {
-			queue_reset(za, z);	/* only if its reset failed */
+			za_queue_reset(za, z);	/* only if its reset failed */
 		}
 	}
 
@@ -892,14 +621,14 @@ int zalloc_mount_done(struct zalloc *za)
 			     i != ZA_NIL; i = za->z[i].next) {
 				struct za_zone *z = &za->z[i];
 
-				if (close && !cond_open(z->cond))
+				if (close && !zdev_cond_open(z->cond))
 					continue;
-				if (!v || zremain(z) < zremain(v))
+				if (!v || za_zremain(z) < za_zremain(v))
 					v = z;
 			}
 		if (!v)
 			break;
-		zone = za->first + zidx(za, v);
+		zone = za->first + za_zidx(za, v);
 		rc = close ? zdev_zone_close(za->dev, zone)
 			   : zdev_zone_finish(za->dev, zone);
 		if (rc < 0) {
@@ -911,7 +640,7 @@ int zalloc_mount_done(struct zalloc *za)
 			continue;
 		}
 		if (close) {
-			set_cond(za, v, ZDEV_COND_CLOSED);
+			za_set_cond(za, v, ZDEV_COND_CLOSED);
 		} else {
 			za->zone_finishes++;
 			za->class_finishes[v->cls]++;
@@ -926,25 +655,19 @@ int zalloc_mount_done(struct zalloc *za)
 /* ---- valid-byte accounting ----------------------------------------------- */
 
 /* A FULL zone of its class died whole on its own (no collector involved):
- * note how long after its last write, in device bytes.  The estimate
- * follows the longest such survival at once and forgets it slowly (1/8 of
- * the way to each new sample), so it reads "zones of this class may still
- * be dying this long after they were written".  zalloc_gc_pick() uses it
- * for WAL zones (class SHORT) only, leaving younger ones to die instead of
- * copying their live bytes; for the other classes it is a statistic. */
+ * note how long after its last write, in device bytes, in the class's life
+ * (gc_policy_life_note()).  The victim policy reads it for classes flagged
+ * ZALLOC_STREAM_DEFER_YOUNG; for the others it is a statistic. */
 static void class_life_note(struct zalloc *za, const struct za_zone *z)
 {
-	uint64_t s = za->dev_bytes - z->wclock, *l = &za->class_life[z->cls];
-
-	if (s >= *l)
-		*l = s;
-	else
-		*l -= (*l - s) / 8;
+	za->class_life[z->cls] = gc_policy_life_note(za->class_life[z->cls],
+						     za->dev_bytes - z->wclock);
 }
 
 /* Add or subtract valid bytes for [off, off+len), zone piece by zone piece. */
 static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add)
 {
+	za_assert_held(za);
 	while (len) {
 		uint64_t zi = off / za->zone_size;
 		struct za_zone *z;
@@ -979,12 +702,12 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 				a = z->valid < limit ? ZF_MIN(chunk, limit - z->valid) : 0;
 			}
 			if (z->nunclaimed)
-				unclaimed_trim(za, z, off, off + chunk);
+				za_unclaimed_trim(za, z, off, off + chunk);
 			z->valid += a;
 			if (z->valid && z->list == ZA_L_PENDING)
-				list_del(za, z);	/* referenced again */
+				za_list_del(za, z);	/* referenced again */
 			else if (!z->valid)
-				queue_reset(za, z);	/* clamped to 0 */
+				za_queue_reset(za, z);	/* clamped to 0 */
 		} else {
 			if (z->valid < chunk) {
 				zf_err("zalloc: valid_sub [%llu, +%llu) below zero in zone %llu (valid %llu)",
@@ -1003,7 +726,7 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 			if (z->valid == 0 && !z->gc && z->cond == ZDEV_COND_FULL)
 				class_life_note(za, z);
 			if (z->valid == 0)
-				queue_reset(za, z);
+				za_queue_reset(za, z);
 		}
 		off += chunk;
 		len -= chunk;
@@ -1032,13 +755,14 @@ void zalloc_valid_sub(struct zalloc *za, uint64_t dev_off, uint64_t len)
 
 /* One non-blocking attempt (steps 1-3).  Returns 0 with *out filled,
  * -EAGAIN when nothing can be had now, -ENOMEM.  may_finish enables step 3;
- * who: what the acquirer may use (free_usable(), zone_usable()). */
-static int try_acquire(struct zalloc *za, enum lifetime_class cls,
+ * who: what the acquirer may use (za_free_usable(), za_zone_usable()). */
+int za_try_acquire(struct zalloc *za, unsigned int cls,
 		       uint64_t want, bool may_finish, enum za_who who,
 		       struct zalloc_lease *out)
 {
 	struct za_zone *z;
 
+	za_assert_held(za);
 	if (unclaimed_reserve(za))	/* lease_zone() cannot fail after this */
 		return -ENOMEM;
 	z = pick_open(za, cls, who);
@@ -1048,9 +772,9 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 		lease_zone(za, z, cls, want, who == ZA_GC, out);
 		return 0;
 	}
-	bool reopen = class_has_closed(za, cls, who), close;
+	bool reopen = za_class_has_closed(za, cls, who), close;
 
-	if (!may_finish || (!free_usable(za, who) && !reopen))
+	if (!may_finish || (!za_free_usable(za, who) && !reopen))
 		return -EAGAIN;
 	struct za_zone *v = pick_victim(za, reopen, &close);
 
@@ -1059,10 +783,10 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 	/* Account the victim as CLOSED/FULL now so the slot is ours, lease,
 	 * then do the zone management I/O with the mutex dropped. */
 	if (close) {
-		set_cond(za, v, ZDEV_COND_CLOSED);	/* stays on its list */
+		za_set_cond(za, v, ZDEV_COND_CLOSED);	/* stays on its list */
 	} else {
-		list_del(za, v);
-		set_cond(za, v, ZDEV_COND_FULL);
+		za_list_del(za, v);
+		za_set_cond(za, v, ZDEV_COND_FULL);
 		v->wp = v->start + v->capacity;
 		za->zone_finishes++;
 		za->class_finishes[v->cls]++;
@@ -1078,10 +802,10 @@ static int try_acquire(struct zalloc *za, enum lifetime_class cls,
 	return z ? 0 : -EAGAIN;
 }
 
-static int check_acquire_args(struct zalloc *za, enum lifetime_class cls,
+static int check_acquire_args(struct zalloc *za, unsigned int cls,
 			      uint64_t want, const void *out)
 {
-	if (!za || !out || want == 0 || (unsigned int)cls >= ZALLOC_NR_CLASSES)
+	if (!za || !out || want == 0 || cls >= ZALLOC_NR_CLASSES)
 		return -EINVAL;
 	return 0;
 }
@@ -1093,127 +817,7 @@ static uint64_t round_want(const struct zalloc *za, uint64_t want)
 	return ZF_ALIGN_UP(want, za->bs);
 }
 
-/* Progress the collector makes for waiting writers: zones freed, bytes
- * moved. */
-static uint64_t gc_progress(const struct zalloc *za)
-{
-	return za->zone_resets + za->gc_evacuated;
-}
-
-/* Blocking acquire with za->mu held.  gc: the collector's own lease (may
- * use the reserve, never waits for the collector). */
-static int acquire_locked(struct zalloc *za, enum lifetime_class cls,
-			  uint64_t want, bool gc, struct zalloc_lease *out)
-{
-	uint64_t deadline = 0, seq = 0;
-	uint64_t gc_since = 0, gc_seen = 0, gc_t0 = 0;
-	enum za_who who = gc ? ZA_GC : ZA_USER;
-	int rc;
-
-	if (!za->mounted)
-		return -EBUSY;
-	for (;;) {
-		int w;
-
-		rc = try_acquire(za, cls, want, true, who, out);
-
-		if (rc != -EAGAIN)
-			goto done;
-		w = can_wait(za, cls, who);
-		if (w == ZA_WAIT_NO) {
-			rc = -ENOSPC;
-			goto done;
-		}
-		if (za->need_space_cb && za->lists[ZA_L_PENDING].count) {
-			/* resets are waiting for a commit: tell the caller */
-			void (*cb)(void *) = za->need_space_cb;
-			void *arg = za->need_space_arg;
-
-			pthread_mutex_unlock(&za->mu);
-			cb(arg);
-			pthread_mutex_lock(&za->mu);
-			rc = try_acquire(za, cls, want, true, who, out);
-			if (rc != -EAGAIN)
-				goto done;
-			w = can_wait(za, cls, who);
-			if (w == ZA_WAIT_NO) {
-				rc = -ENOSPC;
-				goto done;
-			}
-		}
-		za->waiters++;
-		if (w == ZA_WAIT_COMMIT) {
-			/* Only a commit helps.  Wait while commits make progress;
-			 * if none begins within the grace period, the committer
-			 * may be this very thread: give up so the caller can
-			 * commit and retry. */
-			uint64_t now = zf_now_ns();
-			struct timespec ts;
-
-			if (!deadline || za->commit_seq != seq) {
-				deadline = now + ZALLOC_COMMIT_GRACE_NS;
-				seq = za->commit_seq;
-			} else if (now >= deadline) {
-				za->waiters--;
-				rc = -ENOSPC;
-				goto done;
-			}
-			ts.tv_sec = (time_t)(deadline / 1000000000ull);
-			ts.tv_nsec = (long)(deadline % 1000000000ull);
-			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
-		} else if (w == ZA_WAIT_GC) {
-			/* Only the collector helps: kick it and wait.  If it
-			 * makes no progress for ZALLOC_GC_PATIENCE_NS (e.g. the
-			 * data it must move belongs to a file this writer holds),
-			 * take a reserved zone rather than wait for each other. */
-			uint64_t now = zf_now_ns(), until;
-			struct timespec ts;
-
-			deadline = 0;
-			if (!gc_t0) {
-				gc_t0 = now;
-				za->gc_waits++;
-			}
-			if (!gc_since || gc_progress(za) != gc_seen) {
-				gc_since = now;
-				gc_seen = gc_progress(za);
-			} else if (now - gc_since >= ZALLOC_GC_PATIENCE_NS) {
-				za->waiters--;
-				if (free_usable(za, ZA_GRANT)) {
-					who = ZA_GRANT;
-					za->gc_reserve_grants++;
-					continue;
-				}
-				rc = -ENOSPC;
-				goto done;
-			}
-			za->gc_waiters++;
-			if (za->gc_kick) {
-				void (*kick)(void *) = za->gc_kick;
-				void *arg = za->gc_arg;
-
-				pthread_mutex_unlock(&za->mu);
-				kick(arg);
-				pthread_mutex_lock(&za->mu);
-			}
-			until = zf_now_ns() + 50000000ull;	/* re-check every 50 ms */
-			ts.tv_sec = (time_t)(until / 1000000000ull);
-			ts.tv_nsec = (long)(until % 1000000000ull);
-			pthread_cond_timedwait(&za->cv, &za->mu, &ts);
-			za->gc_waiters--;
-		} else {
-			deadline = 0;
-			pthread_cond_wait(&za->cv, &za->mu);
-		}
-		za->waiters--;
-	}
-done:
-	if (gc_t0)
-		za->gc_wait_ns += zf_now_ns() - gc_t0;
-	return rc;
-}
-
-int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int zalloc_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 		   struct zalloc_lease *out)
 {
 	int rc = check_acquire_args(za, cls, want, out);
@@ -1221,12 +825,12 @@ int zalloc_acquire(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&za->mu);
-	rc = acquire_locked(za, cls, round_want(za, want), false, out);
+	rc = za_acquire_locked(za, cls, round_want(za, want), false, out);
 	pthread_mutex_unlock(&za->mu);
 	return rc;
 }
 
-int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
+int zalloc_acquire_many(struct zalloc *za, unsigned int cls,
 			uint64_t want_each, unsigned int n,
 			struct zalloc_lease *out)
 {
@@ -1239,10 +843,10 @@ int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
 	want_each = round_want(za, want_each);
-	rc = acquire_locked(za, cls, want_each, false, &out[0]);
+	rc = za_acquire_locked(za, cls, want_each, false, &out[0]);
 	if (rc == 0) {
 		/* extra stripes: only what is there now, no finishing */
-		while (got < n && try_acquire(za, cls, want_each, false, ZA_USER,
+		while (got < n && za_try_acquire(za, cls, want_each, false, ZA_USER,
 					      &out[got]) == 0)
 			got++;
 	}
@@ -1250,7 +854,7 @@ int zalloc_acquire_many(struct zalloc *za, enum lifetime_class cls,
 	return rc ? rc : (int)got;
 }
 
-int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
+int zalloc_acquire_gc(struct zalloc *za, unsigned int cls, uint64_t want,
 		      struct zalloc_lease *out)
 {
 	int rc = check_acquire_args(za, cls, want, out);
@@ -1258,7 +862,7 @@ int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&za->mu);
-	rc = acquire_locked(za, cls, round_want(za, want), true, out);
+	rc = za_acquire_locked(za, cls, round_want(za, want), true, out);
 	pthread_mutex_unlock(&za->mu);
 	return rc;
 }
@@ -1266,6 +870,7 @@ int zalloc_acquire_gc(struct zalloc *za, enum lifetime_class cls, uint64_t want,
 /* Called with za->mu held; z leased, lease validated. */
 static void account_written(struct zalloc *za, struct za_zone *z, uint64_t n)
 {
+	za_assert_held(za);
 	if (!n)
 		return;
 	z->wp += n;
@@ -1285,20 +890,21 @@ static void settle(struct zalloc *za, struct za_zone *z, bool wrote)
 {
 	bool was_closed = z->was_closed;
 
+	za_assert_held(za);
 	z->was_closed = false;
 	if (z->valid > z->written) {
 		zf_err("zalloc: zone %u: %llu valid bytes but only %llu written",
-		       za->first + zidx(za, z), (unsigned long long)z->valid,
+		       za->first + za_zidx(za, z), (unsigned long long)z->valid,
 		       (unsigned long long)z->written);
 		z->valid = z->written;
 	}
-	if (zremain(z) == 0) {
+	if (za_zremain(z) == 0) {
 		mark_full(za, z);	/* the device did the same at capacity */
 	} else if (z->wp == z->start) {
-		list_del(za, z);
+		za_list_del(za, z);
 		make_free(za, z);	/* never written: still EMPTY */
 	} else if (!wrote && was_closed) {
-		set_cond(za, z, ZDEV_COND_CLOSED);
+		za_set_cond(za, z, ZDEV_COND_CLOSED);
 	}
 }
 
@@ -1344,7 +950,7 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 		       zone, (unsigned long long)dz.wp,
 		       (unsigned long long)lease->offset);
 		z->written = ZF_MIN(z->written, dz.wp - dz.start);
-		unclaimed_trim(za, z, lease->offset, lease->offset + written);
+		za_unclaimed_trim(za, z, lease->offset, lease->offset + written);
 		settle(za, z, false);	/* clamps valid bytes */
 		if (frc == 0) {
 			za->zone_finishes++;
@@ -1368,11 +974,11 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 			zone, (unsigned long long)(moved - written));
 	account_written(za, z, moved);
 	if (moved < written)	/* lost: can never be claimed */
-		unclaimed_trim(za, z, lease->offset + moved,
+		za_unclaimed_trim(za, z, lease->offset + moved,
 			       lease->offset + written);
 	settle(za, z, moved > 0);
-	if (cond_active(z->cond) && cond_active(dz.cond) && dz.cond != z->cond)
-		set_cond(za, z, dz.cond);
+	if (zdev_cond_active(z->cond) && zdev_cond_active(dz.cond) && dz.cond != z->cond)
+		za_set_cond(za, z, dz.cond);
 out:
 	pthread_cond_broadcast(&za->cv);
 }
@@ -1385,7 +991,7 @@ void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
 	if (!za || !lease)
 		return;
 	pthread_mutex_lock(&za->mu);
-	z = zone_of(za, lease->zone);
+	z = za_zone_of(za, lease->zone);
 	if (!z || !z->leased || lease->offset != z->wp) {
 		zf_err("zalloc: release of a lease not held (zone %u, offset %llu)",
 		       lease->zone, (unsigned long long)lease->offset);
@@ -1401,7 +1007,7 @@ void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
 		written = ZF_ALIGN_DOWN(ZF_MIN(written, z->lease_len), za->bs);
 	}
 	/* the part of the lease not written will never be claimed */
-	unclaimed_trim(za, z, lease->offset + written,
+	za_unclaimed_trim(za, z, lease->offset + written,
 		       lease->offset + z->lease_len);
 	if (err < 0) {
 		release_error(za, z, lease, written, err);
@@ -1414,7 +1020,7 @@ void zalloc_release(struct zalloc *za, const struct zalloc_lease *lease,
 	pthread_mutex_unlock(&za->mu);
 }
 
-unsigned int zalloc_stripe_width(struct zalloc *za, enum lifetime_class cls)
+unsigned int zalloc_stripe_width(struct zalloc *za, unsigned int cls)
 {
 	unsigned int ncls = 0, w;
 	uint32_t budget;
@@ -1475,10 +1081,10 @@ int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
 
 		if (z->reset_stamp > ticket)
 			break;
-		list_del(za, z);
+		za_list_del(za, z);
 		z->resetting = true;
 		za->nr_resetting++;
-		todo[n++] = zidx(za, z);
+		todo[n++] = za_zidx(za, z);
 	}
 	pthread_mutex_unlock(&za->mu);
 
@@ -1513,7 +1119,7 @@ int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
 		} else {
 			/* try again at the next commit */
 			z->reset_stamp = 0;
-			list_add(za, z, ZA_L_PENDING, true);
+			za_list_add(za, z, ZA_L_PENDING, true);
 		}
 		pthread_cond_broadcast(&za->cv);
 		pthread_mutex_unlock(&za->mu);
@@ -1531,7 +1137,7 @@ int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *
 	if (!za || !out)
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
-	z = zone_of(za, zone);
+	z = za_zone_of(za, zone);
 	if (!z) {
 		pthread_mutex_unlock(&za->mu);
 		return -EINVAL;
@@ -1549,12 +1155,10 @@ int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *
 	return 0;
 }
 
-void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
+void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 {
-	if (!za || !st)
-		return;
+	za_assert_held(za);
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&za->mu);
 	st->nr_zones = za->nr;
 	st->free_zones = za->lists[ZA_L_FREE].count;
 	st->open_zones = za->nr_open;
@@ -1571,8 +1175,8 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 			continue;
 		}
 		st->capacity_bytes += z->capacity;
-		if (z->cond == ZDEV_COND_EMPTY || cond_active(z->cond))
-			st->free_bytes += zremain(z);
+		if (z->cond == ZDEV_COND_EMPTY || zdev_cond_active(z->cond))
+			st->free_bytes += za_zremain(z);
 		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
 	}
 	if (za->gc_enabled) {
@@ -1613,181 +1217,23 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
 		st->class_life_bytes[c] = za->class_life[c];
 	for (uint32_t i = 0; i < za->nr; i++)
-		if (gc_candidate(&za->z[i], 0) && gc_gain_enough(za, &za->z[i], true))
+		if (za_gc_candidate(&za->z[i], 0) && gc_gain_enough(za->z[i].capacity, za->z[i].valid, za->bs, true))
 			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
+	st->space_waiters = za->space_waiters;
+	st->space_need_bytes = za->space_need;
+}
+
+void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
+{
+	if (!za || !st)
+		return;
+	pthread_mutex_lock(&za->mu);
+	za_stats_locked(za, st);
 	pthread_mutex_unlock(&za->mu);
 }
 
 /* ---- garbage collection support ------------------------------------------ */
 
-void zalloc_set_gc(struct zalloc *za, uint32_t reserve_zones,
-		   void (*kick)(void *arg), void *arg)
-{
-	if (!za)
-		return;
-	pthread_mutex_lock(&za->mu);
-	za->gc_enabled = kick != NULL;
-	za->gc_reserve = reserve_zones;
-	za->gc_kick = kick;
-	za->gc_arg = arg;
-	pthread_cond_broadcast(&za->cv);
-	pthread_mutex_unlock(&za->mu);
-}
-
-double zalloc_gc_score(uint64_t capacity, uint64_t valid, uint64_t age)
-{
-	double u;
-
-	if (capacity == 0 || valid >= capacity)
-		return -1;
-	u = (double)valid / (double)capacity;
-	/* benefit: the bytes freed, weighted by the zone's age in zones
-	 * written since (log scale); cost: reading and writing the live
-	 * bytes */
-	return (1.0 - u) * log2(2.0 + (double)age / (double)capacity) /
-	       (2.0 * u + 1.0 / (double)capacity);
-}
-
-/* Bytes the collector could write for each class now: the FREE zones
- * (all of them, the reserve included) plus the room left in the class's
- * open or closed zones it may use. */
-static void gc_room(const struct zalloc *za, uint64_t room[ZALLOC_NR_CLASSES])
-{
-	uint64_t free_cap = 0;
-	uint32_t n = free_usable(za, ZA_GC);
-
-	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL && n; i = za->z[i].next, n--)
-		free_cap += za->z[i].capacity;
-	for (int c = 0; c < ZALLOC_NR_CLASSES; c++) {
-		room[c] = free_cap;
-		for (uint32_t i = za->lists[ZA_L_CLASS + c].head; i != ZA_NIL;
-		     i = za->z[i].next)
-			if (zone_usable(&za->z[i], ZA_GC))
-				room[c] += zremain(&za->z[i]);
-	}
-}
-
-/* A zone's age for cost-benefit: device bytes written since its data last
- * changed, by a write or by a death.  Zones are written once, so the write
- * alone says little; a zone whose tables are dying now (a compaction just
- * deleted some of its files) is hot: the rest of its data is likely to
- * die soon too, and moving it would be wasted.  Measured with RocksDB at
- * 80% (scripts/bench-placement.sh): docs/placement.md. */
-static uint64_t gc_age(const struct zalloc *za, const struct za_zone *z)
-{
-	return za->dev_bytes - ZF_MAX(z->wclock, z->dclock);
-}
-
-int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
-		   struct zalloc_gc_victim *v)
-{
-	struct za_zone *best = NULL;
-	double best_score = 0;
-	uint64_t now = zf_now_ns(), room[ZALLOC_NR_CLASSES];
-
-	if (!za || !v)
-		return -EINVAL;
-	pthread_mutex_lock(&za->mu);
-	gc_room(za, room);
-	for (uint32_t i = 0; i < za->nr; i++) {
-		struct za_zone *z = &za->z[i];
-		double sc;
-
-		if (!gc_candidate(z, now) || !gc_gain_enough(za, z, greedy))
-			continue;
-		/* only victims whose live data fits: a victim moved in part
-		 * uses room and frees nothing */
-		if (z->valid > room[z->cls])
-			continue;
-		if (skip && (skip[i / 64] >> (i % 64)) & 1)
-			continue;
-		/* in the background, a WAL zone that may still die is left to
-		 * die (for longer-lived classes the age in the score does
-		 * better: deferring them all made bench-placement's GC at 80%
-		 * greedy, WA 1.088 vs 1.045) */
-		if (!greedy && z->cls == LIFETIME_SHORT &&
-		    za->dev_bytes - z->wclock < za->class_life[z->cls])
-			continue;
-		sc = greedy ? (double)(z->capacity - z->valid)
-			    : zalloc_gc_score(z->capacity, z->valid, gc_age(za, z));
-		if (!best || sc > best_score) {
-			best = z;
-			best_score = sc;
-		}
-	}
-	if (!best) {
-		pthread_mutex_unlock(&za->mu);
-		return -ENOENT;
-	}
-	best->gc = true;
-	za->gc_active++;
-	za->gc_runs++;
-	v->zone = za->first + zidx(za, best);
-	v->cls = best->cls;
-	v->start = best->start;
-	v->capacity = best->capacity;
-	v->valid_bytes = best->valid;
-	v->age = gc_age(za, best);
-	v->score = best_score;
-	pthread_mutex_unlock(&za->mu);
-	return 0;
-}
-
-void zalloc_gc_done(struct zalloc *za, uint32_t zone)
-{
-	zalloc_gc_done_backoff(za, zone, 0);
-}
-
-void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_ns)
-{
-	struct za_zone *z;
-
-	if (!za)
-		return;
-	pthread_mutex_lock(&za->mu);
-	z = zone_of(za, zone);
-	if (!z || !z->gc) {
-		zf_err("zalloc: gc_done on zone %u which is not being collected", zone);
-	} else {
-		z->gc = false;
-		z->gc_retry_ns = backoff_ns ? zf_now_ns() + backoff_ns : 0;
-		za->gc_active--;
-		if (z->valid == 0)
-			queue_reset(za, z);
-	}
-	pthread_cond_broadcast(&za->cv);
-	pthread_mutex_unlock(&za->mu);
-}
-
-void zalloc_discard(struct zalloc *za, uint64_t dev_off, uint64_t len)
-{
-	if (!za || !len)
-		return;
-	pthread_mutex_lock(&za->mu);
-	while (len) {
-		uint64_t zi = dev_off / za->zone_size;
-		struct za_zone *z;
-		uint64_t chunk;
-
-		if (zi < za->first || zi - za->first >= za->nr) {
-			zf_err("zalloc: discard [%llu, +%llu) outside the data zones",
-			       (unsigned long long)dev_off, (unsigned long long)len);
-			break;
-		}
-		z = &za->z[zi - za->first];
-		chunk = ZF_MIN(len, z->start + za->zone_size - dev_off);
-		if (z->nunclaimed) {
-			unclaimed_trim(za, z, dev_off, dev_off + chunk);
-			if (!z->nunclaimed && z->valid == 0)
-				queue_reset(za, z);
-		}
-		dev_off += chunk;
-		len -= chunk;
-	}
-	pthread_mutex_unlock(&za->mu);
-}
-
-/* Debug/test aid: the number of acquirers currently blocked. */
 int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone)
 {
 	int rc = -ENOSPC;
@@ -1797,7 +1243,7 @@ int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone)
 	if (za->mounted && i != ZA_NIL && za->lists[ZA_L_FREE].count > keep) {
 		struct za_zone *z = &za->z[i];
 
-		list_del(za, z);
+		za_list_del(za, z);
 		z->lent = true;
 		za->nr_lent++;
 		*zone = za->first + i;
@@ -1810,7 +1256,7 @@ int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone)
 void zalloc_lend_return(struct zalloc *za, uint32_t zone)
 {
 	pthread_mutex_lock(&za->mu);
-	struct za_zone *z = zone_of(za, zone);
+	struct za_zone *z = za_zone_of(za, zone);
 	if (!z || !z->lent) {
 		zf_err("zalloc: zone %u given back but not lent", zone);
 	} else {
@@ -1828,11 +1274,11 @@ int zalloc_lend_adopt(struct zalloc *za, uint32_t zone)
 	int rc = 0;
 
 	pthread_mutex_lock(&za->mu);
-	struct za_zone *z = zone_of(za, zone);
+	struct za_zone *z = za_zone_of(za, zone);
 	if (!z || za->mounted || z->retired) {
 		rc = -EINVAL;
 	} else if (!z->lent) {
-		set_cond(za, z, ZDEV_COND_EMPTY);	/* the log's, not the budget's */
+		za_set_cond(za, z, ZDEV_COND_EMPTY);	/* the log's, not the budget's */
 		z->lent = true;
 		za->nr_lent++;
 	}
@@ -1856,14 +1302,3 @@ void zalloc_set_log_reserve(struct zalloc *za, uint32_t zones)
 	pthread_mutex_unlock(&za->mu);
 }
 
-unsigned int zalloc_waiters(struct zalloc *za)
-{
-	unsigned int n;
-
-	if (!za)
-		return 0;
-	pthread_mutex_lock(&za->mu);
-	n = za->waiters;
-	pthread_mutex_unlock(&za->mu);
-	return n;
-}

@@ -179,6 +179,11 @@ static inline bool zdev_zone_active(const struct zdev_zone *z)
 { return zdev_zone_open_cond(z) || z->cond == ZDEV_COND_CLOSED; }
 static inline uint64_t zdev_zone_remaining(const struct zdev_zone *z)
 { return z->start + z->capacity - z->wp; }
+/* The same on a bare condition (callers that cache it, zalloc, stats). */
+static inline bool zdev_cond_open(uint8_t cond)
+{ return cond == ZDEV_COND_IMP_OPEN || cond == ZDEV_COND_EXP_OPEN; }
+static inline bool zdev_cond_active(uint8_t cond)
+{ return zdev_cond_open(cond) || cond == ZDEV_COND_CLOSED; }
 const char *zdev_cond_name(uint8_t cond);	/* "empty", "imp_open", ... */
 
 /* Counters kept by every backend (bytes and operation counts since open). */

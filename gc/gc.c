@@ -1,14 +1,16 @@
-/* fs_gc — the garbage collector: frees zones whose data is partly dead by
- * moving their live extents to zones of the same lifetime class.  zalloc
- * picks victims and keeps space for the collector (zonealloc/zalloc.h,
- * "Garbage collection": protocol, victim choice, writers' waits); this file
- * knows which file each live byte belongs to and moves it.
+/* gc — the garbage collector: the collector thread and the data mover.
+ *
+ * Purpose: frees zones whose data is partly dead by moving their live
+ * extents to zones of the same class.  zalloc keeps space for the
+ * collector and pins victims (zonealloc/zalloc.h, "garbage collection");
+ * gc/gc_policy.h says which zone to take; writers wait for space in
+ * zonealloc/zalloc_space.c.  This file knows which file each live byte
+ * belongs to and moves it.
  *
  * When it runs (one thread, fs_gc_start/fs_gc_stop; it wakes every
- * GC_TICK_MS and when kicked; each time it also reads what was appended to
- * the LSM stores' MANIFESTs, fs_lifetime_tail_manifests()):
- *   urgent      a writer waits for space (in zalloc, or in
- *               fs_gc_wait_space), or FREE zones <= reserve: no rate limit;
+ * GC_TICK_MS and when kicked):
+ *   urgent      a writer waits for space (an acquire, or zalloc_wait_room),
+ *               or FREE zones <= reserve: no rate limit, greedy victims;
  *   background  FREE zones < low, then until FREE zones >= high, or the
  *               free bytes do not cover the write buffers: at most
  *               opts.gc_mbps MB/s of copying (token bucket).
@@ -16,10 +18,12 @@
  *   high = low + max(2, nr/64) (nr = data zones).  Zones whose data all
  *   dies are reset without GC (zalloc), so with good placement the
  *   collector rarely has anything to do.
+ * Each tick it also runs manifest_tick() (the LSM MANIFEST tailing, which
+ * is not GC and is to move to the commit thread).
  *
  * One victim (collect_one):
- *   1. zalloc_gc_pick(): the best cost-benefit victim, pinned (its bytes
- *      stay readable until zalloc_gc_done());
+ *   1. zalloc_gc_pick(): the policy's victim, pinned (its bytes stay
+ *      readable until zalloc_gc_done());
  *   2. under fs->lock, every extent piece that lies in it: (ino, off, len,
  *      dev), sorted by (ino, off) so each file's data lands in order;
  *   3. per file, in batches of <= GC_BATCH bytes: read the pieces from the
@@ -38,9 +42,14 @@
  * A file whose lock cannot be had keeps its extents there; the victim is
  * then left alone for GC_BACKOFF_NS (zalloc_gc_done_backoff()).
  *
- * Locking: the collector holds at most one file's rw lock, then fs->lock,
- * then zalloc's (the documented order); device I/O is done without
- * fs->lock.  fs_gc_wait_space() is called with no lock held.
+ * Invariants: the collector never writes data a file does not reference
+ * afterwards without discarding it; a victim is unpinned exactly once.
+ * Thread safety and lock order: struct fs_gc is the collector thread's,
+ * except mu/cv/kick/stop (gc->mu, a leaf: held only to sleep and to kick)
+ * and the _Atomic counters fs_gc_fill_stats() reads.
+ * The collector holds at most one file's rw lock, then fs->lock, then
+ * zalloc's (the documented order); device I/O is done without fs->lock.
+ * fs_gc_kick() and fs_gc_wait_space() are called with no lock held.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -50,7 +59,7 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
-#define GC_TICK_MS 20		/* also the MANIFEST tailing period */
+#define GC_TICK_MS 20		/* also manifest_tick()'s period */
 #define GC_RESERVE 2			/* zones only the collector may take */
 #define GC_BATCH (4u << 20)		/* bytes read+written per step */
 #define GC_LOCK_WAIT_MS 50		/* one try for a file's rw lock */
@@ -58,28 +67,22 @@
 #define GC_BACKOFF_NS (2ull * 1000000000ull)
 #define GC_NOROOM_BACKOFF_NS (1000000000ull)
 #define GC_IDLE_NS (20000000ull)	/* after a round that achieved nothing */
-#define GC_SPACE_PATIENCE_NS (10ull * 1000000000ull)
 
 struct fs_gc {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;		/* the collector sleeps here */
-	pthread_cond_t done_cv;		/* space waiters sleep here */
 	_Atomic bool stop;
 	bool kick;
 	uint32_t reserve, low, high;
 	uint64_t rate;			/* bytes/s, 0 = unbounded */
 	uint64_t tb_next_ns;		/* token bucket: next copy allowed */
-	uint32_t space_waiters;		/* in fs_gc_wait_space() */
-	uint64_t space_need;		/* bytes the largest of them needs */
-	uint64_t rounds;		/* progress marks for waiters */
 	uint8_t *buf;			/* GC_BATCH bytes, aligned */
 	uint64_t *skip;			/* bitmap over data zones (skip_zones) */
 	size_t skip_words;
 	_Atomic uint64_t runs, freed, moved, skipped, discarded, noroom;
 	uint64_t noroom_warned_ns;
 	uint64_t report_ns;		/* last periodic debug report */
-	_Atomic uint64_t space_waits, space_wait_ns;
 };
 
 struct gc_piece {
@@ -151,13 +154,7 @@ static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
 
 static bool gc_urgent(struct fs *fs)
 {
-	struct fs_gc *gc = fs->gc;
-	bool u;
-
-	pthread_mutex_lock(&gc->mu);
-	u = gc->space_waiters > 0;
-	pthread_mutex_unlock(&gc->mu);
-	return u || zalloc_waiters(fs->za) > 0;
+	return zalloc_space_waiters(fs->za) > 0 || zalloc_waiters(fs->za) > 0;
 }
 
 /* Background rate limit: wait until n more bytes may be copied. */
@@ -394,13 +391,13 @@ static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* Where moved data goes: its file's class.  (Moving survivors one class
- * up, the usual hot/cold argument, was measured to be worse with RocksDB:
- * L2 tables that outlive their zone-mates do not live much longer, and the
- * promoted zones were collected again at 57% valid.) */
-static enum lifetime_class gc_dest_class(enum lifetime_class c)
+/* Where moved data goes: into zones of its file's class as it is now (not
+ * the victim's class, and not one class up: survivors of a zone do not
+ * live much longer than their zone-mates, docs/placement.md).  Called
+ * with fs->lock held; a file gone since: the default class. */
+static enum lifetime_class file_class(const struct fs_inode *in)
 {
-	return c;
+	return in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM;
 }
 
 /* Collect one victim.  1: one collected (moved or not), 0: no victim,
@@ -439,7 +436,7 @@ static int collect_one(struct fs *fs, bool urgent)
 
 		pthread_mutex_lock(&fs->lock);
 		in = fs_inode_get(fs, ino);
-		cls = gc_dest_class(in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM);
+		cls = file_class(in);
 		pthread_mutex_unlock(&fs->lock);
 		/* one batch: this file's pieces up to GC_BATCH bytes, a piece
 		 * larger than what is left of the batch is cut */
@@ -505,14 +502,6 @@ static int collect_one(struct fs *fs, bool urgent)
 	return ret ? ret : 1;
 }
 
-static void wake_waiters(struct fs_gc *gc)
-{
-	pthread_mutex_lock(&gc->mu);
-	gc->rounds++;
-	pthread_cond_broadcast(&gc->done_cv);
-	pthread_mutex_unlock(&gc->mu);
-}
-
 /* Work while there is a reason to (see the header).  Returns false when
  * it had a reason but could not do anything (no victim, no room). */
 static bool gc_round(struct fs *fs)
@@ -527,19 +516,15 @@ static bool gc_round(struct fs *fs)
 		int r;
 
 		zalloc_get_stats(fs->za, &zs);
-		pthread_mutex_lock(&gc->mu);
-		need = fs->buffered + gc->space_need;
-		urgent = gc->space_waiters > 0;
-		pthread_mutex_unlock(&gc->mu);
-		urgent = urgent || zs.gc_waiters > 0 || zalloc_waiters(fs->za) > 0 ||
-			 zs.free_zones <= gc->reserve;
+		need = fs->buffered + zs.space_need_bytes;
+		urgent = zs.space_waiters > 0 || zs.gc_waiters > 0 ||
+			 zalloc_waiters(fs->za) > 0 || zs.free_zones <= gc->reserve;
 		bg = zs.free_zones < (active ? gc->high : gc->low) || zs.free_bytes < need;
 		if (!urgent && !bg)
 			break;
 		if (zs.pending_resets) {
 			/* zones that only wait for a commit: free, no copying */
 			fs_commit(fs);
-			wake_waiters(gc);
 			zalloc_get_stats(fs->za, &zs);
 			if (zs.free_zones > gc->reserve &&
 			    zs.free_zones >= (active ? gc->high : gc->low) &&
@@ -550,13 +535,11 @@ static bool gc_round(struct fs *fs)
 		if (r <= 0) {
 			if (r < 0)
 				zf_warn("gc: %s", strerror(-r));
-			wake_waiters(gc);
 			stuck = true;
 			break;
 		}
 		active = true;
 		fs_commit(fs);	/* the victim resets after the commit */
-		wake_waiters(gc);
 	}
 	return !stuck;
 }
@@ -575,9 +558,17 @@ static void gc_report(struct fs *fs, const char *what)
 	       (unsigned long long)(gc->moved / 1000000), (unsigned long long)(gc->skipped / 1000000),
 	       (unsigned long long)gc->noroom, zs.free_zones,
 	       (unsigned long long)(zs.capacity_bytes ? zs.valid_bytes * 100 / zs.capacity_bytes : 0),
-	       (unsigned long long)(zs.gc_waits + gc->space_waits),
-	       (unsigned long long)((zs.gc_wait_ns + gc->space_wait_ns) / 1000000),
+	       (unsigned long long)zs.gc_waits,
+	       (unsigned long long)(zs.gc_wait_ns / 1000000),
 	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants);
+}
+
+/* Not GC: read what the LSM stores appended to their MANIFESTs (exact
+ * levels, fs_lifetime.c).  It runs on the collector's tick until it moves
+ * to the commit thread; nothing else here depends on it. */
+static void manifest_tick(struct fs *fs)
+{
+	fs_lifetime_tail_manifests(fs);
 }
 
 static void *gc_main(void *arg)
@@ -605,7 +596,7 @@ static void *gc_main(void *arg)
 		if (gc->stop)
 			break;
 		pthread_mutex_unlock(&gc->mu);
-		fs_lifetime_tail_manifests(fs);	/* exact LSM levels (fs_lifetime.c) */
+		manifest_tick(fs);
 		if (!gc_round(fs))	/* do not spin on kicks it cannot serve */
 			zf_sleep_until_ns(zf_now_ns() + GC_IDLE_NS);
 		pthread_mutex_lock(&gc->mu);
@@ -629,6 +620,18 @@ void fs_gc_kick(struct fs *fs)
 static void kick_cb(void *arg)
 {
 	fs_gc_kick(arg);
+}
+
+/* zalloc's classes are the lifetime classes, one to one; its default class
+ * (zones nobody adopted at mount) is the default lifetime. */
+_Static_assert(ZALLOC_NR_CLASSES == LIFETIME_NR, "a zalloc class per lifetime class");
+_Static_assert(ZALLOC_DEFAULT_CLASS == LIFETIME_MEDIUM, "the default lifetime");
+
+/* Tell the victim policy which class holds the WAL: its young zones are
+ * left to die in the background (gc/gc_policy.h). */
+static void mark_wal_class(struct fs *fs)
+{
+	zalloc_set_stream_flags(fs->za, LIFETIME_SHORT, ZALLOC_STREAM_DEFER_YOUNG);
 }
 
 int fs_gc_start(struct fs *fs)
@@ -661,7 +664,6 @@ int fs_gc_start(struct fs *fs)
 	pthread_condattr_init(&ca);	/* deadlines come from zf_now_ns() */
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&gc->cv, &ca);
-	pthread_cond_init(&gc->done_cv, &ca);
 	pthread_condattr_destroy(&ca);
 	fs->gc = gc;
 	r = -pthread_create(&gc->th, NULL, gc_main, fs);
@@ -672,6 +674,7 @@ int fs_gc_start(struct fs *fs)
 		free(gc);
 		return r;
 	}
+	mark_wal_class(fs);
 	zalloc_set_gc(fs->za, gc->reserve, kick_cb, fs);
 	zf_dbg("gc: started (reserve %u, low %u, high %u zones of %u; %u MB/s in the background)",
 	       gc->reserve, gc->low, gc->high, zs.nr_zones, fs->opts.gc_mbps);
@@ -689,22 +692,14 @@ void fs_gc_stop(struct fs *fs)
 	pthread_mutex_lock(&gc->mu);
 	gc->stop = true;
 	pthread_cond_signal(&gc->cv);
-	pthread_cond_broadcast(&gc->done_cv);
 	pthread_mutex_unlock(&gc->mu);
 	pthread_join(gc->th, NULL);
-	/* space waiters (none should be left at unmount) see fs->gc == NULL
-	 * only after they leave; they hold no reference past the mutex */
-	pthread_mutex_lock(&gc->mu);
-	while (gc->space_waiters) {
-		pthread_cond_broadcast(&gc->done_cv);
-		pthread_mutex_unlock(&gc->mu);
+	/* writers still in zalloc_wait_room() (none should be left at
+	 * unmount) may be about to kick: GC is off, they leave at once */
+	while (zalloc_space_waiters(fs->za))
 		zf_sleep_until_ns(zf_now_ns() + 1000000ull);
-		pthread_mutex_lock(&gc->mu);
-	}
-	pthread_mutex_unlock(&gc->mu);
 	fs->gc = NULL;
 	pthread_cond_destroy(&gc->cv);
-	pthread_cond_destroy(&gc->done_cv);
 	pthread_mutex_destroy(&gc->mu);
 	zdev_buf_free(gc->buf);
 	free(gc->skip);
@@ -725,8 +720,8 @@ int fs_gc_run_once(struct fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&tmp.mu, NULL);
 	pthread_cond_init(&tmp.cv, NULL);
-	pthread_cond_init(&tmp.done_cv, NULL);
 	fs->gc = &tmp;
+	mark_wal_class(fs);
 	r = collect_one(fs, true);
 	fs->gc = NULL;
 	if (r > 0) {
@@ -736,79 +731,32 @@ int fs_gc_run_once(struct fs *fs)
 			r = c;
 	}
 	pthread_cond_destroy(&tmp.cv);
-	pthread_cond_destroy(&tmp.done_cv);
 	pthread_mutex_destroy(&tmp.mu);
 	zdev_buf_free(tmp.buf);
 	return r;
 }
 
-/* Return 0 once the free bytes cover the write buffers plus `bytes`;
- * commit if zones only wait for a reset, wait for the collector while it
- * can still free space and makes progress; -ENOSPC otherwise. */
+static uint64_t buffered_bytes(void *arg)
+{
+	return ((struct fs *)arg)->buffered;
+}
+
+static int commit_now(void *arg)
+{
+	return fs_commit(arg);
+}
+
+/* Room for `bytes` more of buffered data: zalloc_wait_room(), the
+ * allocator's one wait for space, with this file system's write buffers
+ * and commit. */
 int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 {
-	struct fs_gc *gc = fs->gc;
-	uint64_t t0 = 0, since = 0, seen = 0;
-	uint64_t last_free = 0;
-	bool counted = false;
-	int ret = -ENOSPC;
+	struct zalloc_room r = {
+		.bytes = bytes, .buffered = buffered_bytes, .commit = commit_now,
+		.arg = fs,
+	};
 
-	for (int attempt = 0;; attempt++) {
-		struct zalloc_stats zs;
-		uint64_t need = fs->buffered + bytes;
-
-		zalloc_get_stats(fs->za, &zs);
-		if (zs.free_bytes >= need) {
-			ret = 0;
-			break;
-		}
-		if (zs.pending_resets && attempt < 2 && fs_commit(fs) == 0)
-			continue;	/* as the writer path always did */
-		if (!gc)
-			break;		/* no collector: full means full */
-		/* Can the collector make room at all?  Valid data plus the
-		 * buffers must fit in the capacity. */
-		if (zs.free_bytes + zs.gc_reclaimable_bytes < need && !zs.gc_active &&
-		    !zs.pending_resets)
-			break;
-		uint64_t now = zf_now_ns();
-
-		/* progress = zones reset or free bytes growing, not mere rounds
-		 * (a collector without room keeps trying and failing) */
-		pthread_mutex_lock(&gc->mu);
-		if (!counted) {
-			counted = true;
-			t0 = now;
-			since = now;
-			seen = zs.zone_resets;
-			last_free = zs.free_bytes;
-			gc->space_waits++;
-		} else if (zs.zone_resets != seen || zs.free_bytes > last_free) {
-			seen = zs.zone_resets;
-			last_free = zs.free_bytes;
-			since = now;
-		}
-		if (now - since > GC_SPACE_PATIENCE_NS || gc->stop) {
-			pthread_mutex_unlock(&gc->mu);
-			break;
-		}
-		gc->space_waiters++;
-		gc->space_need = ZF_MAX(gc->space_need, bytes);
-		gc->kick = true;
-		pthread_cond_signal(&gc->cv);
-		struct timespec ts;
-		uint64_t at = now + 50000000ull;
-
-		ts.tv_sec = (time_t)(at / 1000000000ull);
-		ts.tv_nsec = (long)(at % 1000000000ull);
-		pthread_cond_timedwait(&gc->done_cv, &gc->mu, &ts);
-		if (--gc->space_waiters == 0)
-			gc->space_need = 0;
-		pthread_mutex_unlock(&gc->mu);
-	}
-	if (counted && gc)
-		gc->space_wait_ns += zf_now_ns() - t0;
-	return ret;
+	return zalloc_wait_room(fs->za, &r);
 }
 
 void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
@@ -826,8 +774,6 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 	if (gc) {
 		st->gc_zones_freed = gc->freed;
 		st->gc_skipped_busy = gc->skipped;
-		st->gc_waits += gc->space_waits;
-		st->gc_wait_ms += gc->space_wait_ns / 1000000ull;
 	}
 	st->zone_resets = zs.zone_resets;
 	st->zone_finishes = zs.zone_finishes;
