@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Fail when a source file includes a header of a layer it may not use.
 
-The layers, lowest first (docs/design.md): common, zoned, lsm, zonealloc,
-mlog, fs (with gc), fusefs, tools.  Each may include its own headers and
-those of the layers listed for it below; tests may include anything.
+The layers, lowest first (docs/design.md): common, zoned, lsm, zonealloc
+(with the pure GC policy), mlog, fs (with the collector), fusefs, tools;
+progs (tools/zf_tool.h) is shared by the programs.  Each may include its own
+headers and those of the layers listed for it below; tests may include
+anything.
 Usage: check-layers.py SOURCE_ROOT [STAMP]  (writes STAMP on success, so
 meson can run it as a build step).
 """
@@ -20,8 +22,9 @@ ALLOWED = {
     "mlog": {"common", "zoned"},
     "fs": {"common", "zoned", "lsm", "zonealloc", "mlog", "gc"},
     "gc": {"common", "zoned", "lsm", "zonealloc", "mlog", "fs"},
-    "fusefs": {"common", "zoned", "fs-public"},
-    "tools": {"common", "zoned", "lsm", "zonealloc", "mlog", "fs-public"},
+    "fusefs": {"common", "zoned", "fs-public", "progs"},
+    "tools": {"common", "zoned", "lsm", "zonealloc", "mlog", "fs-public", "progs"},
+    "progs": {"common"},
 }
 # fs headers a layer above fs may use; the rest are the core's own
 FS_PUBLIC = {"fs/fs.h", "fs/fs_stats.h", "fs/mlog.h"}
@@ -30,8 +33,13 @@ DIRS = ["common", "zoned", "lsm", "zonealloc", "fs", "gc", "fusefs", "tools"]
 
 def layer_of(path):
     top = path.split("/", 1)[0]
-    if top == "fs" and os.path.basename(path).startswith("mlog"):
+    base = os.path.basename(path)
+    if top == "fs" and base.startswith("mlog"):
         return "mlog"
+    if top == "gc" and base.startswith("gc_policy"):
+        return "zonealloc"
+    if path == "tools/zf_tool.h":
+        return "progs"
     return top
 
 

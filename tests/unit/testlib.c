@@ -46,16 +46,6 @@ int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs 
 	return fs_mount(dev, &o, fs);
 }
 
-int tl_run(Suite *s)
-{
-	SRunner *sr = srunner_create(s);
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
 
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs)
 {
