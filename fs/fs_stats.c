@@ -225,6 +225,17 @@ static int zone_rows(struct fs *fs, uint32_t first, uint32_t n, struct zrow *row
 		struct zrow *r = &rows[z - first];
 		if (zalloc_zone_info(fs->za, z, &zi))
 			continue;
+		if (zi.lent) {	/* the metadata log's now: as the device has it */
+			struct zdev_zone d;
+			if (zdev_report_zones(fs->dev, z, 1, &d) == 1) {
+				r->kind = ZK_META;
+				r->cond = d.cond;
+				r->cap = d.capacity;
+				r->wp = d.wp - d.start;
+				r->valid = r->wp;
+			}
+			continue;
+		}
 		r->kind = ZK_DATA;
 		r->cond = zi.cond;
 		r->cls = zi.cls;
@@ -327,59 +338,52 @@ static void kv_str(struct fs_text *t, const char *key, const char *v)
 	fs_text_printf(t, "\n");
 }
 
-int fs_stats_render(struct fs *fs, struct fs_text *t)
+/* What the zone table says, summed: metadata (log) zones by condition,
+ * data zones that are not open, and each class's zones and valid bytes. */
+struct zone_counts {
+	uint32_t meta_open, meta_active, meta_empty, meta_full;
+	uint32_t data_full, data_closed, data_bad;
+	uint32_t cls_zones[LIFETIME_NR];
+	uint64_t cls_valid[LIFETIME_NR];
+	uint64_t meta_written;
+};
+
+static int count_zones(struct fs *fs, struct zone_counts *c)
 {
-	const struct zdev_geometry *g = zdev_geometry(fs->dev);
 	const struct mlog_sb *sb = &fs->sb;
-	struct fs_stats fst;
-	struct zalloc_stats zs;
-	struct mlog_stats ms;
-	struct zdev_stats ds;
 	uint32_t nrows = sb->meta_count + sb->data_count;
 	struct zrow *rows = calloc(nrows ? nrows : 1, sizeof(*rows));
-	uint32_t meta_open = 0, meta_active = 0, meta_empty = 0, meta_full = 0;
-	uint32_t data_full = 0, data_closed = 0, data_bad = 0;
-	uint32_t cls_zones[LIFETIME_NR] = { 0 };
-	uint64_t cls_valid[LIFETIME_NR] = { 0 };
-	uint64_t meta_written = 0;
 
+	memset(c, 0, sizeof(*c));
 	if (!rows)
 		return -ENOMEM;
 	int ret = zone_rows(fs, sb->meta_first, nrows, rows);
-	if (ret) {
-		free(rows);
-		return ret;
-	}
-	fs_get_stats(fs, &fst);
-	zalloc_get_stats(fs->za, &zs);
-	memset(&ms, 0, sizeof(ms));
-	if (fs->mlog)
-		mlog_get_stats(fs->mlog, &ms);
-	zdev_get_stats(fs->dev, &ds);
-
-	for (uint32_t i = 0; i < nrows; i++) {
+	for (uint32_t i = 0; !ret && i < nrows; i++) {
 		const struct zrow *r = &rows[i];
 		if (r->kind == ZK_META) {
-			meta_open += zdev_cond_open(r->cond);
-			meta_active += zdev_cond_active(r->cond);
-			meta_empty += r->cond == ZDEV_COND_EMPTY;
-			meta_full += r->cond == ZDEV_COND_FULL;
-			meta_written += r->wp;
+			c->meta_open += zdev_cond_open(r->cond);
+			c->meta_active += zdev_cond_active(r->cond);
+			c->meta_empty += r->cond == ZDEV_COND_EMPTY;
+			c->meta_full += r->cond == ZDEV_COND_FULL;
+			c->meta_written += r->wp;
 		} else if (r->kind == ZK_DATA) {
-			data_full += r->cond == ZDEV_COND_FULL;
-			data_closed += r->cond == ZDEV_COND_CLOSED;
-			data_bad += r->cond == ZDEV_COND_READONLY || r->cond == ZDEV_COND_OFFLINE;
+			c->data_full += r->cond == ZDEV_COND_FULL;
+			c->data_closed += r->cond == ZDEV_COND_CLOSED;
+			c->data_bad += r->cond == ZDEV_COND_READONLY || r->cond == ZDEV_COND_OFFLINE;
 			if ((r->cond != ZDEV_COND_EMPTY || r->leased) && r->cls < LIFETIME_NR) {
-				cls_zones[r->cls]++;
-				cls_valid[r->cls] += r->valid;
+				c->cls_zones[r->cls]++;
+				c->cls_valid[r->cls] += r->valid;
 			}
 		}
 	}
 	free(rows);
+	return ret;
+}
 
-	uint64_t gc_bytes = fst.gc_bytes_written;
-	uint64_t dev_bytes = fst.data_bytes_written + fst.meta_bytes_written + gc_bytes;
-	uint64_t used = zs.capacity_bytes > zs.free_bytes ? zs.capacity_bytes - zs.free_bytes : 0;
+static void render_device(struct fs *fs, struct fs_text *t, const struct zalloc_stats *zs)
+{
+	const struct zdev_geometry *g = zdev_geometry(fs->dev);
+	const struct mlog_sb *sb = &fs->sb;
 
 	KV("format", 1);
 	kv_str(t, "backend", zdev_backend_name(fs->dev));
@@ -404,54 +408,77 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	/* limits */
 	KV("max_open_zones", g->max_open);
 	KV("max_active_zones", g->max_active);
-	KV("max_active_data_zones", zs.max_active_data);
+	KV("max_active_data_zones", zs->max_active_data);
+}
+
+static void render_zones(struct fs *fs, struct fs_text *t, const struct zalloc_stats *zs,
+			 const struct zone_counts *zc)
+{
+	uint64_t used = zs->capacity_bytes > zs->free_bytes ? zs->capacity_bytes - zs->free_bytes : 0;
+
 	/* zones now */
-	KV("open_zones", zs.open_zones + meta_open);
-	KV("active_zones", zs.active_zones + meta_active);
-	KV("free_zones", zs.free_zones);
-	KV("data_open_zones", zs.open_zones);
-	KV("data_active_zones", zs.active_zones);
-	KV("data_closed_zones", data_closed);
-	KV("data_full_zones", data_full);
-	KV("data_offline_zones", data_bad);
-	KV("meta_open_zones", meta_open);
-	KV("meta_active_zones", meta_active);
-	KV("meta_empty_zones", meta_empty);
-	KV("meta_full_zones", meta_full);
-	KV("pending_reset_zones", zs.pending_resets);
+	KV("open_zones", zs->open_zones + zc->meta_open);
+	KV("active_zones", zs->active_zones + zc->meta_active);
+	KV("free_zones", zs->free_zones);
+	KV("data_open_zones", zs->open_zones);
+	KV("data_active_zones", zs->active_zones);
+	KV("data_closed_zones", zc->data_closed);
+	KV("data_full_zones", zc->data_full);
+	KV("data_offline_zones", zc->data_bad);
+	KV("meta_open_zones", zc->meta_open);
+	KV("meta_active_zones", zc->meta_active);
+	KV("meta_empty_zones", zc->meta_empty);
+	KV("meta_full_zones", zc->meta_full);
+	KV("pending_reset_zones", zs->pending_resets);
 	KV("zalloc_waiters", zalloc_waiters(fs->za));
 	/* space (data zones) */
-	KV("capacity_bytes", zs.capacity_bytes);
+	KV("capacity_bytes", zs->capacity_bytes);
 	KV("used_bytes", used);
-	KV("free_bytes", zs.free_bytes);
-	KV("valid_bytes", zs.valid_bytes);
-	KV("reclaimable_bytes", zs.reclaimable_bytes);
-	KV("meta_used_bytes", meta_written);
+	KV("free_bytes", zs->free_bytes);
+	KV("valid_bytes", zs->valid_bytes);
+	KV("reclaimable_bytes", zs->reclaimable_bytes);
+	KV("meta_used_bytes", zc->meta_written);
+}
+
+static void render_written(struct fs_text *t, const struct fs_stats *fst,
+			   const struct zalloc_stats *zs, const struct zone_counts *zc)
+{
+	uint64_t gc_bytes = fst->gc_bytes_written;
+	uint64_t dev_bytes = fst->data_bytes_written + fst->meta_bytes_written + gc_bytes;
+
 	/* bytes written since mount */
-	KV("user_bytes_written", fst.user_bytes_written);
-	KV("data_bytes_written", fst.data_bytes_written);
-	KV("meta_bytes_written", fst.meta_bytes_written);
+	KV("user_bytes_written", fst->user_bytes_written);
+	KV("data_bytes_written", fst->data_bytes_written);
+	KV("meta_bytes_written", fst->meta_bytes_written);
 	KV("gc_bytes_written", gc_bytes);
 	KV("device_bytes_written", dev_bytes);
-	if (fst.user_bytes_written)
+	if (fst->user_bytes_written)
 		fs_text_printf(t, "write_amplification=%.3f\n",
-			       (double)dev_bytes / (double)fst.user_bytes_written);
+			       (double)dev_bytes / (double)fst->user_bytes_written);
 	else
 		fs_text_printf(t, "write_amplification=0\n");
 	for (unsigned int c = 0; c < LIFETIME_NR; c++) {
 		char k[64];
 		snprintf(k, sizeof(k), "class_%s_bytes_written",
 			 lifetime_class_name((enum lifetime_class)c));
-		KV(k, zs.class_bytes_written[c]);
+		KV(k, zs->class_bytes_written[c]);
 		snprintf(k, sizeof(k), "class_%s_zones", lifetime_class_name((enum lifetime_class)c));
-		KV(k, cls_zones[c]);
+		KV(k, zc->cls_zones[c]);
 		snprintf(k, sizeof(k), "class_%s_valid_bytes",
 			 lifetime_class_name((enum lifetime_class)c));
-		KV(k, cls_valid[c]);
+		KV(k, zc->cls_valid[c]);
 		snprintf(k, sizeof(k), "class_%s_life_bytes",
 			 lifetime_class_name((enum lifetime_class)c));
-		KV(k, zs.class_life_bytes[c]);
+		KV(k, zs->class_life_bytes[c]);
 	}
+}
+
+static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_stats *fst,
+			    const struct zalloc_stats *zs, const struct mlog_stats *ms)
+{
+	struct zdev_stats ds;
+
+	zdev_get_stats(fs->dev, &ds);
 	/* the device layer's own counters (every request since open) */
 	KV("zdev_bytes_written", ds.bytes_written);
 	KV("zdev_bytes_read", ds.bytes_read);
@@ -461,30 +488,30 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	/* zone management since mount */
 	KV("zone_resets", ds.resets);
 	KV("zone_finishes", ds.finishes);
-	KV("data_zone_resets", zs.zone_resets);
-	KV("data_zone_finishes", zs.zone_finishes);
-	KV("meta_zone_resets", ms.zone_resets);
+	KV("data_zone_resets", zs->zone_resets);
+	KV("data_zone_finishes", zs->zone_finishes);
+	KV("meta_zone_resets", ms->zone_resets);
 	/* garbage collection */
-	KV("gc_runs", fst.gc_runs);
-	KV("gc_zones_reclaimed", fst.gc_zones_freed);
+	KV("gc_runs", fst->gc_runs);
+	KV("gc_zones_reclaimed", fst->gc_zones_freed);
 	/* memory */
-	KV("buffer_bytes", fst.buffer_bytes);
-	KV("buffer_limit_bytes", fst.buffer_limit);
-	KV("prefetch_bytes", fst.prefetch_bytes);
+	KV("buffer_bytes", fst->buffer_bytes);
+	KV("buffer_limit_bytes", fst->buffer_limit);
+	KV("prefetch_bytes", fst->prefetch_bytes);
 	KV("prefetch_limit_bytes", fs->pf.window ? fs->opts.prefetch_limit : 0);
-	KV("prefetch_hits", fst.prefetch_hits);
-	KV("prefetch_fills", fst.prefetch_fills);
+	KV("prefetch_hits", fst->prefetch_hits);
+	KV("prefetch_fills", fst->prefetch_fills);
 	/* metadata */
-	KV("inodes", fst.inodes);
-	KV("commits", fst.commits);
-	KV("snapshots", fst.snapshots);
-	KV("log_epoch", ms.epoch);
-	KV("log_records", ms.records);
-	KV("log_zones_in_chain", ms.zones_in_chain);
-	KV("log_zones_borrowed", ms.zones_borrowed);
-	KV("log_zone_borrows", ms.zone_borrows);
-	KV("log_reserve_zones", ms.reserve_zones);
-	KV("log_state_full", ms.state_full);
+	KV("inodes", fst->inodes);
+	KV("commits", fst->commits);
+	KV("snapshots", fst->snapshots);
+	KV("log_epoch", ms->epoch);
+	KV("log_records", ms->records);
+	KV("log_zones_in_chain", ms->zones_in_chain);
+	KV("log_zones_borrowed", ms->zones_borrowed);
+	KV("log_zone_borrows", ms->zone_borrows);
+	KV("log_reserve_zones", ms->reserve_zones);
+	KV("log_state_full", ms->state_full);
 	KV("log_errors", fs->meta_errors);
 	/* mount options in effect */
 	KV("opt_stripe_width", fs->opts.stripe_width);
@@ -505,5 +532,26 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 		fs_text_printf(t, "lat_%s_p99_us=%.1f\n", nm, (double)s.p99_ns / 1e3);
 		fs_text_printf(t, "lat_%s_max_us=%.1f\n", nm, (double)s.max_ns / 1e3);
 	}
+}
+
+int fs_stats_render(struct fs *fs, struct fs_text *t)
+{
+	struct fs_stats fst;
+	struct zalloc_stats zs;
+	struct mlog_stats ms;
+	struct zone_counts zc;
+	int ret = count_zones(fs, &zc);
+
+	if (ret)
+		return ret;
+	fs_get_stats(fs, &fst);
+	zalloc_get_stats(fs->za, &zs);
+	memset(&ms, 0, sizeof(ms));
+	if (fs->mlog)
+		mlog_get_stats(fs->mlog, &ms);
+	render_device(fs, t, &zs);
+	render_zones(fs, t, &zs, &zc);
+	render_written(t, &fst, &zs, &zc);
+	render_counters(fs, t, &fst, &zs, &ms);
 	return t->oom ? -ENOMEM : 0;
 }
