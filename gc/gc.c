@@ -177,14 +177,8 @@ static void throttle(struct fs *fs, uint64_t n)
 static int timed_wrlock(pthread_rwlock_t *rw)
 {
 	for (int t = 0; t < GC_LOCK_TRIES; t++) {
-		struct timespec ts;
-		int r;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += GC_LOCK_WAIT_MS * 1000000l;
-		ts.tv_sec += ts.tv_nsec / 1000000000l;
-		ts.tv_nsec %= 1000000000l;
-		r = pthread_rwlock_timedwrlock(rw, &ts);
+		struct timespec ts = zf_realtime_after(GC_LOCK_WAIT_MS * 1000000ull);
+		int r = pthread_rwlock_timedwrlock(rw, &ts);
 		if (r == 0)
 			return 0;
 		if (r != ETIMEDOUT)
@@ -585,11 +579,8 @@ static void *gc_main(void *arg)
 			pthread_mutex_lock(&gc->mu);
 		}
 		if (!gc->kick) {
-			struct timespec ts;
-			uint64_t at = zf_now_ns() + GC_TICK_MS * 1000000ull;
-
-			ts.tv_sec = (time_t)(at / 1000000000ull);
-			ts.tv_nsec = (long)(at % 1000000000ull);
+			struct timespec ts =
+				zf_ns_to_timespec((int64_t)(zf_now_ns() + GC_TICK_MS * 1000000ull));
 			pthread_cond_timedwait(&gc->cv, &gc->mu, &ts);
 		}
 		gc->kick = false;

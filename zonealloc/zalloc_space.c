@@ -137,10 +137,7 @@ static void call_unlocked(struct zalloc *za, void (*fn)(void *), void *arg)
 
 static void timedwait_until(struct zalloc *za, uint64_t at_ns)
 {
-	struct timespec ts = {
-		.tv_sec = (time_t)(at_ns / 1000000000ull),
-		.tv_nsec = (long)(at_ns % 1000000000ull),
-	};
+	struct timespec ts = zf_ns_to_timespec((int64_t)at_ns);
 
 	pthread_cond_timedwait(&za->cv, &za->mu, &ts);
 }
