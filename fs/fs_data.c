@@ -666,31 +666,16 @@ int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
 
 /* ---- the public data operations ---- */
 
+/* A regular file pinned (fs_inode_pin), or NULL with *err. */
 static struct fs_inode *pin_reg(struct fs *fs, uint64_t ino, int *err)
 {
-	pthread_mutex_lock(&fs->lock);
-	struct fs_inode *in = fs_inode_get(fs, ino);
-	if (!in)
-		*err = -ENOENT;
-	else if (S_ISDIR(in->mode))
-		*err = -EISDIR;
-	else if (!S_ISREG(in->mode))
-		*err = -EINVAL;
-	else {
-		*err = 0;
-		in->pins++;
-	}
-	pthread_mutex_unlock(&fs->lock);
+	struct fs_inode *in = fs_inode_pin(fs, ino);
+	*err = !in ? -ENOENT : S_ISDIR(in->mode) ? -EISDIR : !S_ISREG(in->mode) ? -EINVAL : 0;
+	if (in && *err)
+		fs_inode_unpin(fs, in);
 	return *err ? NULL : in;
 }
 
-static void unpin(struct fs *fs, struct fs_inode *in)
-{
-	pthread_mutex_lock(&fs->lock);
-	in->pins--;
-	fs_inode_maybe_free(fs, in);
-	pthread_mutex_unlock(&fs->lock);
-}
 
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 		    void **bufp, size_t *startp)
@@ -738,7 +723,7 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	}
 out:
 	pthread_rwlock_unlock(&in->rw);
-	unpin(fs, in);
+	fs_inode_unpin(fs, in);
 	return ret;
 }
 
@@ -853,7 +838,7 @@ unlock:
 	if (fs->buffered > fs->opts.buffer_bytes)
 		fs_kick_committer(fs);
 unpin_out:
-	unpin(fs, in);
+	fs_inode_unpin(fs, in);
 	return ret;
 }
 
@@ -923,7 +908,7 @@ int fs_flush(struct fs *fs, uint64_t ino)
 	pthread_rwlock_wrlock(&in->rw);
 	err = fs_data_flush(fs, in, true);
 	pthread_rwlock_unlock(&in->rw);
-	unpin(fs, in);
+	fs_inode_unpin(fs, in);
 	return err;
 }
 
@@ -932,14 +917,9 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 	int ret = 0;
 
 	(void)datasync;	/* sizes are metadata we need either way */
-	pthread_mutex_lock(&fs->lock);
-	struct fs_inode *in = fs_inode_get(fs, ino);
-	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
+	struct fs_inode *in = fs_inode_pin(fs, ino);
+	if (!in)
 		return -ENOENT;
-	}
-	in->pins++;
-	pthread_mutex_unlock(&fs->lock);
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
 		ret = fs_data_flush(fs, in, true);
@@ -1050,7 +1030,7 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 		err = punch(fs, in, off, len);
 	}
 	pthread_rwlock_unlock(&in->rw);
-	unpin(fs, in);
+	fs_inode_unpin(fs, in);
 	return err;
 }
 
@@ -1073,6 +1053,6 @@ int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence)
 	else
 		ret = -EINVAL;
 	pthread_rwlock_unlock(&in->rw);
-	unpin(fs, in);
+	fs_inode_unpin(fs, in);
 	return ret;
 }

@@ -332,3 +332,21 @@ uint32_t fs_mode_kill_suidgid(uint32_t mode)
 		mode &= ~(uint32_t)S_ISGID;
 	return mode;
 }
+
+struct fs_inode *fs_inode_pin(struct fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (in)
+		in->pins++;
+	pthread_mutex_unlock(&fs->lock);
+	return in;
+}
+
+void fs_inode_unpin(struct fs *fs, struct fs_inode *in)
+{
+	pthread_mutex_lock(&fs->lock);
+	in->pins--;
+	fs_inode_maybe_free(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+}

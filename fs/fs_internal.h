@@ -219,6 +219,10 @@ struct fs_inode *fs_inode_next(struct fs *fs, const struct fs_inode *in);
 struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino);
 void fs_inode_maybe_free(struct fs *fs, struct fs_inode *in);
 void fs_inode_destroy(struct fs *fs, struct fs_inode *in);	/* whatever its references */
+/* An internal reference that keeps `ino` in memory while the caller works
+ * on it without fs->lock (NULL: no such inode).  No lock held. */
+struct fs_inode *fs_inode_pin(struct fs *fs, uint64_t ino);
+void fs_inode_unpin(struct fs *fs, struct fs_inode *in);
 struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
 void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);

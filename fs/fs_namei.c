@@ -95,14 +95,9 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 
 	if (fs->read_only)
 		return -EROFS;
-	pthread_mutex_lock(&fs->lock);
-	in = fs_inode_get(fs, ino);
-	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
+	in = fs_inode_pin(fs, ino);
+	if (!in)
 		return -ENOENT;
-	}
-	in->pins++;
-	pthread_mutex_unlock(&fs->lock);
 
 	if (flags & FS_SET_SIZE) {
 		if (!S_ISREG(in->mode)) {
@@ -162,10 +157,7 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 		fs_fill_stat(fs, in, out);
 	pthread_mutex_unlock(&fs->lock);
 unpin:
-	pthread_mutex_lock(&fs->lock);
-	in->pins--;
-	fs_inode_maybe_free(fs, in);
-	pthread_mutex_unlock(&fs->lock);
+	fs_inode_unpin(fs, in);
 	return ret;
 }
 
@@ -432,14 +424,9 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 int fs_release(struct fs *fs, uint64_t ino)
 {
 	int ret = 0;
-	pthread_mutex_lock(&fs->lock);
-	struct fs_inode *in = fs_inode_get(fs, ino);
-	if (!in) {
-		pthread_mutex_unlock(&fs->lock);
+	struct fs_inode *in = fs_inode_pin(fs, ino);
+	if (!in)
 		return -ENOENT;
-	}
-	in->pins++;
-	pthread_mutex_unlock(&fs->lock);
 
 	/* Closing writes the file's buffers out (not a commit): files that are
 	 * done are written while their zone class is still open. */
