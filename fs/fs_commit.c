@@ -65,7 +65,7 @@ int fs_commit(struct fs *fs)
 
 
 /* Write out every inode's buffers whose data is older than `age_ns`. */
-static int flush_dirty(struct fs *fs, uint64_t age_ns)
+static int writeout_aged(struct fs *fs, uint64_t age_ns)
 {
 	int ret = 0;
 	uint64_t now = zf_now_ns();
@@ -89,7 +89,7 @@ static int flush_dirty(struct fs *fs, uint64_t age_ns)
 		 * flight (its device I/O runs without in->rw). */
 		int r;
 		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
-			r = in->wb_busy ? -EBUSY : fs_data_flush(fs, in, true);
+			r = in->wb_busy ? -EBUSY : fs_data_writeout(fs, in, true);
 			pthread_rwlock_unlock(&in->rw);
 		} else {
 			r = -EBUSY;
@@ -110,7 +110,7 @@ static int flush_dirty(struct fs *fs, uint64_t age_ns)
 
 int fs_sync(struct fs *fs)
 {
-	int ret = flush_dirty(fs, 0);
+	int ret = writeout_aged(fs, 0);
 	pthread_mutex_lock(&fs->lock);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
 		if (in->attr_dirty && !ret)
@@ -136,7 +136,7 @@ static void *committer_main(void *arg)
 			break;
 		pthread_mutex_unlock(&fs->cmt.lock);
 		if (!commit_only || kicked)
-			flush_dirty(fs, kicked ? 0 : interval);
+			writeout_aged(fs, kicked ? 0 : interval);
 		fs_commit(fs);
 		pthread_mutex_lock(&fs->cmt.lock);
 	}

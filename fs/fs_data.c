@@ -21,21 +21,21 @@
  *  - extents are block-aligned in the file and on the device;
  *  - an extent is logged only after its data write completed;
  *  - at most one write-out per inode is in flight (in->wb_busy), so a file
- *    writes at most stripe_width zones at once, as before; a writer that
+ *    writes at most stripe_width zones at once; a writer that
  *    finds a stripe ready while one is in flight waits for it to end;
  *  - busy chunks stay in the inode's chunk list, so reads still overlay
  *    their bytes; nothing changes or frees them until the write-out ends:
  *    fs_write waits when its range (or the zeroed tail) touches one;
  *    truncate and punch wait for the write-out first (its extents would be
- *    recorded after them); the in-order rule of fs_data_flush counts busy
+ *    recorded after them); the in-order rule of fs_data_writeout counts busy
  *    chunks as covering their range;
- *  - fs_data_flush(all) (fsync, flush, release, memory pressure) writes
+ *  - fs_data_writeout(all) (fsync, flush, release, memory pressure) writes
  *    every chunk that existed when it was called and waits for the
  *    write-out in flight, so fsync returns after all of the file's data is
  *    written and logged;
  *  - a failed write-out leaves its chunks buffered (no longer busy): the
  *    next flush writes them again and an fsync reports the error if that
- *    fails too (as before);
+ *    fails too;
  *  - memory: busy chunks count in fs->buffered and in->buffered until freed;
  *    a writer over the per-file share (buffer_bytes / 8) first waits for
  *    the write-out in flight, then writes everything.
@@ -373,14 +373,12 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
  *   busy -- it streams faster than one zone absorbs -- the next 2 x
  *   stripe_width chunks are striped (in->wb_press): with the kernel's
  *   writeback cache, one stream held to one zone's speed stalls every
- *   writer of the mount (the FUSE bdi's dirty limit is shared; measured on
- *   the 40 MB/s-per-zone model: a 64 MiB table took 0.3 s alone, 5.4 s
- *   next to an unstriped WAL stream; db_bench 0.50x instead of ~0.4x).
+ *   writer of the mount (the FUSE bdi's dirty limit is shared; figures in
+ *   docs/bench.md, "What is striped").
  * - NONE (small bookkeeping files) and LONG, EXTREME (deep LSM levels) are
  *   not striped: the latter die one by one, and striping over N zones
  *   puts N times as many files into every zone, so fewer zones die whole
- *   (scripts/bench-placement.sh at 80%, side by side: WA 1.058 unstriped vs
- *   1.119 striped over 4 zones; docs/placement.md). */
+ *   (docs/placement.md). */
 static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 {
 	bool striped = in->cls == LIFETIME_MEDIUM ||
@@ -441,18 +439,6 @@ static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64
 	return false;
 }
 
-/* Write the given chunks (all their pages) to zones of the file's class,
- * striping over up to max_width zones at once (stripe_width()): the write-out.
- *
- * Called with in->rw exclusive and no write-out in flight.  The chunks are
- * staged and marked busy (they stay in the buffer, so reads still find
- * their bytes; writers wait instead of changing them), then in->rw is
- * released for the device I/O and re-taken after each round of it to
- * record the extents of what was written (log record, extent map, valid
- * bytes: only after the data write completed, as before).  On success the
- * chunks are freed; on an error they stay buffered (not busy) and the
- * next flush writes them again.  Returns with in->rw exclusive.
- * [RW excl, drops] */
 /* Leases for up to `width` parts of class cls.  On -ENOSPC, zones freed by
  * earlier deletes may only be waiting for a commit to reset: commit and
  * try once more. */
@@ -506,6 +492,18 @@ static int finish_stripe(struct fs *fs, struct fs_inode *in, struct stage *st,
 	return ret;
 }
 
+/* Write the given chunks (all their pages) to zones of the file's class,
+ * striping over up to max_width zones at once (stripe_width()): the write-out.
+ *
+ * Called with in->rw exclusive and no write-out in flight.  The chunks are
+ * staged and marked busy (they stay in the buffer, so reads still find
+ * their bytes; writers wait instead of changing them), then in->rw is
+ * released for the device I/O and re-taken after each round of it to
+ * record the extents of what was written (log record, extent map, valid
+ * bytes: only after the data write completed).  On success the
+ * chunks are freed; on an error they stay buffered (not busy) and the
+ * next flush writes them again.  Returns with in->rw exclusive.
+ * [RW excl, drops] */
 static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs, uint32_t n,
 			unsigned max_width)
 {
@@ -585,7 +583,7 @@ out:
 	return ret;
 }
 
-int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all)
+int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all)
 {
 	struct fs_chunk *list[MAX_BATCH];
 	uint32_t n, held;
@@ -822,14 +820,14 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
-	int fr = fs_data_flush(fs, in, false);
+	int fr = fs_data_writeout(fs, in, false);
 	/* One file may not hog the buffer: first let the write-out in flight
 	 * end (back-pressure while the next stripe fills), then write out
 	 * everything. */
 	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
 		wait_one(in);
 	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
-		fr = fs_data_flush(fs, in, true);
+		fr = fs_data_writeout(fs, in, true);
 	if (fr && fr != -ENOSPC)
 		zf_warn("inode %llu: background write-out failed: %s",
 			(unsigned long long)ino, strerror(-fr));
@@ -906,7 +904,7 @@ int fs_flush(struct fs *fs, uint64_t ino)
 	if (!in)
 		return err == -EISDIR || err == -EINVAL ? 0 : err;
 	pthread_rwlock_wrlock(&in->rw);
-	err = fs_data_flush(fs, in, true);
+	err = fs_data_writeout(fs, in, true);
 	pthread_rwlock_unlock(&in->rw);
 	fs_inode_unpin(fs, in);
 	return err;
@@ -922,7 +920,7 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 		return -ENOENT;
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
-		ret = fs_data_flush(fs, in, true);
+		ret = fs_data_writeout(fs, in, true);
 		pthread_rwlock_unlock(&in->rw);
 	}
 	pthread_mutex_lock(&fs->lock);

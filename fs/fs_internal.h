@@ -330,11 +330,14 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
 
-/* fs_data.c.  [RW excl, drops] = called and returns with in->rw held
+/* fs_data.c.  "Write-out" is writing a file's buffered chunks to zones
+ * (fs_flush is FUSE's FLUSH, which writes out; zdev_flush empties the
+ * device's volatile cache; a commit makes records durable).
+ * [RW excl, drops] = called and returns with in->rw held
  * exclusively, but may release and re-take it meanwhile (to run device I/O
  * or to wait for the write-out in flight): state read before the call must
  * be re-read after it.  No other lock may be held across such a call. */
-int fs_data_flush(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl, drops] */
+int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl, drops] */
 /* No write-out in flight (in->wb_busy false) when called: */
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */

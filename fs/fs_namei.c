@@ -433,7 +433,7 @@ int fs_release(struct fs *fs, uint64_t ino)
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
 		if (in->nlink > 0)
-			ret = fs_data_flush(fs, in, true);
+			ret = fs_data_writeout(fs, in, true);
 		fs_pf_invalidate(fs, in);	/* read-ahead memory goes back */
 		pthread_rwlock_unlock(&in->rw);
 	}

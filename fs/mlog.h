@@ -193,7 +193,7 @@ void mlog_set_zone_source(struct mlog *m, const struct mlog_zone_source *src,
 uint32_t mlog_borrowed_zones(struct mlog *m, uint32_t *out, uint32_t max);
 bool mlog_state_full(struct mlog *m);
 
-/* Added (append-only): what mlog_open() found, for fsck and diagnostics. */
+/* What mlog_open() found, for fsck and diagnostics. */
 enum mlog_tail_state {
 	MLOG_TAIL_CLEAN = 0,	/* replay ended exactly at the written end */
 	MLOG_TAIL_TORN = 1,	/* stopped at a torn/corrupt record (bad magic,
