@@ -716,6 +716,135 @@ static uint64_t wall_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/* The run's key sequence, computed before the clock starts: a shuffle of
+ * every key for fill, random keys of the key space for overwrite and read.
+ * 0, or the exit status. */
+static int make_keyseq(const struct config *c, struct run *r, const struct state *st)
+{
+	struct rng rng = { mix64(c->seed ^ mix64((uint64_t)c->cmd + 1)) };
+	if (c->cmd == CMD_FILL) {
+		r->keyspace = c->num;
+	} else if (c->cmd == CMD_OVERWRITE || c->cmd == CMD_READ) {
+		r->keyspace = c->keys ? c->keys : st->h.nkeys ? st->h.nkeys : c->num;
+	}
+	if (r->keyspace > UINT32_MAX) {
+		fprintf(stderr, PROG ": at most %" PRIu32 " keys\n", UINT32_MAX);
+		return 2;
+	}
+	if (c->cmd != CMD_FILL && c->cmd != CMD_OVERWRITE && c->cmd != CMD_READ)
+		return 0;
+	r->keyseq = malloc((c->num ? c->num : 1) * sizeof *r->keyseq);
+	if (!r->keyseq) {
+		fprintf(stderr, PROG ": out of memory\n");
+		return 1;
+	}
+	if (c->cmd == CMD_FILL) {
+		for (uint64_t i = 0; i < c->num; i++) r->keyseq[i] = (uint32_t)i;
+		for (uint64_t i = c->num; i > 1; i--) {
+			uint64_t j = rng_below(&rng, i);
+			uint32_t t = r->keyseq[i - 1];
+			r->keyseq[i - 1] = r->keyseq[j];
+			r->keyseq[j] = t;
+		}
+	} else {
+		for (uint64_t i = 0; i < c->num; i++)
+			r->keyseq[i] = (uint32_t)rng_below(&rng, r->keyspace);
+	}
+	return 0;
+}
+
+/* Mark the run as pending in the state file (so that an interrupted run
+ * shows).  0 or -errno. */
+static int mark_pending(const struct config *c, struct run *r, struct state *st)
+{
+	int rc = 0;
+
+	if (c->cmd == CMD_FILL) rc = state_resize(st, c->num);
+	if (c->cmd == CMD_OVERWRITE) rc = state_resize(st, r->keyspace);
+	if (rc)
+		return rc;
+	if (c->cmd == CMD_IOT) {
+		st->h.iot_pending = c->num;
+		r->iot_base = wall_us();
+		if (r->iot_base <= st->h.iot_max_ts) r->iot_base = st->h.iot_max_ts + 1;
+		/* the base goes into the state first so no timestamp is reused */
+		st->h.iot_max_ts = r->iot_base + (c->num / c->threads + 1) * IOT_STEP_US;
+	} else {
+		r->gen = st->h.gen + 1;
+		st->h.pending_gen = r->gen;
+	}
+	return state_save(c->state_path, st);
+}
+
+/* The workers (or the verify scan), their counts summed in *sum.  Returns
+ * the seconds it took, or < 0 when out of memory. */
+static double run_workers(const struct config *c, struct run *r, struct worker *sum,
+			  uint64_t *iot_seen)
+{
+	struct worker *w = calloc(c->threads, sizeof *w);
+	uint64_t total = 0, bytes = 0;
+
+	if (!w)
+		return -1;
+	double t0 = now_s();
+	if (c->cmd == CMD_VERIFY) {
+		total = verify_scan(r, iot_seen, &bytes);
+	} else {
+		void *(*fn)(void *) = c->cmd == CMD_READ ? read_worker :
+				      c->cmd == CMD_IOT ? iot_worker : write_worker;
+		unsigned started = 0;
+		for (unsigned i = 0; i < c->threads; i++) {
+			w[i].id = i;
+			w[i].r = r;
+			int e = pthread_create(&w[i].tid, NULL, fn, &w[i]);
+			if (e) {
+				fprintf(stderr, PROG ": pthread_create: %s\n", strerror(e));
+				atomic_fetch_add(&r->errors, 1);
+				atomic_store(&r->stop, true);
+				break;
+			}
+			started++;
+		}
+		for (unsigned i = 0; i < started; i++) pthread_join(w[i].tid, NULL);
+	}
+	double secs = now_s() - t0;
+	for (unsigned i = 0; i < c->threads; i++) {
+		sum->ops += w[i].ops;
+		sum->bytes += w[i].bytes;
+		sum->found += w[i].found;
+		sum->missing += w[i].missing;
+		sum->puts += w[i].puts;
+		sum->gets += w[i].gets;
+		if (w[i].iot_max_ts > sum->iot_max_ts) sum->iot_max_ts = w[i].iot_max_ts;
+	}
+	free(w);
+	if (c->cmd == CMD_VERIFY) {
+		sum->ops = total;
+		sum->bytes = bytes;
+	}
+	return secs <= 0 ? 1e-9 : secs;
+}
+
+static void print_result(const struct config *c, const struct worker *sum, double secs,
+			 uint64_t iot_seen)
+{
+	printf("%s: %" PRIu64 " %s in %.2f s, %.0f %s/s, %.1f MB/s",
+	       cmd_names[c->cmd], sum->ops, c->cmd == CMD_VERIFY ? "keys" : "ops", secs,
+	       (double)sum->ops / secs, c->cmd == CMD_VERIFY ? "keys" : "ops",
+	       (double)sum->bytes / secs / 1e6);
+	if (c->cmd == CMD_READ)
+		printf(", %" PRIu64 " found, %" PRIu64 " missing", sum->found, sum->missing);
+	if (c->cmd == CMD_VERIFY)
+		printf(", %" PRIu64 " iot keys", iot_seen);
+	if (c->cmd == CMD_IOT)
+		printf(", %" PRIu64 " puts, %" PRIu64 " gets (%" PRIu64 " found), %u threads x %u sensors",
+		       sum->puts, sum->gets, sum->found, c->threads, c->sensors);
+	if (c->threads > 1 && c->cmd != CMD_IOT && c->cmd != CMD_VERIFY)
+		printf(", %u threads", c->threads);
+	if (c->sync) printf(", sync");
+	printf("\n");
+}
+
 static int run_cmd(const struct config *c)
 {
 	struct state st;
@@ -738,37 +867,11 @@ static int run_cmd(const struct config *c)
 	atomic_init(&r.mismatches, 0);
 	pthread_mutex_init(&r.report_lock, NULL);
 
-	/* key sequence, computed before the clock starts */
-	struct rng rng = { mix64(c->seed ^ mix64((uint64_t)c->cmd + 1)) };
-	if (c->cmd == CMD_FILL) {
-		r.keyspace = c->num;
-	} else if (c->cmd == CMD_OVERWRITE || c->cmd == CMD_READ) {
-		r.keyspace = c->keys ? c->keys : st.h.nkeys ? st.h.nkeys : c->num;
-	}
-	if (r.keyspace > UINT32_MAX) {
-		fprintf(stderr, PROG ": at most %" PRIu32 " keys\n", UINT32_MAX);
+	rc = make_keyseq(c, &r, &st);
+	if (rc) {
+		pthread_mutex_destroy(&r.report_lock);
 		free(st.ver);
-		return 2;
-	}
-	if (c->cmd == CMD_FILL || c->cmd == CMD_OVERWRITE || c->cmd == CMD_READ) {
-		r.keyseq = malloc((c->num ? c->num : 1) * sizeof *r.keyseq);
-		if (!r.keyseq) {
-			fprintf(stderr, PROG ": out of memory\n");
-			free(st.ver);
-			return 1;
-		}
-		if (c->cmd == CMD_FILL) {
-			for (uint64_t i = 0; i < c->num; i++) r.keyseq[i] = (uint32_t)i;
-			for (uint64_t i = c->num; i > 1; i--) {
-				uint64_t j = rng_below(&rng, i);
-				uint32_t t = r.keyseq[i - 1];
-				r.keyseq[i - 1] = r.keyseq[j];
-				r.keyseq[j] = t;
-			}
-		} else {
-			for (uint64_t i = 0; i < c->num; i++)
-				r.keyseq[i] = (uint32_t)rng_below(&rng, r.keyspace);
-		}
+		return rc;
 	}
 
 	/* open */
@@ -797,23 +900,8 @@ static int run_cmd(const struct config *c)
 	leveldb_readoptions_set_verify_checksums(r.ro, c->cmd == CMD_VERIFY || c->cmd == CMD_READ);
 	if (c->cmd == CMD_VERIFY) leveldb_readoptions_set_fill_cache(r.ro, 0);
 
-	/* mark the run as pending in the state file */
 	if (writes) {
-		if (c->cmd == CMD_FILL) rc = state_resize(&st, c->num);
-		if (c->cmd == CMD_OVERWRITE) rc = state_resize(&st, r.keyspace);
-		if (rc == 0) {
-			if (c->cmd == CMD_IOT) {
-				st.h.iot_pending = c->num;
-				r.iot_base = wall_us();
-				if (r.iot_base <= st.h.iot_max_ts) r.iot_base = st.h.iot_max_ts + 1;
-				/* the base goes into the state first so no timestamp is reused */
-				st.h.iot_max_ts = r.iot_base + (c->num / c->threads + 1) * IOT_STEP_US;
-			} else {
-				r.gen = st.h.gen + 1;
-				st.h.pending_gen = r.gen;
-			}
-			rc = state_save(c->state_path, &st);
-		}
+		rc = mark_pending(c, &r, &st);
 		if (rc < 0) {
 			fprintf(stderr, PROG ": cannot write state %s: %s\n", c->state_path,
 				strerror(-rc));
@@ -822,51 +910,13 @@ static int run_cmd(const struct config *c)
 		}
 	}
 
-	struct worker *w = calloc(c->threads, sizeof *w);
-	if (!w) {
+	struct worker sum = {0};
+	uint64_t iot_seen = 0;
+	double secs = run_workers(c, &r, &sum, &iot_seen);
+	if (secs < 0) {
 		fprintf(stderr, PROG ": out of memory\n");
 		rc = 1;
 		goto out_db;
-	}
-	uint64_t total = 0, iot_seen = 0, bytes = 0;
-	double t0 = now_s();
-	if (c->cmd == CMD_VERIFY) {
-		total = verify_scan(&r, &iot_seen, &bytes);
-	} else {
-		void *(*fn)(void *) = c->cmd == CMD_READ ? read_worker :
-				      c->cmd == CMD_IOT ? iot_worker : write_worker;
-		unsigned started = 0;
-		for (unsigned i = 0; i < c->threads; i++) {
-			w[i].id = i;
-			w[i].r = &r;
-			int e = pthread_create(&w[i].tid, NULL, fn, &w[i]);
-			if (e) {
-				fprintf(stderr, PROG ": pthread_create: %s\n", strerror(e));
-				atomic_fetch_add(&r.errors, 1);
-				atomic_store(&r.stop, true);
-				break;
-			}
-			started++;
-		}
-		for (unsigned i = 0; i < started; i++) pthread_join(w[i].tid, NULL);
-	}
-	double secs = now_s() - t0;
-	if (secs <= 0) secs = 1e-9;
-
-	struct worker sum = {0};
-	for (unsigned i = 0; i < c->threads; i++) {
-		sum.ops += w[i].ops;
-		sum.bytes += w[i].bytes;
-		sum.found += w[i].found;
-		sum.missing += w[i].missing;
-		sum.puts += w[i].puts;
-		sum.gets += w[i].gets;
-		if (w[i].iot_max_ts > sum.iot_max_ts) sum.iot_max_ts = w[i].iot_max_ts;
-	}
-	free(w);
-	if (c->cmd == CMD_VERIFY) {
-		sum.ops = total;
-		sum.bytes = bytes;
 	}
 
 	/* commit the run in the state file */
@@ -887,21 +937,7 @@ static int run_cmd(const struct config *c)
 		}
 	}
 
-	printf("%s: %" PRIu64 " %s in %.2f s, %.0f %s/s, %.1f MB/s",
-	       cmd_names[c->cmd], sum.ops, c->cmd == CMD_VERIFY ? "keys" : "ops", secs,
-	       (double)sum.ops / secs, c->cmd == CMD_VERIFY ? "keys" : "ops",
-	       (double)sum.bytes / secs / 1e6);
-	if (c->cmd == CMD_READ)
-		printf(", %" PRIu64 " found, %" PRIu64 " missing", sum.found, sum.missing);
-	if (c->cmd == CMD_VERIFY)
-		printf(", %" PRIu64 " iot keys", iot_seen);
-	if (c->cmd == CMD_IOT)
-		printf(", %" PRIu64 " puts, %" PRIu64 " gets (%" PRIu64 " found), %u threads x %u sensors",
-		       sum.puts, sum.gets, sum.found, c->threads, c->sensors);
-	if (c->threads > 1 && c->cmd != CMD_IOT && c->cmd != CMD_VERIFY)
-		printf(", %u threads", c->threads);
-	if (c->sync) printf(", sync");
-	printf("\n");
+	print_result(c, &sum, secs, iot_seen);
 
 	if (c->stats) {
 		char *s = leveldb_property_value(r.db, "leveldb.stats");
