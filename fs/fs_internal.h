@@ -360,7 +360,6 @@ void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);
  * periodically by the collector thread. */
 void fs_lifetime_tail_manifests(struct fs *fs);
 /* The inference statistics (zeros before init).  Any thread, no locks. */
-void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st);
 /* The lifetime fields of st (lifetime_tables, lifetime_tables_corrected);
  * other fields untouched.  Any thread, no locks. */
 void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st);

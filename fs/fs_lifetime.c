@@ -492,7 +492,7 @@ void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes)
 		lifetime_infer_read(fs->lt->infer, ino, tid, bytes, zf_now_ns());
 }
 
-void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st)
+static void fs_lifetime_get_stats(struct fs *fs, struct lifetime_infer_stats *st)
 {
 	lifetime_infer_get_stats(fs->lt ? fs->lt->infer : NULL, st);
 }

@@ -753,7 +753,6 @@ int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 {
 	struct zalloc_stats zs;
-	struct lifetime_infer_stats ls;
 	struct fs_gc *gc = fs->gc;
 	uint64_t dev;
 
@@ -779,7 +778,5 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 	dev = st->data_bytes_written + st->gc_bytes_written + st->meta_bytes_written;
 	st->write_amp_milli = st->user_bytes_written
 				      ? dev * 1000 / st->user_bytes_written : 0;
-	fs_lifetime_get_stats(fs, &ls);
-	st->lifetime_tables = ls.tables;
-	st->lifetime_tables_corrected = ls.tables_corrected;
+	fs_lifetime_fill_stats(fs, st);
 }
