@@ -260,18 +260,16 @@ static int zone_files(struct fs *fs, uint32_t first, uint32_t n, uint32_t *files
 		return -ENOMEM;
 	memset(files, 0, (size_t)n * sizeof(*files));
 	pthread_mutex_lock(&fs->lock);
-	for (size_t b = 0; b < fs->itab_size; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in; in = in->hnext) {
-			for (size_t i = 0; i < in->map.n; i++) {
-				const struct extmap_ext *e = &in->map.v[i];
-				uint64_t z0 = e->dev / zsz, z1 = (e->dev + e->len - 1) / zsz;
-				for (uint64_t z = z0; z <= z1; z++) {
-					if (z < first || z >= (uint64_t)first + n)
-						continue;
-					if (last[z - first] != in->ino) {
-						last[z - first] = in->ino;
-						files[z - first]++;
-					}
+	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
+		for (size_t i = 0; i < in->map.n; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			uint64_t z0 = e->dev / zsz, z1 = (e->dev + e->len - 1) / zsz;
+			for (uint64_t z = z0; z <= z1; z++) {
+				if (z < first || z >= (uint64_t)first + n)
+					continue;
+				if (last[z - first] != in->ino) {
+					last[z - first] = in->ino;
+					files[z - first]++;
 				}
 			}
 		}

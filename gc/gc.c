@@ -114,31 +114,29 @@ static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
 	int ret = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	for (size_t b = 0; b < fs->itab_size && !ret; b++) {
-		for (struct fs_inode *in = fs->itab[b]; in && !ret; in = in->hnext) {
-			if (!S_ISREG(in->mode))
+	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
+		if (!S_ISREG(in->mode))
+			continue;
+		for (size_t i = 0; i < in->map.n; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			uint64_t a = ZF_MAX(e->dev, start);
+			uint64_t z = ZF_MIN(e->dev + e->len, start + zsize);
+
+			if (a >= z)
 				continue;
-			for (size_t i = 0; i < in->map.n; i++) {
-				const struct extmap_ext *e = &in->map.v[i];
-				uint64_t a = ZF_MAX(e->dev, start);
-				uint64_t z = ZF_MIN(e->dev + e->len, start + zsize);
+			if (n == cap) {
+				size_t nc = cap ? 2 * cap : 64;
+				struct gc_piece *nv = realloc(v, nc * sizeof(*nv));
 
-				if (a >= z)
-					continue;
-				if (n == cap) {
-					size_t nc = cap ? 2 * cap : 64;
-					struct gc_piece *nv = realloc(v, nc * sizeof(*nv));
-
-					if (!nv) {
-						ret = -ENOMEM;
-						break;
-					}
-					v = nv;
-					cap = nc;
+				if (!nv) {
+					ret = -ENOMEM;
+					break;
 				}
-				v[n++] = (struct gc_piece){ in->ino, e->off + (a - e->dev),
-							    z - a, a };
+				v = nv;
+				cap = nc;
 			}
+			v[n++] = (struct gc_piece){ in->ino, e->off + (a - e->dev),
+						    z - a, a };
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
