@@ -77,3 +77,23 @@ void tl_fsck_print(void *arg, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 }
+
+void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_count)
+{
+	const struct zdev_geometry *g = zdev_geometry(dev);
+	struct zdev_zone *z = calloc(meta_count, sizeof(*z));
+	int tail = -1;
+
+	ck_assert_ptr_nonnull(z);
+	ck_assert_int_eq(zdev_report_zones(dev, meta_first, meta_count, z), (int)meta_count);
+	for (uint32_t i = 0; i < meta_count; i++)
+		if (z[i].cond == ZDEV_COND_IMP_OPEN || z[i].cond == ZDEV_COND_EXP_OPEN)
+			tail = (int)i;
+	ck_assert_int_ge(tail, 0);
+	size_t len = 16 * (size_t)g->block_size;
+	void *blk = zdev_buf_alloc(len);
+	memset(blk, 0, len);
+	ck_assert_int_eq(zdev_write(dev, z[tail].wp, blk, len), (ssize_t)len);
+	zdev_buf_free(blk);
+	free(z);
+}

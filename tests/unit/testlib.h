@@ -36,6 +36,11 @@ int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs 
 void tl_dev_remove(struct tl_dev *t);
 /* Unmount (result ignored), close, remove the files; safe on NULLs. */
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs);
+/* Write 16 blocks at the write pointer of the open meta zone among
+ * [meta_first, +meta_count) behind the log's back: more than its next commit
+ * writes, so that commit finds the zone no longer matching its layout (the
+ * log is broken until a snapshot). */
+void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_count);
 /* fs_check() report callback: prints each finding to stderr. */
 void tl_fsck_print(void *arg, const char *fmt, ...);
 /* Run every test of s (and free the runner): main()'s exit status. */
