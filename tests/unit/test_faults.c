@@ -716,6 +716,18 @@ static void log_matches_memory(uint64_t ino)
 			      (unsigned long long)live[b], (unsigned long long)replayed[b]);
 }
 
+/* The first block of each of the seven extents of a one-block
+ * seven_extents() file reads as written. */
+static void expect_seven_blocks(uint64_t ino)
+{
+	for (unsigned k = 0; k < 7; k++) {
+		uint8_t b[BS];
+		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
+		for (unsigned i = 0; i < BS; i++)
+			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
+	}
+}
+
 /* Seven extents of `blocks` blocks, `blocks` apart (they cannot merge),
  * each written and logged: the map holds 7 entries in an array of 8. */
 static uint64_t seven_extents(const char *name, uint32_t blocks)
@@ -742,12 +754,7 @@ START_TEST(enomem_write_extent_log_agrees)
 	ck_assert_uint_eq(failalloc_failed(), 1);
 	ck_assert_int_eq(r, -ENOMEM);
 	log_matches_memory(ino);
-	for (unsigned k = 0; k < 7; k++) {
-		uint8_t b[BS];
-		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
-		for (unsigned i = 0; i < BS; i++)
-			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
-	}
+	expect_seven_blocks(ino);
 }
 END_TEST
 
@@ -798,12 +805,7 @@ START_TEST(enomem_gc_repoint_log_agrees)
 	ck_assert_int_ge(r, 0);
 	ck_assert_uint_eq(failalloc_failed(), 1);
 	log_matches_memory(ino);
-	for (unsigned k = 0; k < 7; k++) {
-		uint8_t b[BS];
-		ck_assert_int_eq(fs_read(fs, ino, (uint64_t)k * 2 * BS, BS, b), BS);
-		for (unsigned i = 0; i < BS; i++)
-			ck_assert_uint_eq(b[i], byte_at(11, (uint64_t)k * 2 * BS + i));
-	}
+	expect_seven_blocks(ino);
 }
 END_TEST
 
