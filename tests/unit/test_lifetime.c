@@ -795,34 +795,18 @@ static char fhints[300];
  * file next to it. */
 static void fs_dev_make(void)
 {
-	struct zdev *d;
-
-	tl_dev_create(&td, "lifetime", 32, 4ull << 20, 8);
+	tl_dev_make(&td, "lifetime", 32, 4ull << 20, 8);
 	snprintf(fhints, sizeof(fhints), "%s/hints", td.dir);
-	tl_dev_open(&td, &d);
-	ck_assert_int_eq(fs_mkfs(d, NULL), 0);
-	zdev_close(d);
 }
 
 static struct fs *fs_up(struct zdev **dev, const char *hints, bool off)
 {
-	struct fs_opts o;
-	struct fs *fs;
-
-	tl_dev_open(&td, dev);
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.stripe_width = 1;
-	o.hints_file = hints;
-	o.placement_off = off;
-	ck_assert_int_eq(fs_mount(*dev, &o, &fs), 0);
-	return fs;
+	return tl_mount_placement(&td, dev, hints, off);
 }
 
 static void fs_down(struct fs *fs, struct zdev *dev)
 {
-	ck_assert_int_eq(fs_unmount(fs), 0);
-	zdev_close(dev);
+	tl_unmount_close(fs, dev);
 }
 
 static uint64_t mk(struct fs *fs, uint64_t parent, const char *name, uint32_t tid)

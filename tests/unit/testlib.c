@@ -97,3 +97,36 @@ void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_co
 	zdev_buf_free(blk);
 	free(z);
 }
+
+void tl_dev_make(struct tl_dev *t, const char *tag, uint32_t zones,
+		 uint64_t zone_size, uint32_t max_active)
+{
+	struct zdev *d;
+
+	tl_dev_create(t, tag, zones, zone_size, max_active);
+	tl_dev_open(t, &d);
+	ck_assert_int_eq(fs_mkfs(d, NULL), 0);
+	zdev_close(d);
+}
+
+struct fs *tl_mount_placement(const struct tl_dev *t, struct zdev **dev,
+			      const char *hints, bool placement_off)
+{
+	struct fs_opts o;
+	struct fs *fs;
+
+	tl_dev_open(t, dev);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.stripe_width = 1;
+	o.hints_file = hints;
+	o.placement_off = placement_off;
+	ck_assert_int_eq(fs_mount(*dev, &o, &fs), 0);
+	return fs;
+}
+
+void tl_unmount_close(struct fs *fs, struct zdev *dev)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	zdev_close(dev);
+}

@@ -32,6 +32,15 @@ void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
 /* Mount with commits only on demand (commit_interval_ms 0) and
  * buffer_bytes of write buffers.  Returns fs_mount()'s result. */
 int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs);
+/* tl_dev_create, then format it (mkfs defaults). */
+void tl_dev_make(struct tl_dev *t, const char *tag, uint32_t zones,
+		 uint64_t zone_size, uint32_t max_active);
+/* Open and mount for the lifetime and GC tests: commits on demand, one
+ * zone per write-out (stripe_width 1), a rules file (or NULL), placement
+ * on or off.  tl_unmount_close: unmount (must succeed) and close. */
+struct fs *tl_mount_placement(const struct tl_dev *t, struct zdev **dev,
+			      const char *hints, bool placement_off);
+void tl_unmount_close(struct fs *fs, struct zdev *dev);
 /* Remove the device file and its directory (once). */
 void tl_dev_remove(struct tl_dev *t);
 /* Unmount (result ignored), close, remove the files; safe on NULLs. */
