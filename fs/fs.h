@@ -116,6 +116,10 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 /* Who asks: credentials and the calling thread (FUSE passes the tid of the
  * thread making the request; 0 when unknown, e.g. kernel writeback). */
 struct fs_ctx { uint32_t uid, gid, tid; };
+/* Creates apply no umask: the caller applies it to mode when the parent
+ * directory has no default ACL (fs_getxattr of system.posix_acl_default is
+ * -ENODATA); with one, the new inode inherits it and the create mode is
+ * limited by the ACL instead (POSIX.1e). */
 int fs_mknod(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
 	     dev_t rdev, const struct fs_ctx *ctx, struct stat *out);
 int fs_mkdir(struct fs *fs, uint64_t parent, const char *name, mode_t mode,
@@ -173,9 +177,13 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, bool plus,
 
 int fs_statfs(struct fs *fs, struct statvfs *st);
 
-/* Extended attributes.  user.* are stored; user.zonefuse.* are virtual,
- * read-only (-EPERM on set/remove); other namespaces: -EOPNOTSUPP on set,
- * -ENODATA on get.  get/list with size 0 return the needed size. */
+/* Extended attributes.  user.*, trusted.*, security.* and the POSIX ACLs
+ * system.posix_acl_access / _default are stored (values up to 16 KiB;
+ * ACLs are validated, -EINVAL, and kept in agreement with the mode bits,
+ * see fs_xattr.c); user.zonefuse.* are virtual, read-only (-EPERM on
+ * set/remove) but for user.zonefuse.lifetime; other namespaces:
+ * -EOPNOTSUPP on set, -ENODATA on get.  Access checks are the caller's
+ * (the kernel's).  get/list with size 0 return the needed size. */
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags);
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size);

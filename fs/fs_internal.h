@@ -404,5 +404,21 @@ void fs_xattr_free_all(struct fs_inode *in);
 int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
+#define FS_XATTR_MAX_VALUE 16384	/* bytes: largest stored value */
+
+/* user.*, trusted.*, security.* and the two POSIX ACL names are stored. */
+bool fs_xattr_name_supported(const char *name);
+/* chmod of in to mode: rewrite its access ACL, if any, to match (logged
+ * before the mode, see fs_xattr.c).  0 or -errno. [L] */
+int fs_acl_chmod_locked(struct fs *fs, struct fs_inode *in, uint32_t mode);
+/* The ACLs a new inode inherits from dir's default ACL (fs_acl_inherit):
+ * prepare limits *mode by it and allocates the attributes (none when dir
+ * has no default ACL), attach puts them on the prepared inode before its
+ * CREATE is logged (cannot fail), free drops unattached ones.  0 or
+ * -ENOMEM. [L] */
+struct fs_acl_new { struct fs_xattr *access, *def; };
+int fs_acl_new_prepare(struct fs_inode *dir, uint32_t *mode, struct fs_acl_new *n);
+void fs_acl_new_attach(struct fs_inode *in, struct fs_acl_new *n);
+void fs_acl_new_free(struct fs_acl_new *n);
 
 #endif

@@ -142,14 +142,16 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 	a.ctime = flags & FS_SET_CTIME ? zf_timespec_to_ns(attr->st_ctim) : now;
 	/* Size changes are logged by fs_data_truncate; times alone are cheap
 	 * to lose, so log the rest now only when something durable changed. */
-	if (flags & (FS_SET_MODE | FS_SET_UID | FS_SET_GID | FS_SET_KILL_SUIDGID |
-		     FS_SET_ATIME | FS_SET_MTIME)) {
+	if (flags & FS_SET_MODE)	/* an access ACL follows the mode */
+		ret = fs_acl_chmod_locked(fs, in, a.mode);
+	if (!ret && (flags & (FS_SET_MODE | FS_SET_UID | FS_SET_GID | FS_SET_KILL_SUIDGID |
+			      FS_SET_ATIME | FS_SET_MTIME))) {
 		ret = fs_log_inode(fs, &a);
 		if (!ret) {
 			fs_apply_attr(fs, in, &a);
 			in->attr_dirty = false;
 		}
-	} else {
+	} else if (!ret) {
 		fs_apply_attr(fs, in, &a);
 		in->attr_dirty = true;
 	}
@@ -183,6 +185,7 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 {
 	struct fs_inode *in = NULL;
 	struct fs_dirent *d = NULL;
+	struct fs_acl_new acl = { NULL, NULL };
 	int ret = check_name(name);
 	if (ret)
 		return ret;
@@ -218,9 +221,13 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 			a.mode |= S_ISGID;
 	}
 	a.atime = a.mtime = a.ctime = fs_now();
+	ret = fs_acl_new_prepare(dir, &a.mode, &acl);
+	if (ret)
+		goto out;
 	ret = fs_inode_prepare(fs, &a, parent, target, &in);
 	if (ret)
 		goto out;
+	fs_acl_new_attach(in, &acl);
 	fs_lifetime_pick(fs, dir, name, ctx, in);
 	d = fs_dirent_alloc(fs, dir, name, in->ino);
 	if (!d) {
@@ -237,6 +244,7 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 	d = NULL;
 out:
 	free(d);
+	fs_acl_new_free(&acl);
 	fs_inode_discard(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	return ret;

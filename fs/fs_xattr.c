@@ -1,5 +1,20 @@
-/* fs_xattr — extended attributes: stored user.* attributes and the virtual,
- * read-only user.zonefuse.* ones (computed from memory, no device I/O).
+/* fs_xattr — extended attributes: the stored ones (user.*, trusted.*,
+ * security.*, and the POSIX ACLs system.posix_acl_access / _default) and
+ * the virtual, read-only user.zonefuse.* ones (computed from memory, no
+ * device I/O).
+ *
+ * Stored attributes: names up to XATTR_NAME_MAX bytes, values up to
+ * FS_XATTR_MAX_VALUE bytes, logged as XATTR_SET / XATTR_DEL records (crash
+ * guarantees of fs.h).  Other system.* names and unknown namespaces are
+ * -EOPNOTSUPP.  Who may read or write which namespace is the kernel's
+ * check (xattr_permission, the capability LSM, the POSIX ACL handlers):
+ * docs/guarantees.md.  ACLs are validated (fs_acl.h); setting an access
+ * ACL sets the mode's permission bits from it, an access ACL that says no
+ * more than the mode is not stored (as ext4), and a chmod rewrites the
+ * ACL (fs_acl_chmod_locked).  Each ACL change logs the ACL before the mode
+ * that follows from it, so a crash between the two records leaves the
+ * stricter of the two states (the kernel consults an ACL only when the
+ * group bits allow something; a mask never grants more than the mode).
  *
  * Virtual attributes (formats: docs/stats.md; listed by listxattr):
  *   user.zonefuse.lifetime  on every inode: "<class> <source>" (writable:
@@ -26,10 +41,23 @@
 #include <sys/xattr.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_acl.h"
 #include "fs/fs_internal.h"
 #include "fs/fs_stats.h"
 
 #define VPREFIX "user.zonefuse."
+
+static bool has_prefix(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
+
+bool fs_xattr_name_supported(const char *name)
+{
+	return has_prefix(name, "user.") || has_prefix(name, "trusted.") ||
+	       has_prefix(name, "security.") || strcmp(name, FS_ACL_ACCESS) == 0 ||
+	       strcmp(name, FS_ACL_DEFAULT) == 0;
+}
 
 struct fs_xattr *fs_xattr_find(struct fs_inode *in, const char *name)
 {
@@ -371,27 +399,82 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	return ret;
 }
 
+/* Log XATTR_SET of (name, value), then apply it to in. [L] */
+static int log_set(struct fs *fs, struct fs_inode *in, const char *name,
+		   const void *value, size_t size)
+{
+	struct fs_xattr *x = fs_xattr_new(name, value, size);
+	int ret;
+
+	if (!x)
+		return -ENOMEM;
+	ret = fs_log_xattr_set(fs, in->ino, name, value, size);
+	if (ret) {
+		fs_xattr_free(x);
+		return ret;
+	}
+	fs_apply_xattr_set(fs, in, x);
+	return 0;
+}
+
+/* Log in's attributes with the permission bits perm (0777) and ctime now,
+ * then apply them. [L] */
+static int log_perm(struct fs *fs, struct fs_inode *in, uint32_t perm)
+{
+	struct fs_attr a;
+	int ret;
+
+	fs_attr_get(in, &a);
+	a.mode = (a.mode & ~0777u) | perm;
+	a.ctime = fs_now();
+	ret = fs_log_inode(fs, &a);
+	if (!ret) {
+		fs_apply_attr(fs, in, &a);
+		in->attr_dirty = false;
+	}
+	return ret;
+}
+
+/* Setting system.posix_acl_access: the ACL first, then the mode bits it
+ * implies; a minimal ACL is only the mode (and drops a stored ACL). [L] */
+static int set_access_acl(struct fs *fs, struct fs_inode *in, const void *value, size_t size)
+{
+	uint32_t perm = fs_acl_perm_bits(value, size);
+	int ret = 0;
+
+	if (!fs_acl_is_minimal(value, size))
+		ret = log_set(fs, in, FS_ACL_ACCESS, value, size);
+	else if (fs_xattr_find(in, FS_ACL_ACCESS) &&
+		 !(ret = fs_log_xattr_del(fs, in->ino, FS_ACL_ACCESS)))
+		fs_apply_xattr_del(fs, in, FS_ACL_ACCESS);
+	if (!ret && (in->mode & 0777) != perm)
+		ret = log_perm(fs, in, perm);
+	return ret;
+}
+
 /* Validate, log XATTR_SET, then apply it (the class change that setting
  * user.zonefuse.lifetime implies is part of applying the same record). */
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags)
 {
-	struct fs_xattr *x = NULL;
+	bool acl = strcmp(name, FS_ACL_ACCESS) == 0 || strcmp(name, FS_ACL_DEFAULT) == 0;
 	int ret;
 
-	if (strncmp(name, "user.", 5) != 0)
+	if (!fs_xattr_name_supported(name))
 		return -EOPNOTSUPP;
 	if (strlen(name) > XATTR_NAME_MAX)
 		return -ERANGE;
-	if (size > 16384)
+	if (size > FS_XATTR_MAX_VALUE)
 		return -E2BIG;
-	if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0) {
+	if (has_prefix(name, VPREFIX)) {
 		enum lifetime_class cls;
 		if (strcmp(name, FS_XATTR_LIFETIME) != 0)
 			return -EPERM;
 		if (fs_xattr_lifetime_parse(value, size, &cls))
 			return -EINVAL;
 	}
+	if (acl && fs_acl_check(value, size))
+		return -EINVAL;
 	if (fs->read_only)
 		return -EROFS;
 	pthread_mutex_lock(&fs->lock);
@@ -409,17 +492,21 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		ret = -ENODATA;
 		goto out;
 	}
-	x = fs_xattr_new(name, value, size);
-	if (!x) {
-		ret = -ENOMEM;
+	if (acl && S_ISLNK(in->mode)) {
+		ret = -EOPNOTSUPP;
 		goto out;
 	}
-	ret = fs_log_xattr_set(fs, ino, name, value, size);
-	if (ret) {
-		fs_xattr_free(x);
+	if (strcmp(name, FS_ACL_DEFAULT) == 0 && !S_ISDIR(in->mode)) {
+		ret = -EACCES;	/* only directories have default ACLs */
 		goto out;
 	}
-	fs_apply_xattr_set(fs, in, x);
+	if (strcmp(name, FS_ACL_ACCESS) == 0) {
+		ret = set_access_acl(fs, in, value, size);
+		goto out;
+	}
+	ret = log_set(fs, in, name, value, size);
+	if (ret)
+		goto out;
 	/* ctime is logged lazily, with the other attributes */
 	in->ctime = fs_now();
 	in->attr_dirty = true;
@@ -428,14 +515,65 @@ out:
 	return ret;
 }
 
+int fs_acl_chmod_locked(struct fs *fs, struct fs_inode *in, uint32_t mode)
+{
+	struct fs_xattr *x = fs_xattr_find(in, FS_ACL_ACCESS);
+	uint8_t acl[FS_ACL_MAX_SIZE];
+
+	if (!x || x->size > sizeof(acl) || fs_acl_check(x->value, x->size))
+		return 0;
+	memcpy(acl, x->value, x->size);
+	fs_acl_chmod(acl, x->size, mode);
+	if (memcmp(acl, x->value, x->size) == 0)
+		return 0;
+	return log_set(fs, in, FS_ACL_ACCESS, acl, x->size);
+}
+
+void fs_acl_new_free(struct fs_acl_new *n)
+{
+	fs_xattr_free(n->access);
+	fs_xattr_free(n->def);
+	n->access = n->def = NULL;
+}
+
+int fs_acl_new_prepare(struct fs_inode *dir, uint32_t *mode, struct fs_acl_new *n)
+{
+	struct fs_xattr *d = fs_xattr_find(dir, FS_ACL_DEFAULT);
+
+	n->access = n->def = NULL;
+	if (S_ISLNK(*mode) || !d || fs_acl_check(d->value, d->size))
+		return 0;	/* symlinks are 0777 and have no ACLs */
+	if (S_ISDIR(*mode) && !(n->def = fs_xattr_new(FS_ACL_DEFAULT, d->value, d->size)))
+		return -ENOMEM;
+	n->access = fs_xattr_new(FS_ACL_ACCESS, d->value, d->size);
+	if (!n->access) {
+		fs_acl_new_free(n);
+		return -ENOMEM;
+	}
+	fs_acl_inherit(n->access->value, n->access->size, mode);
+	if (fs_acl_is_minimal(n->access->value, n->access->size)) {
+		fs_xattr_free(n->access);
+		n->access = NULL;
+	}
+	return 0;
+}
+
+void fs_acl_new_attach(struct fs_inode *in, struct fs_acl_new *n)
+{
+	if (n->access)
+		fs_xattr_attach(in, n->access);
+	if (n->def)
+		fs_xattr_attach(in, n->def);
+	n->access = n->def = NULL;
+}
+
 int fs_removexattr(struct fs *fs, uint64_t ino, const char *name)
 {
 	int ret;
 
-	if (strncmp(name, VPREFIX, strlen(VPREFIX)) == 0 &&
-	    strcmp(name, FS_XATTR_LIFETIME) != 0)
+	if (has_prefix(name, VPREFIX) && strcmp(name, FS_XATTR_LIFETIME) != 0)
 		return -EPERM;
-	if (strncmp(name, "user.", 5) != 0)
+	if (!fs_xattr_name_supported(name))
 		return -EOPNOTSUPP;
 	if (fs->read_only)
 		return -EROFS;

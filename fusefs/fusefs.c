@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_acl.h"
 #include "fs/fs_stats.h"
 
 static struct fusefs *ff_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -51,6 +52,17 @@ static struct fs_ctx ctx_of(fuse_req_t req)
 	return (struct fs_ctx){ .uid = c->uid, .gid = c->gid, .tid = (uint32_t)c->pid };	/* FUSE gives the thread id */
 }
 
+/* The mode of a new inode in parent: the caller's umask applies unless
+ * parent has a default ACL, which limits the mode instead (fs.h).  With
+ * FUSE_CAP_DONT_MASK the kernel leaves the umask to us; without it, it
+ * applied it already and applying it again changes nothing. */
+static mode_t create_mode(fuse_req_t req, fuse_ino_t parent, mode_t mode)
+{
+	if (fs_getxattr(fs_of(req), parent, FS_ACL_DEFAULT, NULL, 0) == -ENODATA)
+		mode &= ~(fuse_req_ctx(req)->umask & 0777);
+	return mode;
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fusefs *ff = userdata;
@@ -60,6 +72,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/* The kernel enforces POSIX ACLs (and turns default_permissions on);
+	 * zonefuse stores them, keeps the mode in sync and does inheritance,
+	 * which needs the umask left to it (fs_acl_new_prepare). */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+	else
+		zf_warn("the kernel offers no POSIX ACL support: ACLs are stored but not enforced");
 	conn->max_write = 1u << 20;
 	if (ff->conf.max_readahead)
 		conn->max_readahead = ff->conf.max_readahead;
@@ -146,7 +165,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mknod(fs_of(req), parent, name, mode, rdev, &c, &st);
+	int ret = fs_mknod(fs_of(req), parent, name, create_mode(req, parent, mode), rdev, &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -157,7 +176,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mkdir(fs_of(req), parent, name, mode, &c, &st);
+	int ret = fs_mkdir(fs_of(req), parent, name, create_mode(req, parent, mode), &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -222,7 +241,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_ctx c = ctx_of(req);
 	struct fuse_entry_param e;
 	struct stat st;
-	int ret = fs_mknod(ff->fs, parent, name, S_IFREG | (mode & 07777), 0, &c, &st);
+	int ret = fs_mknod(ff->fs, parent, name, S_IFREG | (create_mode(req, parent, mode) & 07777),
+			   0, &c, &st);
 
 	if (ret) {
 		reply_err(req, ret);
@@ -432,14 +452,54 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	free(buf);
 }
 
+/* The list without trusted.* names (n bytes of NUL-terminated names,
+ * filtered in place); the new length. */
+static size_t drop_trusted(char *list, size_t n)
+{
+	size_t out = 0;
+	for (size_t i = 0; i < n;) {
+		size_t l = strnlen(list + i, n - i) + 1;
+		if (strncmp(list + i, "trusted.", 8) != 0) {
+			memmove(list + out, list + i, l);
+			out += l;
+		}
+		i += l;
+	}
+	return out;
+}
+
+/* trusted.* names are listed to root only, as on ext4 (CAP_SYS_ADMIN;
+ * the kernel already refuses their values to others). */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	bool all = fuse_req_ctx(req)->uid == 0;
+	struct fs *fs = fs_of(req);
 	char *buf = NULL;
-	if (size && !(buf = malloc(size))) {
-		reply_err(req, -ENOMEM);
-		return;
+	int ret;
+
+	if (all) {
+		if (size && !(buf = malloc(size))) {
+			reply_err(req, -ENOMEM);
+			return;
+		}
+		ret = fs_listxattr(fs, ino, buf, size);
+	} else {
+		/* The whole list, then the filter: the size asked for is the
+		 * filtered one. */
+		do {
+			ret = fs_listxattr(fs, ino, NULL, 0);
+			free(buf);
+			buf = ret > 0 ? malloc((size_t)ret) : NULL;
+			if (ret > 0 && !buf)
+				ret = -ENOMEM;
+			else if (ret > 0)
+				ret = fs_listxattr(fs, ino, buf, (size_t)ret);
+		} while (ret == -ERANGE);
+		if (ret > 0)
+			ret = (int)drop_trusted(buf, (size_t)ret);
+		if (ret > 0 && size && (size_t)ret > size)
+			ret = -ERANGE;
 	}
-	int ret = fs_listxattr(fs_of(req), ino, buf, size);
 	if (ret < 0)
 		reply_err(req, ret);
 	else if (size == 0)

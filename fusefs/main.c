@@ -53,6 +53,7 @@ struct conf {
 	int verbose;
 	char *log;		/* syslog | stderr | FILE; NULL = default */
 	int has_fsname, has_subtype;
+	int has_default_permissions;	/* given by the user */
 };
 
 #define OPT(t, p) { t, offsetof(struct conf, p), 1 }
@@ -73,6 +74,7 @@ static const struct fuse_opt conf_opts[] = {
 	FUSE_OPT_KEY("fsname=", 'n'),
 	FUSE_OPT_KEY("subtype=", 't'),
 	FUSE_OPT_KEY("ro", 'r'),	/* noted, and passed on to FUSE */
+	FUSE_OPT_KEY("default_permissions", 'p'),	/* noted, passed on */
 	FUSE_OPT_KEY("-h", 'h'),
 	FUSE_OPT_KEY("--help", 'h'),
 	FUSE_OPT_KEY("-V", 'V'),
@@ -123,6 +125,7 @@ static void usage(const char *prog)
 	       "                           exists, else a file named before detaching)\n"
 	       "    -o zf_verbose          log debug messages\n"
 	       "    -o ro                  mount read-only\n"
+	       "    (default_permissions is always on: the kernel checks modes and ACLs)\n"
 	       "\n"
 	       "Exit status: 0 success (for -u: unmounted, daemon gone), 1 failure,\n"
 	       "2 bad command line.\n"
@@ -148,6 +151,9 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	case 'n':
 		c->has_fsname = 1;
+		return 1;
+	case 'p':
+		c->has_default_permissions = 1;
 		return 1;
 	case 't':
 		c->has_subtype = 1;
@@ -386,6 +392,11 @@ static int add_mount_opts(struct daemon *d, struct fuse_args *args)
 		return -ENOMEM;
 	if (!d->c.has_subtype && !d->blk && fuse_opt_add_arg(args, "-osubtype=zonefuse"))
 		return -ENOMEM;
+	/* zonefuse checks no permissions itself: the kernel checks every
+	 * access against the mode bits and ACLs, whatever the mount options
+	 * (with allow_other, anyone could otherwise touch anything). */
+	if (!d->c.has_default_permissions && fuse_opt_add_arg(args, "-odefault_permissions"))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -590,6 +601,9 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		zf_err("cannot start background work: %s", strerror(-r));
 	zf_info("mounted %s (%s%s) on %s", d->c.device, zdev_backend_name(d->dev),
 		d->blk ? ", fuseblk" : "", d->opts.mountpoint);
+	if (!d->c.has_default_permissions)
+		zf_info("default_permissions turned on: the kernel checks every access "
+			"against modes and ACLs");
 	ret = serve(se, &d->opts) ? 1 : 0;
 out_mount:
 	fuse_session_unmount(se);
