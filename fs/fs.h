@@ -184,6 +184,8 @@ int fs_statfs(struct fs *fs, struct statvfs *st);
  * set/remove) but for user.zonefuse.lifetime; other namespaces:
  * -EOPNOTSUPP on set, -ENODATA on get.  Access checks are the caller's
  * (the kernel's).  get/list with size 0 return the needed size. */
+#define FS_ACL_ACCESS "system.posix_acl_access"
+#define FS_ACL_DEFAULT "system.posix_acl_default"
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags);
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size);

@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FS_ACL_ACCESS "system.posix_acl_access"
-#define FS_ACL_DEFAULT "system.posix_acl_default"
+#include "fs/fs.h"	/* FS_ACL_ACCESS, FS_ACL_DEFAULT */
+
 #define FS_ACL_MAX_SIZE 4096	/* bytes: the kernel sends at most a page */
 
 /* 0 when v[0..size) is a valid ACL, else -EINVAL. */

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
-#include "fs/fs_acl.h"
 #include "fs/fs_stats.h"
 
 static struct fusefs *ff_of(fuse_req_t req) { return fuse_req_userdata(req); }
