@@ -1,11 +1,17 @@
 #!/bin/bash
-# Permissions with -o allow_other,default_permissions (the kernel checks
-# modes, zonefuse stores them), and bad input to the tools.
+# Permissions however the file system is mounted: with -o allow_other
+# alone (zonefuse turns default_permissions on and says so) and with
+# -o allow_other,default_permissions (the kernel checks modes and ACLs,
+# zonefuse stores them), and bad input to the tools.
 #
-# 1. Two unprivileged users (uid 4242 "alice", 4343 "bob", in a forked child
+# 1. On both mounts, two unprivileged users (uid 4242 "alice", 4343 "bob", in a forked child
 #    with setgroups/setgid/setuid): bob cannot read, write, truncate, chmod,
-#    chown, rename over or (in a sticky directory) delete alice's 0600 file,
-#    cannot list her 0700 directory or create in her 0755 one, cannot set,
+#    append to, chown, set times of, rename over or (in a sticky directory)
+#    delete alice's files, cannot chown or chgrp his own file away, cannot
+#    list her 0700 directory or create, mkdir, link, symlink or rename into
+#    her 0755 one or rename out of it, cannot rmdir her directory in the
+#    sticky one; his write to her 04666 file clears the set-user-id bit
+#    (KILLPRIV_V2); cannot set,
 #    change or remove user.* xattrs on her file; alice can do all of that;
 #    the user.zonefuse.* virtual xattrs can be read by whoever may read the
 #    file but never set or removed, not even by root -- except
@@ -27,12 +33,13 @@ zf_require_prog python3 python3
 zf_setup --zone-size 4M --zones 32
 chmod 755 "$ZF_WORK"	# the users must reach the mount point
 # Bad-input runs of the daemon log errors on purpose (their own log below).
-zf_mount -o allow_other,default_permissions
+perm_checks() { # tag: the checks, in a directory of that name
 
-python3 - "$ZF_MNT" <<'PY' || zf_fail "permission checks failed"
+python3 - "$ZF_MNT" "$1" <<'PY' || zf_fail "permission checks failed (mounted $1)"
 import errno, os, stat, sys
 
-m = sys.argv[1]
+m, tag = sys.argv[1], sys.argv[2]
+print(f"mounted with {tag}:")
 ALICE, BOB = 4242, 4343
 fails = []
 
@@ -88,7 +95,9 @@ def allow(what, uid, fn):
     expect(what, as_user(uid, fn), 0)
 
 
-P = lambda *a: os.path.join(m, *a)
+P = lambda *a: os.path.join(m, tag, *a)
+os.mkdir(P())
+os.chmod(P(), 0o755)
 home = P("alice")
 os.mkdir(home, 0o755)
 os.chown(home, ALICE, ALICE)
@@ -97,6 +106,11 @@ os.mkdir(shared)
 os.chmod(shared, 0o1777)           # sticky, like /tmp
 secret = os.path.join(home, "secret")
 private = os.path.join(home, "private")
+public = os.path.join(home, "public")
+suid = os.path.join(shared, "suid")
+bobs = P("bob")
+os.mkdir(bobs, 0o755)
+os.chown(bobs, BOB, BOB)
 
 
 def alice_setup():
@@ -110,9 +124,23 @@ def alice_setup():
     with open(os.path.join(shared, "a-file"), "w") as f:
         f.write("in a sticky dir")
     os.chmod(os.path.join(shared, "a-file"), 0o666)
+    with open(public, "w") as f:
+        f.write("anyone may read")
+    os.chmod(public, 0o644)
+    os.mkdir(os.path.join(shared, "a-dir"), 0o777)
+    with open(suid, "w") as f:
+        f.write("set-uid")
+    os.chmod(suid, 0o4666)
+
+
+def bob_setup():
+    with open(os.path.join(bobs, "mine"), "w") as f:
+        f.write("bob's")
 
 
 allow("alice creates her files", ALICE, alice_setup)
+allow("bob creates his file", BOB, bob_setup)
+mine = os.path.join(bobs, "mine")
 st = os.stat(secret)
 expect("owner and mode stored", 0 if (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (ALICE, ALICE, 0o600) else errno.EINVAL, 0)
 
@@ -138,8 +166,35 @@ deny("bob deletes alice's file in the sticky directory", BOB,
 deny("bob renames over alice's file in the sticky directory", BOB,
      lambda: (open(os.path.join(shared, "b"), "w").close(),
               os.rename(os.path.join(shared, "b"), os.path.join(shared, "a-file"))))
+deny("bob appends to alice's 0644 file", BOB, lambda: open(public, "a"))
+allow("bob reads alice's 0644 file", BOB, lambda: open(public).read())
+deny("bob sets the times of the 0644 file to now", BOB, lambda: os.utime(public, None))
+deny("bob creates a directory in alice's directory", BOB, lambda: os.mkdir(os.path.join(home, "d")))
+deny("bob makes a symlink in alice's directory", BOB,
+     lambda: os.symlink("x", os.path.join(home, "l")))
+deny("bob hard-links his file into alice's directory", BOB,
+     lambda: os.link(mine, os.path.join(home, "l")))
+deny("bob renames his file into alice's directory", BOB,
+     lambda: os.rename(mine, os.path.join(home, "moved")))
+deny("bob renames alice's public file out of her directory", BOB,
+     lambda: os.rename(public, os.path.join(bobs, "taken")))
+deny("bob removes alice's directory in the sticky directory", BOB,
+     lambda: os.rmdir(os.path.join(shared, "a-dir")))
+deny("bob renames alice's directory in the sticky directory", BOB,
+     lambda: os.rename(os.path.join(shared, "a-dir"), os.path.join(shared, "b-dir")))
+deny("bob gives his file to alice", BOB, lambda: os.chown(mine, ALICE, -1))
+deny("bob gives his file to alice's group", BOB, lambda: os.chown(mine, -1, ALICE))
 allow("bob writes alice's 0666 file (mode allows it)", BOB,
       lambda: open(os.path.join(shared, "a-file"), "a").write("+bob"))
+allow("bob sets its times to now (he may write it)", BOB,
+      lambda: os.utime(os.path.join(shared, "a-file"), None))
+deny("bob sets them to another time (he does not own it)", BOB,
+     lambda: os.utime(os.path.join(shared, "a-file"), (1, 1)))
+allow("bob writes alice's 04666 file", BOB, lambda: open(suid, "a").write("+bob"))
+expect("bob's write cleared the set-user-id bit",
+       0 if stat.S_IMODE(os.stat(suid).st_mode) == 0o666 else errno.EPERM, 0)
+expect("alice's public file still there", 0 if os.path.exists(public) else errno.ENOENT, 0)
+expect("bob's file still his", 0 if os.stat(mine).st_uid == BOB else errno.EPERM, 0)
 expect("alice's file content unchanged", 0 if open(secret).read() == "alice's data" else errno.EIO, 0)
 expect("alice's xattr unchanged", 0 if os.getxattr(secret, "user.note") == b"mine" else errno.EIO, 0)
 
@@ -189,7 +244,16 @@ if fails:
     sys.exit(1)
 print("permissions: all checks passed")
 PY
-zf_log "permission checks passed"
+}
+zf_mount -o allow_other
+perm_checks allow_other
+grep -q "default_permissions turned on" "$ZF_LOG" ||
+	zf_fail "-o allow_other alone: no log line about default_permissions"
+grep " $ZF_MNT " /proc/mounts | grep -q default_permissions || zf_fail "default_permissions not in the mount options"
+zf_umount
+zf_mount -o allow_other,default_permissions
+perm_checks default_permissions
+zf_log "permission checks passed on both mounts"
 zf_check_log
 
 # ---- bad input -------------------------------------------------------------
@@ -328,7 +392,7 @@ for v in sb-magic sb-crc sb-blocksize sb-zeroed rec-first rec-magic log-zeroed; 
 done
 # the intact device still mounts and is clean after all that
 zf_fsck
-zf_mount -o allow_other,default_permissions
-[ "$(cat "$ZF_MNT/alice/secret")" = "alice's data" ] || zf_fail "alice's file changed"
+zf_mount -o allow_other
+[ "$(cat "$ZF_MNT/allow_other/alice/secret")" = "alice's data" ] || zf_fail "alice's file changed"
 zf_umount
-zf_pass "permission checks with allow_other,default_permissions; $nbad bad-input runs refused cleanly"
+zf_pass "permission checks with allow_other alone and with default_permissions; $nbad bad-input runs refused cleanly"
