@@ -16,7 +16,8 @@
  * stricter of the two states (the kernel consults an ACL only when the
  * group bits allow something; a mask never grants more than the mode).
  *
- * Virtual attributes (formats: docs/stats.md; listed by listxattr):
+ * Virtual attributes (formats: docs/stats.md; read by name, not listed:
+ * fs_listxattr):
  *   user.zonefuse.lifetime  on every inode: "<class> <source>" (writable:
  *                           setting it is the strongest lifetime hint)
  *   user.zonefuse.extents   on files: one line per extent
@@ -351,13 +352,10 @@ int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size
 	return ret;
 }
 
-static const char *const file_vnames[] = {
-	FS_XATTR_LIFETIME, VPREFIX "extents", VPREFIX "zones",
-};
-static const char *const root_vnames[] = {
-	FS_XATTR_LIFETIME, VPREFIX "stats", VPREFIX "zones",
-};
-
+/* Only stored attributes are listed: copying tools (rsync -X, cp -a,
+ * tar --xattrs) copy what is listed and remove from a destination what the
+ * source lacks, so listed virtual values would land as junk on other file
+ * systems and make every copy onto zonefuse fail with EPERM. */
 int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 {
 	struct fs_text t = { 0 };
@@ -369,22 +367,8 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 		pthread_mutex_unlock(&fs->lock);
 		return -ENOENT;
 	}
-	for (struct fs_xattr *x = in->xattrs; x; x = x->next) {
-		if (strcmp(x->name, FS_XATTR_LIFETIME) == 0)
-			continue;	/* listed once, below */
+	for (struct fs_xattr *x = in->xattrs; x; x = x->next)
 		fs_text_printf(&t, "%s%c", x->name, 0);
-	}
-	const char *const *vn = NULL;
-	size_t nv = 1;
-	if (in->ino == FS_ROOT_INO) {
-		vn = root_vnames;
-		nv = ZF_ARRAY_SIZE(root_vnames);
-	} else if (S_ISREG(in->mode)) {
-		vn = file_vnames;
-		nv = ZF_ARRAY_SIZE(file_vnames);
-	}
-	for (size_t i = 0; i < nv; i++)
-		fs_text_printf(&t, "%s%c", vn ? vn[i] : FS_XATTR_LIFETIME, 0);
 	pthread_mutex_unlock(&fs->lock);
 	if (t.oom)
 		ret = -ENOMEM;

@@ -7,6 +7,8 @@ pkgs=(build-essential pkg-config meson ninja-build check libfuse3-dev fuse3
       rocksdb-tools fio attr e2fsprogs util-linux python3 clang
       # the package test (dpkg-buildpackage, lintian) and the metrics test
       dpkg-dev debhelper devscripts lintian pkgconf man-db python3-prometheus-client
+      # the xattr and ACL tests (setfacl/getfacl, setcap/getcap, rsync -aAX)
+      acl libcap2-bin rsync
       "$@")
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,7 +2,8 @@
  *   - user.*, trusted.*, security.* and system.posix_acl_* are stored, with
  *     the same limits (name 255 bytes, value 16 KiB), survive a crash after
  *     fsync and a clean remount; other names are refused;
- *   - user.zonefuse.* stays virtual and read-only (but for the lifetime);
+ *   - user.zonefuse.* stays virtual, read-only (but for the lifetime) and
+ *     unlisted (a lifetime that was set is stored and listed);
  *   - ACLs: malformed values refused, an access ACL sets the mode bits, a
  *     minimal one is only the mode, chmod rewrites the ACL, a default ACL
  *     is inherited by new files and directories (replacing the umask,
@@ -188,7 +189,15 @@ START_TEST(virtual_names_read_only)
 		ck_assert_int_eq(fs_setxattr(fs, FS_ROOT_INO, ro[i], "short", 5, 0), -EPERM);
 		ck_assert_int_eq(fs_removexattr(fs, f, ro[i]), -EPERM);
 	}
+	/* virtual values are read by name, never listed */
+	char list[512];
+	ck_assert_int_eq(fs_listxattr(fs, f, NULL, 0), 0);
+	ck_assert_int_eq(fs_listxattr(fs, FS_ROOT_INO, NULL, 0), 0);
+	ck_assert_int_gt(fs_getxattr(fs, FS_ROOT_INO, "user.zonefuse.stats", NULL, 0), 0);
 	ck_assert_int_eq(fs_setxattr(fs, f, "user.zonefuse.lifetime", "long", 4, 0), 0);
+	/* a lifetime that was set is stored, so listed (and copied) */
+	ck_assert_int_eq(fs_listxattr(fs, f, list, sizeof(list)), 23);
+	ck_assert_str_eq(list, "user.zonefuse.lifetime");
 	ck_assert_int_eq(fs_setxattr(fs, f, "user.zonefuse.lifetime", "forever", 7, 0), -EINVAL);
 	/* other namespaces never reach the virtual ones */
 	ck_assert_int_eq(fs_setxattr(fs, f, "trusted.zonefuse.stats", "x", 1, 0), 0);
