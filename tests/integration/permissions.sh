@@ -34,48 +34,16 @@ zf_setup --zone-size 4M --zones 32
 chmod 755 "$ZF_WORK"	# the users must reach the mount point
 # Bad-input runs of the daemon log errors on purpose (their own log below).
 perm_checks() { # tag: the checks, in a directory of that name
-
-python3 - "$ZF_MNT" "$1" <<'PY' || zf_fail "permission checks failed (mounted $1)"
+python3 - "$ZF_MNT" "$1" "$(dirname "$0")" <<'PY' || zf_fail "permission checks failed (mounted $1)"
 import errno, os, stat, sys
 
 m, tag = sys.argv[1], sys.argv[2]
+sys.dont_write_bytecode = True	# nothing written into the source tree
+sys.path.insert(0, sys.argv[3])
+from asuser import as_user
 print(f"mounted with {tag}:")
 ALICE, BOB = 4242, 4343
 fails = []
-
-
-def as_user(uid, fn):
-    """Runs fn() as uid/gid=uid in a child; returns 0 or the errno."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        code = 0
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            fn()
-        except OSError as e:
-            code = e.errno
-        except BaseException as e:
-            code = 255
-            os.write(w, repr(e).encode())
-        os.write(w, b"\n%d" % code)
-        os._exit(0)
-    os.close(w)
-    out = b""
-    while True:
-        c = os.read(r, 4096)
-        if not c:
-            break
-        out += c
-    os.close(r)
-    os.waitpid(pid, 0)
-    msg, _, code = out.rpartition(b"\n")
-    if int(code) == 255:
-        raise RuntimeError(msg.decode())
-    return int(code)
 
 
 def expect(what, got, want):

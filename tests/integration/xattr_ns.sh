@@ -24,9 +24,12 @@ zf_setup --zone-size 4M --zones 32
 chmod 755 "$ZF_WORK"
 zf_mount -o allow_other
 
-python3 - "$ZF_MNT" set <<'PY' || zf_fail "xattr namespace checks failed"
+python3 - "$ZF_MNT" "$(dirname "$0")" <<'PY' || zf_fail "xattr namespace checks failed"
 import errno, os, sys
-m, phase = sys.argv[1], sys.argv[2]
+m = sys.argv[1]
+sys.dont_write_bytecode = True	# nothing written into the source tree
+sys.path.insert(0, sys.argv[2])
+from asuser import as_user
 f = os.path.join(m, "f")
 BOB = 4343
 big = bytes(range(256)) * 64        # 16 KiB
@@ -34,18 +37,7 @@ fails = []
 
 
 def as_bob(fn):
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.setgroups([])
-            os.setgid(BOB)
-            os.setuid(BOB)
-            fn()
-        except OSError as e:
-            code = e.errno
-        os._exit(code)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return as_user(BOB, fn)
 
 
 def err(fn):

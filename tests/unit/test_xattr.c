@@ -58,13 +58,7 @@ static void clean_remount(void)
 
 static uint64_t mk(uint64_t parent, const char *name, mode_t mode)
 {
-	struct stat st;
-	if (S_ISDIR(mode))
-		ck_assert_int_eq(fs_mkdir(fs, parent, name, mode, NULL, &st), 0);
-	else
-		ck_assert_int_eq(fs_mknod(fs, parent, name, mode, 0, NULL, &st), 0);
-	fs_forget(fs, st.st_ino, 1);
-	return st.st_ino;
+	return tl_mk(fs, parent, name, mode);
 }
 
 static uint32_t mode_of(uint64_t ino)

@@ -67,6 +67,17 @@ void tl_dev_remove(struct tl_dev *t)
 	t->path[0] = t->dir[0] = 0;
 }
 
+uint64_t tl_mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode)
+{
+	struct stat st;
+	if (S_ISDIR(mode))
+		ck_assert_int_eq(fs_mkdir(fs, parent, name, mode, NULL, &st), 0);
+	else
+		ck_assert_int_eq(fs_mknod(fs, parent, name, mode, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
 void tl_fsck_print(void *arg, const char *fmt, ...)
 {
 	va_list ap;

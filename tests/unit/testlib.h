@@ -50,6 +50,9 @@ void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs);
  * writes, so that commit finds the zone no longer matching its layout (the
  * log is broken until a snapshot). */
 void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_count);
+/* A new inode (fs_mkdir for a directory mode, else fs_mknod) named name
+ * in parent, without the lookup reference; its number. */
+uint64_t tl_mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode);
 /* fs_check() report callback: prints each finding to stderr. */
 void tl_fsck_print(void *arg, const char *fmt, ...);
 /* Run every test of s (and free the runner): main()'s exit status. */
