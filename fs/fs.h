@@ -186,6 +186,10 @@ int fs_statfs(struct fs *fs, struct statvfs *st);
  * (the kernel's).  get/list with size 0 return the needed size. */
 #define FS_ACL_ACCESS "system.posix_acl_access"
 #define FS_ACL_DEFAULT "system.posix_acl_default"
+/* flags: XATTR_CREATE, XATTR_REPLACE, and FS_XATTR_KILL_SGID: setting
+ * FS_ACL_ACCESS also clears S_ISGID (the caller is neither in the file's
+ * group nor privileged). */
+#define FS_XATTR_KILL_SGID (1 << 8)
 int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		const void *value, size_t size, int flags);
 int fs_getxattr(struct fs *fs, uint64_t ino, const char *name, void *value, size_t size);

@@ -401,15 +401,17 @@ static int log_set(struct fs *fs, struct fs_inode *in, const char *name,
 	return 0;
 }
 
-/* Log in's attributes with the permission bits perm (0777) and ctime now,
- * then apply them. [L] */
-static int log_perm(struct fs *fs, struct fs_inode *in, uint32_t perm)
+/* Log in's attributes with the permission bits perm (0777), without S_ISGID
+ * when kill_sgid, and ctime now, then apply them. [L] */
+static int log_perm(struct fs *fs, struct fs_inode *in, uint32_t perm, bool kill_sgid)
 {
 	struct fs_attr a;
 	int ret;
 
 	fs_attr_get(in, &a);
 	a.mode = (a.mode & ~0777u) | perm;
+	if (kill_sgid)
+		a.mode &= ~(uint32_t)S_ISGID;
 	a.ctime = fs_now();
 	ret = fs_log_inode(fs, &a);
 	if (!ret) {
@@ -421,7 +423,8 @@ static int log_perm(struct fs *fs, struct fs_inode *in, uint32_t perm)
 
 /* Setting system.posix_acl_access: the ACL first, then the mode bits it
  * implies; a minimal ACL is only the mode (and drops a stored ACL). [L] */
-static int set_access_acl(struct fs *fs, struct fs_inode *in, const void *value, size_t size)
+static int set_access_acl(struct fs *fs, struct fs_inode *in, const void *value, size_t size,
+			  bool kill_sgid)
 {
 	uint32_t perm = fs_acl_perm_bits(value, size);
 	int ret = 0;
@@ -431,8 +434,9 @@ static int set_access_acl(struct fs *fs, struct fs_inode *in, const void *value,
 	else if (fs_xattr_find(in, FS_ACL_ACCESS) &&
 		 !(ret = fs_log_xattr_del(fs, in->ino, FS_ACL_ACCESS)))
 		fs_apply_xattr_del(fs, in, FS_ACL_ACCESS);
-	if (!ret && (in->mode & 0777) != perm)
-		ret = log_perm(fs, in, perm);
+	kill_sgid = kill_sgid && (in->mode & S_ISGID);
+	if (!ret && ((in->mode & 0777) != perm || kill_sgid))
+		ret = log_perm(fs, in, perm, kill_sgid);
 	return ret;
 }
 
@@ -485,7 +489,7 @@ int fs_setxattr(struct fs *fs, uint64_t ino, const char *name,
 		goto out;
 	}
 	if (strcmp(name, FS_ACL_ACCESS) == 0) {
-		ret = set_access_acl(fs, in, value, size);
+		ret = set_access_acl(fs, in, value, size, flags & FS_XATTR_KILL_SGID);
 		goto out;
 	}
 	ret = log_set(fs, in, name, value, size);

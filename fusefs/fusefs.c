@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "common/zf_common.h"
@@ -428,9 +429,38 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &st);
 }
 
+/* Whether the caller is in group gid (its gid or a supplementary one). */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t small[32], *g = small;
+	int n = fuse_req_getgroups(req, (int)ZF_ARRAY_SIZE(small), small);
+	bool found = fuse_req_ctx(req)->gid == gid;
+
+	if (n > (int)ZF_ARRAY_SIZE(small) && (g = malloc((size_t)n * sizeof(*g))))
+		n = ZF_MIN(n, fuse_req_getgroups(req, n, g));
+	else if (n > (int)ZF_ARRAY_SIZE(small))
+		return true;	/* unknown: keep the bit rather than drop it wrongly */
+	for (int i = 0; i < n && !found; i++)
+		found = g[i] == gid;
+	if (g != small)
+		free(g);
+	return found;
+}
+
+/* Setting an access ACL clears the set-group-id bit unless the caller is in
+ * the file's group or is root, as the kernel does for local file systems;
+ * for FUSE it leaves that to the daemon (its flag for it needs
+ * FUSE_SETXATTR_EXT, which libfuse 3.14 does not offer). */
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
+	struct stat st;
+
+	flags &= XATTR_CREATE | XATTR_REPLACE;
+	if (strcmp(name, FS_ACL_ACCESS) == 0 && fuse_req_ctx(req)->uid != 0 &&
+	    fs_getattr(fs_of(req), ino, &st) == 0 && (st.st_mode & S_ISGID) &&
+	    !in_group(req, st.st_gid))
+		flags |= FS_XATTR_KILL_SGID;
 	reply_err(req, fs_setxattr(fs_of(req), ino, name, value, size, flags));
 }
 

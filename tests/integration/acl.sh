@@ -9,7 +9,8 @@
 #     brings it back; `setfacl -b` removes it;
 #   - mode bits: the same modes and the same getfacl output as the
 #     reference, for every file (setfacl changes the group bits, chmod the
-#     mask);
+#     mask; an owner outside the file's group who sets an ACL loses
+#     S_ISGID);
 #   - inheritance: a default ACL on a directory gives new files and
 #     directories (created with umask 077, which a default ACL replaces)
 #     the same ACLs and modes as on the reference, and their subdirectories
@@ -38,6 +39,7 @@ setfacl -b "$REF"
 zf_mount -o allow_other
 ZF=$ZF_MNT/t
 mkdir -m 755 "$ZF"
+
 
 # as UID[:GROUPS] CMD...: run CMD as that user (gid = uid, supplementary
 # groups comma-separated); its exit status.
@@ -86,6 +88,14 @@ build() { # dir
 		echo b >bee
 		setfacl -m u:4343:rwx bee
 		setfacl -b bee
+		umask 022
+		for f in sg-other sg-member; do
+			echo s >$f
+			chown 4343:4545 $f
+			chmod 2775 $f
+		done
+		as 4343 setfacl -m u:4444:r sg-other	# not in group 4545: S_ISGID goes
+		as 4343:4545 setfacl -m u:4444:r sg-member	# a member: it stays
 	)
 }
 build "$REF"

@@ -265,6 +265,16 @@ START_TEST(acl_mode_sync)
 	b = acl_get(f, FS_ACL_ACCESS);
 	ck_assert_int_eq(perm_of(&b, UO, 0), 7);
 	ck_assert_int_eq(perm_of(&b, U, 4343), 4);
+	/* set by someone outside the file's group: S_ISGID goes */
+	at.st_mode = S_IFREG | 02750;
+	ck_assert_int_eq(fs_setattr(fs, f, &at, FS_SET_MODE, &st), 0);
+	a = acl_make(5, ext_acl);
+	ck_assert_int_eq(fs_setxattr(fs, f, FS_ACL_ACCESS, a.b, a.n, 0), 0);
+	ck_assert_uint_eq(mode_of(f), 02640);
+	ck_assert_int_eq(fs_setxattr(fs, f, FS_ACL_ACCESS, a.b, a.n, FS_XATTR_KILL_SGID), 0);
+	ck_assert_uint_eq(mode_of(f), 0640);
+	at.st_mode = S_IFREG | 0705;
+	ck_assert_int_eq(fs_setattr(fs, f, &at, FS_SET_MODE, &st), 0);
 	/* a minimal ACL is only the mode: no ACL stored */
 	const int minimal[] = { UO, 6, -1, GO, 0, -1, O, 4, -1 };
 	a = acl_make(3, minimal);
