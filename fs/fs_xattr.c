@@ -11,10 +11,14 @@
  * docs/guarantees.md.  ACLs are validated (fs_acl.h); setting an access
  * ACL sets the mode's permission bits from it, an access ACL that says no
  * more than the mode is not stored (as ext4), and a chmod rewrites the
- * ACL (fs_acl_chmod_locked).  Each ACL change logs the ACL before the mode
- * that follows from it, so a crash between the two records leaves the
- * stricter of the two states (the kernel consults an ACL only when the
- * group bits allow something; a mask never grants more than the mode).
+ * ACL (fs_acl_chmod_locked).  An ACL change and the mode change it implies
+ * are two records, ordered so that a crash between them grants nothing that
+ * neither the old nor the new state grants: a new extended ACL is logged
+ * before the mode (meanwhile each class of user gets its old or its new
+ * rights: the kernel takes owner and, without an ACL check, everyone from
+ * the mode, and consults the ACL only when the group bits are not zero);
+ * when an extended ACL gives way to the mode alone, the mode is logged
+ * first (the old ACL, consulted meanwhile, is limited by its own mask).
  *
  * Virtual attributes (formats: docs/stats.md; read by name, not listed:
  * fs_listxattr):
@@ -421,22 +425,24 @@ static int log_perm(struct fs *fs, struct fs_inode *in, uint32_t perm, bool kill
 	return ret;
 }
 
-/* Setting system.posix_acl_access: the ACL first, then the mode bits it
- * implies; a minimal ACL is only the mode (and drops a stored ACL). [L] */
+/* Setting system.posix_acl_access: an extended ACL first, then the mode
+ * bits it implies; a minimal ACL is only the mode: the mode first, then the
+ * stored ACL goes (the orders of the file's top comment). [L] */
 static int set_access_acl(struct fs *fs, struct fs_inode *in, const void *value, size_t size,
 			  bool kill_sgid)
 {
 	uint32_t perm = fs_acl_perm_bits(value, size);
+	bool minimal = fs_acl_is_minimal(value, size);
 	int ret = 0;
 
-	if (!fs_acl_is_minimal(value, size))
-		ret = log_set(fs, in, FS_ACL_ACCESS, value, size);
-	else if (fs_xattr_find(in, FS_ACL_ACCESS) &&
-		 !(ret = fs_log_xattr_del(fs, in->ino, FS_ACL_ACCESS)))
-		fs_apply_xattr_del(fs, in, FS_ACL_ACCESS);
 	kill_sgid = kill_sgid && (in->mode & S_ISGID);
+	if (!minimal)
+		ret = log_set(fs, in, FS_ACL_ACCESS, value, size);
 	if (!ret && ((in->mode & 0777) != perm || kill_sgid))
 		ret = log_perm(fs, in, perm, kill_sgid);
+	if (!ret && minimal && fs_xattr_find(in, FS_ACL_ACCESS) &&
+	    !(ret = fs_log_xattr_del(fs, in->ino, FS_ACL_ACCESS)))
+		fs_apply_xattr_del(fs, in, FS_ACL_ACCESS);
 	return ret;
 }
 
