@@ -40,5 +40,9 @@ extern const struct fuse_lowlevel_ops fusefs_ops;
  * SETATTR or OPEN takes its request's kill-set-id flag once. */
 int fusefs_install_io(struct fuse_session *se, struct fusefs *ff);
 bool fusefs_io_take_kill_suidgid(void);
+/* fuse_io.c: the calling thread reads and replies on fd from now on (-1:
+ * on the descriptor libfuse passes).  A reply must leave on the descriptor
+ * its request was read from: loop.c's workers each set their clone. */
+void fusefs_io_set_thread_fd(int fd);
 
 #endif

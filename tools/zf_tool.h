@@ -86,6 +86,7 @@ static inline void zf_unescape(char *s)
 /* One line of /proc/self/mountinfo split into the fields used here. */
 struct zf_mnt {
 	char dir[PATH_MAX], type[64], source[PATH_MAX];
+	unsigned int dev_major, dev_minor;	/* the superblock's st_dev */
 };
 
 /* Calls fn for every mount; stops and returns 1 when fn returns true,
@@ -103,7 +104,8 @@ static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void 
 		struct zf_mnt m;
 		char dir[PATH_MAX], type[64], source[PATH_MAX];
 		const char *sep = strstr(line, " - ");
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", dir) != 1 ||
+		unsigned int maj, mnr;
+		if (!sep || sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &mnr, dir) != 3 ||
 		    sscanf(sep + 3, "%63s %4095s", type, source) != 2)
 			continue;
 		zf_unescape(dir);
@@ -111,6 +113,8 @@ static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void 
 		snprintf(m.dir, sizeof(m.dir), "%s", dir);
 		snprintf(m.type, sizeof(m.type), "%s", type);
 		snprintf(m.source, sizeof(m.source), "%s", source);
+		m.dev_major = maj;
+		m.dev_minor = mnr;
 		found = fn(&m, arg) ? 1 : 0;
 	}
 	free(line);

@@ -1,0 +1,34 @@
+/* loop — zonefuse's FUSE request loop.
+ *
+ * Purpose: serve each request on the thread that read it.  A fixed set of
+ * workers is started at once; each blocks in read() on its own clone of
+ * /dev/fuse (FUSE_DEV_IOC_CLONE: a reply must go out on the descriptor its
+ * request came in on, which fuse_io.c sees to through a per-thread
+ * descriptor), decodes the request and runs the handler itself.  Unlike
+ * libfuse's multithreaded loop there is no thread started or stopped while
+ * serving and no bookkeeping under a lock per request.  A handler that
+ * blocks (fsync, a device read) holds only its own worker; the others go
+ * on reading.
+ * Invariants: every worker replies to what it read before it reads again
+ * (the handlers reply synchronously); the loop returns only when every
+ * worker has stopped.
+ * Thread safety: fusefs_loop_run is called once, from one thread; the
+ * workers call into libfuse's session concurrently, as its own loop does.
+ */
+#ifndef ZONEFUSE_FUSEFS_LOOP_H
+#define ZONEFUSE_FUSEFS_LOOP_H
+
+#include "fusefs/fusefs.h"
+
+#define FUSEFS_LOOP_MAX_WORKERS 64
+
+struct fusefs_loop_conf {
+	unsigned int workers;	/* 1..FUSEFS_LOOP_MAX_WORKERS */
+	bool clone_fd;		/* a /dev/fuse clone per worker (else one shared fd) */
+};
+
+/* Serves se until it is unmounted or exited (a signal).  0, or -errno of
+ * the read that failed. */
+int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c);
+
+#endif
