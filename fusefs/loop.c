@@ -19,15 +19,23 @@
  * reader itself, which then reads again: no thread wake-up between them. */
 static pthread_mutex_t reader_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Requests that may wait for the device (flushes, buffer space, GC) or
- * for another request.  READ is served inline: a read of a cached or
- * prefetched range is a copy, and handing every READ off costs a wake-up
- * per request, which is what this loop exists to avoid. */
+/* Requests that may wait for the device (flushes, buffer space, GC), for
+ * another request, or that the kernel sends several at a time.  Small
+ * READs are served inline: they come one at a time from a waiting reader,
+ * a cached or prefetched range is a copy, and handing each off costs the
+ * wake-up per request this loop exists to avoid.  READs of more than
+ * READ_INLINE_MAX are readahead, which the kernel sends several at once and
+ * which a striped file serves from several zones in parallel. */
+#define READ_INLINE_MAX (32u << 10)	/* bytes */
 static bool may_block(const struct fuse_buf *b)
 {
-	if (b->flags & FUSE_BUF_IS_FD || b->size < sizeof(struct fuse_in_header))
+	const struct fuse_in_header *h = b->mem;
+	if (b->flags & FUSE_BUF_IS_FD || b->size < sizeof(*h))
 		return true;
-	switch (((const struct fuse_in_header *)b->mem)->opcode) {
+	switch (h->opcode) {
+	case FUSE_READ:
+		return b->size < sizeof(*h) + sizeof(struct fuse_read_in) ||
+		       ((const struct fuse_read_in *)(h + 1))->size > READ_INLINE_MAX;
 	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_FLUSH: case FUSE_RELEASE:
 	case FUSE_WRITE: case FUSE_FALLOCATE: case FUSE_SETATTR: case FUSE_DESTROY:
 	case FUSE_COPY_FILE_RANGE:
