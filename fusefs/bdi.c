@@ -55,23 +55,20 @@ static void set(const char *dir, const char *name, uint64_t value, int *done)
 
 int fusefs_bdi_tune(const char *mountpoint, const struct fusefs_bdi_conf *c, const char *sysfs)
 {
-	struct zf_mnt_query q = { .key = mountpoint };
+	struct zf_mnt m;
 	char dir[PATH_MAX];
 	int done = 0;
 
 	if (c->mode == FUSEFS_BDI_OFF)
 		return 0;
-	q.out.dir[0] = 0;
-	int r = zf_mounts(zf_match_dir, &q);
+	int r = zf_find_mount_at_real(mountpoint, &m);
 	if (r < 0)
 		return r;
-	if (!q.out.dir[0])
-		return -ENOENT;
 	/* fuse_bdi_init names a fuseblk mount's bdi after the block device,
 	 * with a suffix, and every other FUSE mount's after its anonymous
 	 * st_dev. */
-	snprintf(dir, sizeof(dir), "%s/class/bdi/%u:%u%s", sysfs, q.out.dev_major,
-		 q.out.dev_minor, strcmp(q.out.type, "fuseblk") ? "" : "-fuseblk");
+	snprintf(dir, sizeof(dir), "%s/class/bdi/%u:%u%s", sysfs, m.dev_major,
+		 m.dev_minor, strcmp(m.type, "fuseblk") ? "" : "-fuseblk");
 	if (access(dir, F_OK) != 0) {
 		zf_info("no bdi directory %s (%s): writeback settings stay the kernel's", dir,
 			strerror(errno));

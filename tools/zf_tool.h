@@ -167,14 +167,12 @@ static inline int zf_find_mount_of(const char *path, char *dir, size_t len)
 	return 0;
 }
 
-/* The mount on directory dir (its real path); 0 and *m filled, -ENOENT if
- * dir is not a mount point. */
-static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
+/* The mount on directory real, given as a real path, without touching it
+ * (a FUSE mount that is not served yet would hang a stat); 0 and *m filled,
+ * -ENOENT if it is not a mount point. */
+static inline int zf_find_mount_at_real(const char *real, struct zf_mnt *m)
 {
-	char real[PATH_MAX];
 	struct zf_mnt_query q = { .key = real };
-	if (!realpath(dir, real))
-		return -errno;
 	q.out.dir[0] = 0;
 	int r = zf_mounts(zf_match_dir, &q);
 	if (r < 0)
@@ -183,6 +181,16 @@ static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
 		return -ENOENT;
 	*m = q.out;
 	return 0;
+}
+
+/* The mount on directory dir (its real path); 0 and *m filled, -ENOENT if
+ * dir is not a mount point. */
+static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
+{
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		return -errno;
+	return zf_find_mount_at_real(real, m);
 }
 
 /* ---- processes -------------------------------------------------------------- */
