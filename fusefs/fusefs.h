@@ -7,7 +7,8 @@
  * stops asking for security.capability before every write(), and zonefuse
  * clears set-id bits itself on write, truncate and chown.
  *
- * Thread safety: handlers run on libfuse's worker threads concurrently;
+ * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
+ * libfuse's with -s / -o fuse_loop=mt);
  * all state is in struct fs (thread-safe) and in per-thread request flags.
  */
 #ifndef ZONEFUSE_FUSEFS_H
