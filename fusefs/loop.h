@@ -1,14 +1,16 @@
 /* loop — zonefuse's FUSE request loop.
  *
  * Purpose: serve each request on the thread that read it.  A fixed set of
- * workers is started at once; each blocks in read() on its own clone of
- * /dev/fuse (FUSE_DEV_IOC_CLONE: a reply must go out on the descriptor its
- * request came in on, which fuse_io.c sees to through a per-thread
- * descriptor), decodes the request and runs the handler itself.  Unlike
- * libfuse's multithreaded loop there is no thread started or stopped while
- * serving and no bookkeeping under a lock per request.  A handler that
- * blocks (fsync, a device read) holds only its own worker; the others go
- * on reading.
+ * workers is started at once, each with its own clone of /dev/fuse
+ * (FUSE_DEV_IOC_CLONE: a reply must go out on the descriptor its request
+ * came in on, which fuse_io.c sees to through a per-thread descriptor).
+ * One worker at a time, the holder of the reader lock, reads; it serves a
+ * request that does not block itself and reads again, so a stream of fast
+ * requests costs no thread wake-up, and gives the lock to a waiting worker
+ * before serving one that may block (fsync, flush, write, setattr,
+ * fallocate, release, READs over 32 KiB, which are readahead), so a
+ * blocking request holds only its own worker.  No thread is started or
+ * stopped while serving.
  * Invariants: every worker replies to what it read before it reads again
  * (the handlers reply synchronously); the loop returns only when every
  * worker has stopped.
