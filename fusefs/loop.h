@@ -16,6 +16,9 @@
  * worker has stopped.
  * Thread safety: fusefs_loop_run is called once, from one thread; the
  * workers call into libfuse's session concurrently, as its own loop does.
+ * Lock order: the reader lock (loop.c) is outermost: a worker holds it
+ * while it reads and while it serves an inline request, whose handler
+ * takes fs locks under it; nothing takes it while holding another lock.
  */
 #ifndef ZONEFUSE_FUSEFS_LOOP_H
 #define ZONEFUSE_FUSEFS_LOOP_H
