@@ -4,7 +4,8 @@
  *     no capability bit for it) when the kernel offers it;
  *   - lift the write/setattr "kill set-id bits" flags into a per-thread
  *     flag the handler takes (fusefs_io_take_kill_suidgid);
- *   - time each request from its read to its reply (fs_stats.h).
+ *   - time each request from its read to its reply (fs_stats.h);
+ *   - read and reply on the calling worker's own /dev/fuse clone (loop.h).
  * libfuse passes the session's userdata (struct fusefs) to the callbacks.
  * Thread safety: per-thread state for the request being served; the INIT
  * fields of struct fusefs are atomics (INIT is served before any other).
@@ -29,6 +30,15 @@ bool fusefs_io_take_kill_suidgid(void)
 	bool k = tls_kill_suidgid;
 	tls_kill_suidgid = false;
 	return k;
+}
+
+/* The descriptor this thread reads requests from and replies on (loop.c:
+ * a worker's own clone of /dev/fuse); -1 = the one libfuse passes. */
+static _Thread_local int tls_fd = -1;
+
+void fusefs_io_set_thread_fd(int fd)
+{
+	tls_fd = fd;
 }
 
 /* Request latency (fs_stats.h): from the read of a request to its reply,
@@ -62,7 +72,7 @@ static unsigned int lat_kind(uint32_t opcode)
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	struct fusefs *ff = userdata;
-	ssize_t n = read(fd, buf, len);
+	ssize_t n = read(tls_fd >= 0 ? tls_fd : fd, buf, len);
 	if (n < (ssize_t)sizeof(struct fuse_in_header))
 		return n;
 	const struct fuse_in_header *h = buf;
@@ -124,7 +134,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 			}
 		}
 	}
-	return writev(fd, iov, count);
+	return writev(tls_fd >= 0 ? tls_fd : fd, iov, count);
 }
 
 int fusefs_install_io(struct fuse_session *se, struct fusefs *ff)

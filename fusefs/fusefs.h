@@ -7,7 +7,8 @@
  * stops asking for security.capability before every write(), and zonefuse
  * clears set-id bits itself on write, truncate and chown.
  *
- * Thread safety: handlers run on libfuse's worker threads concurrently;
+ * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
+ * libfuse's with -s / -o fuse_loop=mt);
  * all state is in struct fs (thread-safe) and in per-thread request flags.
  */
 #ifndef ZONEFUSE_FUSEFS_H
@@ -40,5 +41,9 @@ extern const struct fuse_lowlevel_ops fusefs_ops;
  * SETATTR or OPEN takes its request's kill-set-id flag once. */
 int fusefs_install_io(struct fuse_session *se, struct fusefs *ff);
 bool fusefs_io_take_kill_suidgid(void);
+/* fuse_io.c: the calling thread reads and replies on fd from now on (-1:
+ * on the descriptor libfuse passes).  A reply must leave on the descriptor
+ * its request was read from: loop.c's workers each set their clone. */
+void fusefs_io_set_thread_fd(int fd);
 
 #endif

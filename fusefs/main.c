@@ -32,7 +32,9 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fusefs/bdi.h"
 #include "fusefs/fusefs.h"
+#include "fusefs/loop.h"
 #include "tools/zf_tool.h"
 
 struct conf {
@@ -48,6 +50,10 @@ struct conf {
 	unsigned readahead_kb;
 	int prefetch_kb;	/* -1 = default */
 	int no_killpriv;
+	char *bdi_limit;	/* "global" | "strict" | "off"; NULL = global */
+	int bdi_max_mb;		/* -1 = default */
+	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
+	unsigned fuse_workers;	/* 0 = default */
 	int ro;
 	int show_help, show_version;
 	int verbose;
@@ -69,6 +75,10 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("readahead_kb=%u", readahead_kb),
 	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
+	OPT("bdi_limit=%s", bdi_limit),
+	OPT("bdi_max_mb=%d", bdi_max_mb),
+	OPT("fuse_loop=%s", fuse_loop),
+	OPT("fuse_workers=%u", fuse_workers),
 	OPT("zf_verbose", verbose),
 	OPT("log=%s", log),
 	FUSE_OPT_KEY("fsname=", 'n'),
@@ -120,6 +130,16 @@ static void usage(const char *prog)
 	       "                           buffers per file (default 2 x stripe_width x\n"
 	       "                           stripe_unit; 0 = off)\n"
 	       "    -o no_killpriv         do not negotiate FUSE_HANDLE_KILLPRIV_V2\n"
+	       "    -o bdi_limit=MODE      the kernel's dirty-page limit for this mount, set\n"
+	       "                           when root: global (default: no strict per-mount\n"
+	       "                           limit, the system's dirty limit applies), strict\n"
+	       "                           (at most bdi_max_mb dirty), off (kernel defaults)\n"
+	       "    -o bdi_max_mb=N        the mount's dirty-page cap in MiB (default 256)\n"
+	       "    -o fuse_loop=zf|mt     request loop: zf (default; each worker serves what\n"
+	       "                           it reads, on its own /dev/fuse clone) or mt\n"
+	       "                           (libfuse's multithreaded loop); -s: libfuse's\n"
+	       "                           single-threaded loop\n"
+	       "    -o fuse_workers=N      workers of the zf loop (default 4)\n"
 	       "    -o log=syslog|stderr|FILE  where messages go (default: standard error\n"
 	       "                           with -f; in the background syslog when /dev/log\n"
 	       "                           exists, else a file named before detaching)\n"
@@ -304,6 +324,7 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 	c->commit_ms = UINT32_MAX;	/* "not given" */
 	c->prefetch_kb = -1;
 	c->gc_mbps = -1;
+	c->bdi_max_mb = -1;
 	if (fuse_opt_parse(args, c, conf_opts, opt_proc) == -1)
 		return 2;
 	if (c->show_help) {
@@ -355,6 +376,20 @@ static int build_fs_opts(struct daemon *d)
 		fo->gc_mbps = (uint32_t)c->gc_mbps;
 	if (c->placement && strcmp(c->placement, "on") != 0 && strcmp(c->placement, "off") != 0) {
 		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c->placement);
+		return -EINVAL;
+	}
+	enum fusefs_bdi_mode bm;
+	if (c->bdi_limit && fusefs_bdi_parse_mode(c->bdi_limit, &bm)) {
+		fprintf(stderr, "zonefuse: bdi_limit must be global, strict or off, not '%s'\n",
+			c->bdi_limit);
+		return -EINVAL;
+	}
+	if (c->fuse_loop && strcmp(c->fuse_loop, "zf") && strcmp(c->fuse_loop, "mt")) {
+		fprintf(stderr, "zonefuse: fuse_loop must be zf or mt, not '%s'\n", c->fuse_loop);
+		return -EINVAL;
+	}
+	if (c->fuse_workers > FUSEFS_LOOP_MAX_WORKERS) {
+		fprintf(stderr, "zonefuse: fuse_workers is at most %d\n", FUSEFS_LOOP_MAX_WORKERS);
 		return -EINVAL;
 	}
 	fo->placement_off = c->placement && strcmp(c->placement, "off") == 0;
@@ -549,10 +584,20 @@ static void op_destroy_close(void *userdata)
 
 /* ---- serving ----------------------------------------------------------------------- */
 
-static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts)
+/* The request loop: -s libfuse's single-threaded loop, -o fuse_loop=mt
+ * libfuse's multithreaded one, else loop.c's. */
+static int serve(struct fuse_session *se, const struct daemon *d)
 {
+	const struct fuse_cmdline_opts *opts = &d->opts;
 	if (opts->singlethread)
 		return fuse_session_loop(se);
+	if (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf")) {
+		struct fusefs_loop_conf lc = {
+			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
+			.clone_fd = true,
+		};
+		return fusefs_loop_run(se, &lc);
+	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc)
 		return -ENOMEM;
@@ -566,6 +611,23 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *opts)
 	int r = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
 	return r;
+}
+
+/* The kernel's writeback and readahead settings for the new mount (bdi.h);
+ * never fails the mount. */
+static void tune_bdi(const struct daemon *d)
+{
+	struct fusefs_bdi_conf bc = {
+		.mode = FUSEFS_BDI_GLOBAL,
+		.max_bytes = (uint64_t)(d->c.bdi_max_mb >= 0 ? d->c.bdi_max_mb : 256) << 20,
+		.read_ahead_kb = d->c.readahead_kb ? d->c.readahead_kb : 1024,
+	};
+	if (d->c.bdi_limit)
+		(void)fusefs_bdi_parse_mode(d->c.bdi_limit, &bc.mode);	/* checked at parse */
+	int r = fusefs_bdi_tune(d->opts.mountpoint, &bc, "/sys");
+	if (r < 0)
+		zf_info("bdi settings not changed: mount %s not found (%s)", d->opts.mountpoint,
+			strerror(-r));
 }
 
 /* Mounts FUSE, detaches and serves until unmounted.  Returns the exit
@@ -593,6 +655,8 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	r = fusefs_install_io(se, &d->ff);
 	if (r)
 		zf_warn("custom FUSE I/O not installed (%s): writes will be slower", strerror(-r));
+	if (geteuid() == 0)
+		tune_bdi(d);
 	if (setup_log(d, true) != 0)
 		goto out_mount;
 	fuse_daemonize(d->opts.foreground);
@@ -604,7 +668,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	if (!d->c.has_default_permissions)
 		zf_info("default_permissions turned on: the kernel checks every access "
 			"against modes and ACLs");
-	ret = serve(se, &d->opts) ? 1 : 0;
+	ret = serve(se, d) ? 1 : 0;
 out_mount:
 	fuse_session_unmount(se);
 out_sig:
@@ -654,6 +718,8 @@ out:
 	free(d.c.hints);
 	free(d.c.placement);
 	free(d.c.log);
+	free(d.c.bdi_limit);
+	free(d.c.fuse_loop);
 	fuse_opt_free_args(&args);
 	return ret;
 }

@@ -17,6 +17,7 @@
 #   --plain-widths  widths run without the model by --seq-only (default "1 8";
 #               "" for none)
 #   --reps      repeat every part-1 measurement R times (default 1)
+#   --no-deps   do not run scripts/deps.sh
 #   ZF_BUILD_DIR=DIR runs the binaries of another build (e.g. a baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,7 @@ widths="1 2 4 8 16"
 seq_only=0
 reps=1
 plain_widths="1 8"
+deps=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--num) num=$2; shift 2 ;;
@@ -35,12 +37,13 @@ while [ $# -gt 0 ]; do
 	--widths) widths=$2; shift 2 ;;
 	--plain-widths) plain_widths=$2; shift 2 ;;
 	--reps) reps=$2; shift 2 ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	--no-deps) deps=0; shift ;;
+	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "unknown option $1" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "bench-stripe: needs root (FUSE mounts)" >&2; exit 1; }
-scripts/deps.sh
+[ "$deps" = 0 ] || scripts/deps.sh
 B=${ZF_BUILD_DIR:-build}
 [ -x "$B/zonefuse" ] || { meson setup "$B" >/dev/null; }
 ninja -C "$B" >/dev/null

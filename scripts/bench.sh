@@ -5,15 +5,22 @@
 # bottleneck; --backing-dir puts the device file and images on a disk):
 #   1. fio (scripts/fio/): the IOzone-style matrix, crc32c verify runs and a
 #      small-file churn on zonefuse (emulated zoned device), ext4 on a loop
-#      device, tmpfs (the RAM ceiling) and zf-passthrough (a thin FUSE
-#      passthrough over the backing storage: the FUSE-overhead reference);
-#   2. RocksDB db_bench fillrandom,waitforcompaction / overwrite / readrandom
-#      on zonefuse and ext4-on-loop;
+#      device, tmpfs (the RAM ceiling), libfuse's passthrough_ll example
+#      (-o writeback, over the backing storage: the FUSE reference) and, for
+#      the sequential 1 MiB rows, libfuse's null example (no data work at
+#      all: the FUSE ceiling); both examples are built at bench time from
+#      the sources libfuse3-dev ships in /usr/share/doc/libfuse3-dev/examples;
+#   2. RocksDB db_bench fillrandom,waitforcompaction / overwrite / readrandom,
+#      and fillrandom --sync=1, on zonefuse and ext4-on-loop, with the
+#      daemon's peak RSS;
 #   3. LevelDB IoT ingest (zf-leveldb iot: 1, 2, 4, 8 threads x 1 and 10
 #      sensors per thread) on zonefuse and ext4-on-loop;
 #   4. metadata, mdtest-style: create, stat and unlink of small files (100
 #      bytes), N files per thread each in its own directory, 1 and 4 threads
-#      (processes), files/s on zonefuse and ext4-on-loop.
+#      (processes), files/s on zonefuse and ext4-on-loop;
+#   5. stripe: cold sequential read of a striped file on the small-zone
+#      model (scripts/bench-stripe.sh --seq-only), widths 1 and 4.
+# Then the issue-15 target rows, each with its ratio and target.
 # Prints a table with the ratio zonefuse / ext4 (and zonefuse / passthrough)
 # per row and writes results.json, results.md, chart.svg and every log under
 # results/bench-DATE/ (results/latest points at the last run).
@@ -25,8 +32,8 @@ cd "$(dirname "$0")/.."
 SRC=$(pwd)
 
 quick=0
-parts=fio,dbbench,iot,meta
-fio_targets=zonefuse,ext4,tmpfs,passthrough
+parts=fio,dbbench,iot,meta,stripe
+fio_targets=zonefuse,ext4,tmpfs,passthrough,null
 fio_size=512m
 fio_runs=5
 rand_runtime=1
@@ -34,6 +41,7 @@ verify_size=64m
 churn_files=250
 churn_loops=2
 db_num=300000
+db_sync_num=20000
 value_size=400
 iot_num=100000
 iot_runs=3
@@ -42,6 +50,7 @@ iot_sensors=1,10
 md_files=10000
 md_threads=1,4
 md_runs=3
+stripe_mib=512
 zone_size=64M
 zones=
 backing=
@@ -57,8 +66,9 @@ usage() {
 	cat <<EOF
 Usage: scripts/bench.sh [--quick] [options]     (as root)
   --quick               small sizes, every row still present (< 3 min)
-  --parts LIST          any of fio,dbbench,iot,meta [$parts]
-  --fio-targets LIST    any of zonefuse,ext4,tmpfs,passthrough [$fio_targets]
+  --parts LIST          any of fio,dbbench,iot,meta,stripe [$parts]
+  --fio-targets LIST    any of zonefuse,ext4,tmpfs,passthrough,null [$fio_targets]
+                        (null: the sequential 1 MiB rows only)
   --fio-size SIZE       matrix file size [$fio_size; quick 64m] (seed 003: 1g)
   --fio-runs N          matrix passes, median reported [$fio_runs; quick 3]
   --rand-runtime S      time cap of each random matrix row (s, or 500ms) [$rand_runtime; quick 500ms]
@@ -66,6 +76,7 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --churn-files N       files per churn job (4 jobs) and round [$churn_files; quick 100]
   --churn-loops N       churn rounds [$churn_loops; quick 1]
   --db-num N            db_bench --num [$db_num; quick 50000]
+  --db-sync-num N       db_bench fillrandom --sync=1 --num [$db_sync_num; quick 5000]
   --value-size B        db_bench --value_size [$value_size]
   --iot-num N           zf-leveldb iot ops per configuration [$iot_num; quick 20000]
   --iot-runs N          runs per configuration, median reported [$iot_runs; quick 1]
@@ -74,6 +85,7 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --md-files N          metadata rows: files per thread [$md_files; quick 2000]
   --md-threads LIST     metadata rows: threads (processes) [$md_threads]
   --md-runs N           metadata rows: runs, median reported [$md_runs; quick 1]
+  --stripe-mib M        striped-read rows: file size in MiB [$stripe_mib; quick 192]
   --zone-size SIZE      emulated zone size [$zone_size]
   --zones N             emulated zones; the ext4 image gets the same size
                         [enough for the largest part: 4 x fio size, 1 GiB min]
@@ -103,6 +115,7 @@ while [ $# -gt 0 ]; do
 	--churn-files) churn_files=$2; shift ;;
 	--churn-loops) churn_loops=$2; shift ;;
 	--db-num) db_num=$2; shift ;;
+	--db-sync-num) db_sync_num=$2; shift ;;
 	--value-size) value_size=$2; shift ;;
 	--iot-num) iot_num=$2; shift ;;
 	--iot-runs) iot_runs=$2; shift ;;
@@ -111,6 +124,7 @@ while [ $# -gt 0 ]; do
 	--md-files) md_files=$2; shift ;;
 	--md-threads) md_threads=$2; shift ;;
 	--md-runs) md_runs=$2; shift ;;
+	--stripe-mib) stripe_mib=$2; shift ;;
 	--zone-size) zone_size=$2; shift ;;
 	--zones) zones=$2; shift ;;
 	--backing-dir) backing=$2; shift ;;
@@ -138,15 +152,17 @@ if [ $quick -eq 1 ]; then
 	quick_default --iot-runs iot_runs 1
 	quick_default --md-files md_files 2000
 	quick_default --md-runs md_runs 1
+	quick_default --db-sync-num db_sync_num 5000
+	quick_default --stripe-mib stripe_mib 192
 fi
 for p in ${parts//,/ }; do
-	case "$p" in fio | dbbench | iot | meta) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
+	case "$p" in fio | dbbench | iot | meta | stripe) ;; *) echo "bench: unknown part '$p'" >&2; exit 2 ;; esac
 done
 for t in ${fio_targets//,/ }; do
-	case "$t" in zonefuse | ext4 | tmpfs | passthrough) ;;
+	case "$t" in zonefuse | ext4 | tmpfs | passthrough | null) ;;
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
 done
-for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$churn_files" "$churn_loops" \
+for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$stripe_mib" "$churn_files" "$churn_loops" \
 	"$md_files" "$md_runs" ${md_threads//,/ }; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
@@ -187,11 +203,32 @@ fi
 ZONEFUSE=$build_dir/zonefuse
 EMU=$build_dir/zonefuse-emu
 MKFS=$build_dir/mkfs.zonefuse
-PASSTHROUGH=$build_dir/zf-passthrough
 LDB=$build_dir/zf-leveldb
-for b in "$ZONEFUSE" "$EMU" "$MKFS" "$PASSTHROUGH" "$LDB"; do
+for b in "$ZONEFUSE" "$EMU" "$MKFS" "$LDB"; do
 	[ -x "$b" ] || die "$b was not built"
 done
+# libfuse's own examples, the FUSE references, built from the sources
+# Debian's libfuse3-dev ships (possibly gzipped) into the build dir
+ref_dir=$build_dir/bench-ref
+PASSTHROUGH=$ref_dir/passthrough_ll
+NULLFS=$ref_dir/null
+build_ref() { # example name
+	local ex=/usr/share/doc/libfuse3-dev/examples f
+	mkdir -p "$ref_dir"
+	for f in "$1.c" passthrough_helpers.h; do
+		if [ -f "$ex/$f" ]; then cp "$ex/$f" "$ref_dir/$f"
+		elif [ -f "$ex/$f.gz" ]; then gzip -dc "$ex/$f.gz" >"$ref_dir/$f"
+		elif [ "$f" = "$1.c" ]; then die "$ex/$1.c is missing (apt-get install libfuse3-dev)"
+		fi
+	done
+	# shellcheck disable=SC2046
+	cc -O2 -Wall "$ref_dir/$1.c" $(pkg-config fuse3 --cflags --libs) -lpthread -o "$ref_dir/$1" \
+		>"$ref_dir/$1.log" 2>&1 || { cat "$ref_dir/$1.log" >&2; die "cannot build libfuse's $1 example"; }
+}
+if [[ ",$parts," == *",fio,"* ]]; then
+	[[ ",$fio_targets," != *",passthrough,"* ]] || build_ref passthrough_ll
+	[[ ",$fio_targets," != *",null,"* ]] || build_ref null
+fi
 
 # ---- sizes --------------------------------------------------------------------
 to_bytes() { numfmt --from=iec "$(tr '[:lower:]' '[:upper:]' <<<"${1%[iI][bB]}")"; }
@@ -212,6 +249,7 @@ blog=$out/logs/bench.log
 work=$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/zonefuse-bench.XXXXXX")")
 ram=$work/ram          # the tmpfs: tmpfs row, and the backing store by default
 mkdir "$ram" "$work/mnt-zonefuse" "$work/mnt-ext4" "$work/mnt-passthrough"
+: >"$work/mnt-null"    # null's mount point is a file: the file under test
 ram_mounted=0
 loopdev=
 declare -A pids=()     # FUSE daemons by target
@@ -226,7 +264,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	set +e
 	cd /
-	for t in zonefuse passthrough ext4; do
+	for t in zonefuse passthrough null ext4; do
 		m=$work/mnt-$t
 		is_mounted "$m" || continue
 		msg "cleanup: unmounting $m"
@@ -321,13 +359,33 @@ start_target() {
 		;;
 	passthrough)
 		mkdir "$backing/passthrough-src"
-		# same FUSE settings as zonefuse's defaults: 1 MiB readahead and
-		# writes, writeback cache, page cache kept across opens
-		echo "=== $(date '+%F %T') zf-passthrough $backing/passthrough-src $m" >>"$out/logs/passthrough.log"
-		"$PASSTHROUGH" "$backing/passthrough-src" "$m" -f -o readahead_kb=1024 \
+		# libfuse's passthrough_ll as its authors run it for speed:
+		# writeback cache on, its default cache=auto (1 s timeouts),
+		# multithreaded; the kernel's default bdi settings
+		echo "=== $(date '+%F %T') passthrough_ll -o writeback,source=$backing/passthrough-src $m" >>"$out/logs/passthrough.log"
+		"$PASSTHROUGH" -f -o writeback -o "source=$backing/passthrough-src" "$m" \
 			>>"$out/logs/passthrough.log" 2>&1 &
 		pids[passthrough]=$!
 		wait_mounted passthrough "$out/logs/passthrough.log"
+		tdir[$1]=$m
+		;;
+	null)
+		# libfuse's null: one 4 GiB file whose writes are dropped and
+		# reads are zeros.  Given the bdi settings zonefuse sets for
+		# itself at mount (no strict dirty limit, 256 MiB cap, 1 MiB
+		# readahead), so the ceiling sees the same kernel limits.
+		echo "=== $(date '+%F %T') null $m" >>"$out/logs/null.log"
+		"$NULLFS" -f "$m" >>"$out/logs/null.log" 2>&1 &
+		pids[null]=$!
+		wait_mounted null "$out/logs/null.log"
+		local mm bdi
+		mm=$(awk -v m="$m" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
+		bdi=/sys/class/bdi/$mm
+		if [ -n "$mm" ] && [ -w "$bdi/read_ahead_kb" ]; then
+			echo $((256 << 20)) >"$bdi/max_bytes" 2>/dev/null || true
+			echo 0 >"$bdi/strict_limit" 2>/dev/null || true
+			echo 1024 >"$bdi/read_ahead_kb"
+		fi
 		tdir[$1]=$m
 		;;
 	esac
@@ -373,6 +431,9 @@ stop_target() { # name, tag for the stats file
 		stop_daemon passthrough "$out/logs/passthrough.log"
 		rm -rf "$backing/passthrough-src"
 		;;
+	null)
+		stop_daemon null "$out/logs/null.log"
+		;;
 	esac
 	unset "tdir[$1]"
 }
@@ -397,20 +458,48 @@ fio_run() { # target, run.sh args...
 		die "fio suite on $t failed (exit $st): $out/logs/fio-$t.txt"
 	fi
 }
+# null: the sequential 1 MiB rows of the matrix (write + fsync, cold read),
+# fio on the mounted file itself
+null_pass() { # pass
+	local j a
+	for j in write read; do
+		a=(--rw=write --end_fsync=1)
+		[ $j = write ] || a=(--rw=read --invalidate=1)
+		fio --name="$j" --filename="${tdir[null]}" --size="$fio_size" --bs=1m \
+			--ioengine=sync --fallocate=none "${a[@]}" --output-format=json \
+			--output="$out/raw/null-$j-$1.json" >>"$out/logs/fio-null.txt" 2>&1 ||
+			die "fio $j on null failed: $out/logs/fio-null.txt"
+	done
+}
 if has_part fio; then
 	read -ra ftargets <<<"${fio_targets//,/ }"
 	for t in "${ftargets[@]}"; do start_target "$t"; done
 	for ((r = 1; r <= fio_runs; r++)); do
 		for t in "${ftargets[@]}"; do
 			msg "fio matrix pass $r/$fio_runs on $t ($fio_size file; load $(load))"
+			if [ "$t" = null ]; then null_pass "$r"; continue; fi
 			fio_run "$t" --tests matrix --pass "$r" --no-summary
 		done
 	done
+	if [ -n "${tdir[null]:-}" ]; then
+		python3 - "$out/raw" >>"$rows" <<'EOF'
+import glob, json, os, statistics, sys
+for j in ("write", "read"):
+    v = []
+    for p in glob.glob(os.path.join(sys.argv[1], f"null-{j}-*.json")):
+        job = json.load(open(p))["jobs"][0]
+        v.append((job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 2**20)
+    print("\t".join(["fio matrix", f"{j} 1m", "MiB/s", "null", str(round(statistics.median(v), 1))]))
+EOF
+		stop_target null fio
+	fi
 	for t in "${ftargets[@]}"; do
+		[ "$t" != null ] || continue
 		msg "fio verify ($verify_size per job) and churn (4 x $churn_files files x $churn_loops) on $t (load $(load))"
 		fio_run "$t" --tests verify,churn --no-summary
 	done
 	for t in "${ftargets[@]}"; do
+		[ "$t" != null ] || continue
 		fio_run "$t" --summary-only --json "$out/raw/fio-$t.json"
 		python3 - "$out/raw/fio-$t.json" "$t" >>"$rows" <<'EOF'
 import json, sys
@@ -429,16 +518,19 @@ rocks=(--benchmarks="$db_benchmarks"
 	--num="$db_num" --value_size="$value_size" --compression_type=none
 	--write_buffer_size=8388608 --target_file_size_base=16777216
 	--max_bytes_for_level_base=67108864 --seed=42 --threads=1)
-run_db_bench() { # target
-	local o=$out/logs/db_bench-$1.txt st=0 b v
-	db_bench --db="${tdir[$1]}/rocksdb" "${rocks[@]}" >"$o" 2>&1 || st=$?
+run_db_bench() { # target [sync]: sync = fillrandom --sync=1 only
+	local o=$out/logs/db_bench-$1${2:+-sync}.txt st=0 b v
+	local args=("${rocks[@]}")
+	[ -z "${2:-}" ] || args+=(--benchmarks=fillrandom --sync=1 --num="$db_sync_num")
+	db_bench --db="${tdir[$1]}/rocksdb" "${args[@]}" >"$o" 2>&1 || st=$?
 	tr '\r' '\n' <"$o" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$o.clean" || true
 	if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error' "$o.clean"; then
 		tail -n 15 "$o.clean" >&2
 		die "db_bench on $1 exited $st"
 	fi
 	while read -r b v; do
-		case "$b" in fillrandom | overwrite | readrandom) row rocksdb "$b" ops/s "$1" "$v" ;; esac
+		[ -z "${2:-}" ] || b="$b --sync=1"
+		case "$b" in fillrandom* | overwrite | readrandom) row rocksdb "$b" ops/s "$1" "$v" ;; esac
 	done < <(awk '$2 == ":" && / ops\/sec / { for (i = 3; i <= NF; i++) if ($i == "ops/sec") print $1, $(i - 1) }' "$o.clean")
 	grep -E '^(fillrandom|overwrite|readrandom) +:' "$o.clean" | sed "s/^/bench:   $1  /" | tee -a "$blog" >&2
 	rm -rf "${tdir[$1]}/rocksdb"
@@ -449,7 +541,14 @@ if has_part dbbench; then
 	for t in zonefuse ext4; do
 		msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size (load $(load))"
 		run_db_bench "$t"
+		msg "RocksDB db_bench fillrandom --sync=1 on $t: --num=$db_sync_num (load $(load))"
+		run_db_bench "$t" sync
 	done
+	# the daemon's peak RSS over both runs (VmHWM), against buffer_mb + 64 MiB
+	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${pids[zonefuse]}/status")
+	buf_mb=$(sed -n 's/.*buffer_mb=\([0-9]*\).*/\1/p' <<<"$mount_opts")
+	row "daemon" "peak RSS under db_bench (limit buffer_mb+64 = $((${buf_mb:-256} + 64)))" MiB zonefuse "$((hwm / 1024))"
+	msg "zonefuse daemon peak RSS under db_bench: $((hwm / 1024)) MiB"
 	stop_target zonefuse dbbench
 	stop_target ext4 dbbench
 fi
@@ -572,6 +671,21 @@ if has_part meta; then
 	stop_target ext4 meta
 fi
 
+# ---- 5. striped cold read on the small-zone model -----------------------------------
+# scripts/bench-stripe.sh --seq-only: 96 MiB zones, 40 MB/s write and 200 MB/s
+# read per zone; a file written with stripe_width W, then read cold (dd 1 MiB)
+if has_part stripe; then
+	msg "striped cold read, small-zone model: widths 1 4, $stripe_mib MiB (load $(load))"
+	ZF_BUILD_DIR=$build_dir scripts/bench-stripe.sh --seq-only --no-deps --widths "1 4" \
+		--plain-widths "" --mib "$stripe_mib" >"$out/logs/stripe.txt" 2>&1 ||
+		{ tail -n 20 "$out/logs/stripe.txt" >&2; die "bench-stripe.sh failed"; }
+	while read -r w wr rd _; do
+		[[ "$w" =~ ^[0-9]+$ ]] || continue
+		row "small-zone model" "cold seq read, stripe width $w" MB/s zonefuse "$rd"
+		row "small-zone model" "seq write, stripe width $w" MB/s zonefuse "$wr"
+	done <"$out/logs/stripe.txt"
+fi
+
 # ---- report ------------------------------------------------------------------------
 git_rev=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$SRC" diff --quiet HEAD 2>/dev/null || git_rev="$git_rev (with local changes)"
@@ -610,7 +724,7 @@ import json, math, os, sys
 from html import escape
 
 rows_path, out = sys.argv[1], sys.argv[2]
-TARGETS = ["zonefuse", "ext4", "tmpfs", "passthrough"]
+TARGETS = ["zonefuse", "ext4", "tmpfs", "passthrough", "null"]
 table = {}   # (group, name) -> {"unit":, target: value}
 order = []
 for line in open(rows_path):
@@ -630,7 +744,8 @@ for g, n in order:
     vals = {t: r.get(t) for t in TARGETS}
     res.append({"group": g, "name": n, "unit": r["unit"], "values": vals,
                 "zf_vs_ext4": ratio(vals["zonefuse"], vals["ext4"]),
-                "zf_vs_passthrough": ratio(vals["zonefuse"], vals["passthrough"])})
+                "zf_vs_passthrough": ratio(vals["zonefuse"], vals["passthrough"]),
+                "zf_vs_null": ratio(vals["zonefuse"], vals["null"])})
 
 env = os.environ
 meta = {"command": env["BENCH_CMD"], "git": env["BENCH_GIT"], "machine": env["BENCH_MACHINE"],
@@ -652,9 +767,48 @@ def fmt(v):
 def fr(v):
     return "-" if v is None else f"{v:.2f}"
 
-hdr = ["group", "test", "unit", "zonefuse", "ext4-loop", "tmpfs", "passthrough", "zf/ext4", "zf/pt"]
+hdr = ["group", "test", "unit", "zonefuse", "ext4-loop", "tmpfs", "passthrough_ll", "null",
+       "zf/ext4", "zf/pt", "zf/null"]
 lines = [[r["group"], r["name"], r["unit"]] + [fmt(r["values"][t]) for t in TARGETS] +
-         [fr(r["zf_vs_ext4"]), fr(r["zf_vs_passthrough"])] for r in res]
+         [fr(r["zf_vs_ext4"]), fr(r["zf_vs_passthrough"]), fr(r["zf_vs_null"])] for r in res]
+
+# the issue-15 targets: (row, reference, ratio, target)
+def val(g, n, t):
+    return table.get((g, n), {}).get(t)
+tg = []
+def target(label, z, ref_name, ref, goal):
+    rt = ratio(z, ref)
+    tg.append([label, fmt(z), f"{ref_name} {fmt(ref)}", fr(rt), f">= {goal:g}",
+               "-" if rt is None else ("yes" if rt >= goal else "NO")])
+target("seq write 1 MiB + fsync", val("fio matrix", "write 1m", "zonefuse"), "null",
+       val("fio matrix", "write 1m", "null"), 0.8)
+target("seq read 1 MiB, cold", val("fio matrix", "read 1m", "zonefuse"), "null",
+       val("fio matrix", "read 1m", "null"), 0.8)
+target("random read 4 KiB, cold", val("fio matrix", "random read 4k", "zonefuse"), "passthrough_ll",
+       val("fio matrix", "random read 4k", "passthrough"), 1.0)
+target("random write 4 KiB + fsync", val("fio matrix", "random write 4k", "zonefuse"), "ext4",
+       val("fio matrix", "random write 4k", "ext4"), 0.5)
+for b in ("fillrandom", "overwrite", "readrandom"):
+    target(f"db_bench {b}", val("rocksdb", b, "zonefuse"), "ext4", val("rocksdb", b, "ext4"), 1.0)
+target("db_bench fillrandom --sync=1", val("rocksdb", "fillrandom --sync=1", "zonefuse"), "ext4",
+       val("rocksdb", "fillrandom --sync=1", "ext4"), 0.8)
+for (g, n) in order:
+    if g == "leveldb-iot":
+        target(f"LevelDB IoT {n}", val(g, n, "zonefuse"), "ext4", val(g, n, "ext4"), 0.9)
+for (g, n) in order:
+    if g == "daemon":
+        lim = float(n.split("= ")[1].rstrip(")"))
+        z = val(g, n, "zonefuse")
+        tg.append(["daemon peak RSS under db_bench", f"{fmt(z)} MiB", f"buffer_mb+64 {lim:g} MiB",
+                   fr(ratio(z, lim)), "<= 1", "yes" if z <= lim else "NO"])
+ceil_mb = val("fio matrix", "read 1m", "null")
+ceil_mb = ceil_mb * 1.048576 if ceil_mb else None
+for (g, n) in order:
+    if g == "small-zone model" and n.startswith("cold seq read"):
+        w = int(n.split()[-1])
+        goal_mb = w * 200 if not ceil_mb else min(w * 200, ceil_mb)
+        target(f"small-zone cold seq read, width {w} (MB/s)", val(g, n, "zonefuse"),
+               "min(width x 200, null)", goal_mb, 0.8)
 
 # terminal
 w = [max(len(h), *(len(l[i]) for l in lines)) if lines else len(h) for i, h in enumerate(hdr)]
@@ -676,6 +830,16 @@ if ratios:
     print(f"\nzonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows; "
           f"{below} rows below the 0.9 target")
     meta["geomean_zf_vs_ext4"] = round(gm, 3)
+    tg.append(["geometric mean vs ext4", f"{gm:.2f}", f"over {len(ratios)} rows", f"{gm:.2f}",
+               ">= 0.8", "yes" if gm >= 0.8 else "NO"])
+thdr = ["issue 15 target", "zonefuse", "reference", "ratio", "target", "met"]
+if tg:
+    tw = [max(len(h), *(len(l[i]) for l in tg)) for i, h in enumerate(thdr)]
+    print()
+    print("  ".join(h.ljust(tw[i]) for i, h in enumerate(thdr)))
+    print("  ".join("-" * x for x in tw))
+    for l in tg:
+        print("  ".join(c.ljust(tw[i]) for i, c in enumerate(l)))
 pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"]]
 if pr:
     gp = math.exp(sum(math.log(x) for x in pr) / len(pr))
@@ -690,12 +854,19 @@ md = [f"# zonefuse benchmark {meta['date']}", "",
       f"- software: {meta['versions']}",
       f"- backing storage: {meta['backing']}; {meta['device']}",
       f"- fio: {meta['fio']}", f"- RocksDB: {meta['db_bench']}", f"- LevelDB: {meta['iot']}",
-      f"- metadata: {meta['metadata']}", "",
+      f"- metadata: {meta['metadata']}",
+      "- references: passthrough_ll and null are libfuse 3.14's own examples, built from "
+      "/usr/share/doc/libfuse3-dev/examples; passthrough_ll -o writeback over the backing "
+      "storage, null with zonefuse's bdi settings (sequential 1 MiB rows only)", "",
       "| " + " | ".join(hdr) + " |",
-      "|" + "|".join(["---"] * 3 + ["---:"] * 6) + "|"]
+      "|" + "|".join(["---"] * 3 + ["---:"] * 8) + "|"]
 for l in lines:
     md.append("| " + " | ".join(l) + " |")
 md.append("")
+if tg:
+    md += ["| " + " | ".join(thdr) + " |", "|---|---:|---|---:|---|---|"]
+    md += ["| " + " | ".join(l) + " |" for l in tg]
+    md.append("")
 if ratios:
     md.append(f"zonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows, "
               f"{below} rows below 0.9.")
@@ -711,7 +882,7 @@ with open(os.path.join(out, "results.json"), "w") as f:
 # SVG: one line per row, bars of zonefuse/ext4 and zonefuse/passthrough on a
 # log2 axis, with the 0.9x target and parity marked
 series = [("zf_vs_ext4", "zonefuse / ext4-on-loop", "#2b6cb0"),
-          ("zf_vs_passthrough", "zonefuse / zf-passthrough (FUSE reference)", "#dd6b20")]
+          ("zf_vs_passthrough", "zonefuse / passthrough_ll (FUSE reference)", "#dd6b20")]
 vals = [r[k] for r in res for k, _, _ in series if r[k]]
 lo = min([0.5] + vals)
 hi = max([2.0] + vals)

@@ -86,6 +86,7 @@ static inline void zf_unescape(char *s)
 /* One line of /proc/self/mountinfo split into the fields used here. */
 struct zf_mnt {
 	char dir[PATH_MAX], type[64], source[PATH_MAX];
+	unsigned int dev_major, dev_minor;	/* the superblock's st_dev */
 };
 
 /* Calls fn for every mount; stops and returns 1 when fn returns true,
@@ -103,7 +104,8 @@ static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void 
 		struct zf_mnt m;
 		char dir[PATH_MAX], type[64], source[PATH_MAX];
 		const char *sep = strstr(line, " - ");
-		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", dir) != 1 ||
+		unsigned int maj, mnr;
+		if (!sep || sscanf(line, "%*s %*s %u:%u %*s %4095s", &maj, &mnr, dir) != 3 ||
 		    sscanf(sep + 3, "%63s %4095s", type, source) != 2)
 			continue;
 		zf_unescape(dir);
@@ -111,6 +113,8 @@ static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void 
 		snprintf(m.dir, sizeof(m.dir), "%s", dir);
 		snprintf(m.type, sizeof(m.type), "%s", type);
 		snprintf(m.source, sizeof(m.source), "%s", source);
+		m.dev_major = maj;
+		m.dev_minor = mnr;
 		found = fn(&m, arg) ? 1 : 0;
 	}
 	free(line);
@@ -163,14 +167,12 @@ static inline int zf_find_mount_of(const char *path, char *dir, size_t len)
 	return 0;
 }
 
-/* The mount on directory dir (its real path); 0 and *m filled, -ENOENT if
- * dir is not a mount point. */
-static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
+/* The mount on directory real, given as a real path, without touching it
+ * (a FUSE mount that is not served yet would hang a stat); 0 and *m filled,
+ * -ENOENT if it is not a mount point. */
+static inline int zf_find_mount_at_real(const char *real, struct zf_mnt *m)
 {
-	char real[PATH_MAX];
 	struct zf_mnt_query q = { .key = real };
-	if (!realpath(dir, real))
-		return -errno;
 	q.out.dir[0] = 0;
 	int r = zf_mounts(zf_match_dir, &q);
 	if (r < 0)
@@ -179,6 +181,16 @@ static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
 		return -ENOENT;
 	*m = q.out;
 	return 0;
+}
+
+/* The mount on directory dir (its real path); 0 and *m filled, -ENOENT if
+ * dir is not a mount point. */
+static inline int zf_find_mount_at(const char *dir, struct zf_mnt *m)
+{
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		return -errno;
+	return zf_find_mount_at_real(real, m);
 }
 
 /* ---- processes -------------------------------------------------------------- */

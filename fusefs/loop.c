@@ -1,0 +1,176 @@
+/* loop — serve each FUSE request on the thread that read it (loop.h). */
+#include "fusefs/loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+
+/* Only the worker holding this reads from /dev/fuse; it gives it up
+ * before serving a request that may block, so that another worker reads
+ * the next one meanwhile.  Requests that do not block are served by the
+ * reader itself, which then reads again: no thread wake-up between them. */
+static pthread_mutex_t reader_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Requests that may wait for the device (flushes, buffer space, GC), for
+ * another request, or that the kernel sends several at a time.  Small
+ * READs are served inline: they come one at a time from a waiting reader,
+ * a cached or prefetched range is a copy, and handing each off costs the
+ * wake-up per request this loop exists to avoid.  READs of more than
+ * READ_INLINE_MAX are readahead, which the kernel sends several at once and
+ * which a striped file serves from several zones in parallel. */
+#define READ_INLINE_MAX (32u << 10)	/* bytes */
+static bool may_block(const struct fuse_buf *b)
+{
+	const struct fuse_in_header *h = b->mem;
+	if (b->flags & FUSE_BUF_IS_FD || b->size < sizeof(*h))
+		return true;
+	switch (h->opcode) {
+	case FUSE_READ:
+		return b->size < sizeof(*h) + sizeof(struct fuse_read_in) ||
+		       ((const struct fuse_read_in *)(h + 1))->size > READ_INLINE_MAX;
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_FLUSH: case FUSE_RELEASE:
+	case FUSE_WRITE: case FUSE_FALLOCATE: case FUSE_SETATTR: case FUSE_DESTROY:
+	case FUSE_COPY_FILE_RANGE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void unlock_reader(void *held)
+{
+	if (*(bool *)held)
+		pthread_mutex_unlock(&reader_lock);
+}
+
+struct worker {
+	pthread_t thread;
+	bool started;
+	int fd;			/* own /dev/fuse clone, or -1 = the session's */
+	int err;		/* -errno of the read that stopped it, 0 */
+	struct fuse_session *se;
+	sem_t *stopped;		/* posted when the worker returns */
+};
+
+/* A clone of the session's /dev/fuse descriptor; -errno if the kernel or
+ * the device does not allow it. */
+static int clone_dev(int session_fd)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint32_t src = (uint32_t)session_fd;
+	if (ioctl(fd, FUSE_DEV_IOC_CLONE, &src) != 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static void free_buf(void *p)
+{
+	free(((struct fuse_buf *)p)->mem);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct fuse_buf buf = { .mem = NULL };
+	bool held = false;
+	int old;
+
+	fusefs_io_set_thread_fd(w->fd);
+	/* Cancelled only while waiting to read or blocked in read(): the main
+	 * thread stops the workers that the end of the session did not wake. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	pthread_cleanup_push(free_buf, &buf);
+	pthread_cleanup_push(unlock_reader, &held);
+	while (!fuse_session_exited(w->se)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+		if (!held) {
+			pthread_mutex_lock(&reader_lock);	/* not a cancellation point */
+			held = true;
+			pthread_testcancel();
+		}
+		int n = fuse_session_receive_buf(w->se, &buf);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
+			continue;	/* a signal, or an interrupted request */
+		if (n <= 0) {	/* 0: unmounted (libfuse exited the session) */
+			w->err = n;
+			break;
+		}
+		if (may_block(&buf)) {
+			held = false;
+			pthread_mutex_unlock(&reader_lock);
+		}
+		fuse_session_process_buf(w->se, &buf);
+	}
+	pthread_cleanup_pop(1);
+	pthread_cleanup_pop(1);
+	sem_post(w->stopped);
+	return NULL;
+}
+
+int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
+{
+	struct worker w[FUSEFS_LOOP_MAX_WORKERS];
+	unsigned n = ZF_MAX(1u, ZF_MIN(c->workers, (unsigned)FUSEFS_LOOP_MAX_WORKERS));
+	int sfd = fuse_session_fd(se), ret = 0, r;
+	sem_t stopped;
+
+	if (sem_init(&stopped, 0, 0))
+		return -errno;
+	for (unsigned i = 0; i < n; i++) {
+		w[i] = (struct worker){ .fd = -1, .se = se, .stopped = &stopped };
+		if (c->clone_fd && i > 0) {
+			r = clone_dev(sfd);
+			if (r < 0)
+				zf_info("worker %u shares the session's /dev/fuse: cannot clone it (%s)",
+					i, strerror(-r));
+			else
+				w[i].fd = r;
+		}
+		r = pthread_create(&w[i].thread, NULL, worker_main, &w[i]);
+		if (r) {
+			zf_err("cannot start FUSE worker %u: %s", i, strerror(r));
+			if (w[i].fd >= 0)
+				close(w[i].fd);
+			w[i].fd = -1;
+			if (i == 0) {
+				sem_destroy(&stopped);
+				return -r;
+			}
+			break;
+		}
+		w[i].started = true;
+	}
+	/* The first worker to stop ends the session (unmount reaches every
+	 * worker at once; a signal only the thread that took it). */
+	while (sem_wait(&stopped) != 0 && errno == EINTR && !fuse_session_exited(se))
+		;
+	fuse_session_exit(se);
+	for (unsigned i = 0; i < n; i++)
+		if (w[i].started)
+			pthread_cancel(w[i].thread);
+	for (unsigned i = 0; i < n; i++) {
+		if (!w[i].started)
+			continue;
+		pthread_join(w[i].thread, NULL);
+		if (w[i].err < 0 && !ret)
+			ret = w[i].err;
+		if (w[i].fd >= 0)
+			close(w[i].fd);
+	}
+	sem_destroy(&stopped);
+	return ret;
+}

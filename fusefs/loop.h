@@ -1,0 +1,39 @@
+/* loop — zonefuse's FUSE request loop.
+ *
+ * Purpose: serve each request on the thread that read it.  A fixed set of
+ * workers is started at once, each with its own clone of /dev/fuse
+ * (FUSE_DEV_IOC_CLONE: a reply must go out on the descriptor its request
+ * came in on, which fuse_io.c sees to through a per-thread descriptor).
+ * One worker at a time, the holder of the reader lock, reads; it serves a
+ * request that does not block itself and reads again, so a stream of fast
+ * requests costs no thread wake-up, and gives the lock to a waiting worker
+ * before serving one that may block (fsync, flush, write, setattr,
+ * fallocate, release, READs over 32 KiB, which are readahead), so a
+ * blocking request holds only its own worker.  No thread is started or
+ * stopped while serving.
+ * Invariants: every worker replies to what it read before it reads again
+ * (the handlers reply synchronously); the loop returns only when every
+ * worker has stopped.
+ * Thread safety: fusefs_loop_run is called once, from one thread; the
+ * workers call into libfuse's session concurrently, as its own loop does.
+ * Lock order: the reader lock (loop.c) is outermost: a worker holds it
+ * while it reads and while it serves an inline request, whose handler
+ * takes fs locks under it; nothing takes it while holding another lock.
+ */
+#ifndef ZONEFUSE_FUSEFS_LOOP_H
+#define ZONEFUSE_FUSEFS_LOOP_H
+
+#include "fusefs/fusefs.h"
+
+#define FUSEFS_LOOP_MAX_WORKERS 64
+
+struct fusefs_loop_conf {
+	unsigned int workers;	/* 1..FUSEFS_LOOP_MAX_WORKERS */
+	bool clone_fd;		/* a /dev/fuse clone per worker (else one shared fd) */
+};
+
+/* Serves se until it is unmounted or exited (a signal).  0, or -errno of
+ * the read that failed. */
+int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c);
+
+#endif
