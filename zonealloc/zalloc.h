@@ -369,6 +369,14 @@ struct zalloc_stats {
 	uint32_t space_waiters;		/* writers in zalloc_wait_room() now */
 	uint64_t space_need_bytes;	/* bytes the largest of them needs */
 };
+/* O(1): every figure is kept incrementally (zalloc_check() recounts). */
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
+
+/* Recount from scratch what the allocator keeps incrementally (free,
+ * valid, reclaimable and collector bytes, per zone and in total; the zone
+ * lists) and compare: 0, or -EUCLEAN with the differences logged.
+ * O(zones), takes the allocator's lock: for tests, fsck and debug builds
+ * (zalloc_get_stats() asserts it when NDEBUG is not defined). */
+int zalloc_check(struct zalloc *za);
 
 #endif
