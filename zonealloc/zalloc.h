@@ -113,6 +113,8 @@ struct zalloc_params {
 	uint32_t reserved_active;	/* active slots kept for others (>= 2 for mlog) */
 	uint32_t reserved_open;		/* open slots kept for others (>= 2 for mlog) */
 	uint32_t max_stripe_width;	/* upper bound on zones per class (>= 1) */
+	bool self_check;	/* every zalloc_get_stats() runs zalloc_check()
+				 * and aborts on a difference: O(zones), tests */
 };
 
 /* An exclusive right to write [offset, offset + len) of zone `zone`;
@@ -375,8 +377,8 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
 /* Recount from scratch what the allocator keeps incrementally (free,
  * valid, reclaimable and collector bytes, per zone and in total; the zone
  * lists) and compare: 0, or -EUCLEAN with the differences logged.
- * O(zones), takes the allocator's lock: for tests, fsck and debug builds
- * (zalloc_get_stats() asserts it when NDEBUG is not defined). */
+ * O(zones), takes the allocator's lock: for tests and fsck (and every
+ * zalloc_get_stats() with zalloc_params.self_check). */
 int zalloc_check(struct zalloc *za);
 
 #endif

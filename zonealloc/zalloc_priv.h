@@ -31,7 +31,7 @@
  * after every change of them, so free, valid, reclaimable and collector
  * figures cost O(1) per request whatever the number of zones.
  * zalloc_check() recounts them from scratch (unit tests, fsck, and every
- * zalloc_get_stats() in debug builds).
+ * zalloc_get_stats() with zalloc_params.self_check).
  *
  * Reset stamps: commit_seq starts at 1.  A zone queued for reset records
  * stamp = commit_seq at queueing time; zalloc_commit_begin() returns
@@ -152,6 +152,7 @@ struct zalloc {
 	uint32_t open_budget;		/* [const] */
 	uint32_t max_stripe;		/* [const] */
 	uint64_t max_cap;		/* [const] largest zone capacity */
+	bool self_check;		/* [const] zalloc_params.self_check */
 	bool mounted;			/* [mu] zalloc_mount_done() ran */
 
 	struct za_zone *z;		/* [const] the array; elements [mu] */

@@ -53,6 +53,7 @@ static struct zalloc_params tparams(uint32_t first, uint32_t nr, uint32_t res,
 	struct zalloc_params p = {
 		.first_zone = first, .nr_zones = nr, .reserved_active = res,
 		.reserved_open = res, .max_stripe_width = stripe,
+		.self_check = true,	/* every zalloc_get_stats() recounts */
 	};
 	return p;
 }
