@@ -71,6 +71,15 @@
  * no FULL zone the collector would copy (gc_policy.h: at least 1/64 dead),
  * or a collector without progress for the patience above.
  *
+ * Cost: what a request calls (acquire, release, valid_add/sub, stats,
+ * zalloc_wait_room) does not grow with the number of zones: the space
+ * figures are kept incrementally and zalloc_check() recounts them.  Only
+ * mount, zalloc_gc_pick() (the collector's choice) and zalloc_check() walk
+ * every zone, and a near-full device whose every collector candidate is
+ * backed off (zalloc_gc_done_backoff()) looks at their retry times.
+ * Acquires walk the open zones of a class (bounded by the active budget,
+ * or by the writers in flight without one).
+ *
  * Units: bytes everywhere; zones by index.
  * Thread safety: every function is thread-safe: one internal mutex, a leaf
  * lock (zalloc_priv.h).  Zone management I/O is done with it dropped where
