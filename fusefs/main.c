@@ -538,6 +538,8 @@ static int open_fs(struct daemon *d)
 	zo.read_only = d->c.ro;
 	zf_capture_start(&cap);
 	r = zdev_open(d->c.device, &zo, &d->dev);
+	if (r == -EBUSY && zf_wait_unmounting("zonefuse", d->c.device, 30000) == 0)
+		r = zdev_open(d->c.device, &zo, &d->dev);
 	if (!r && d->blk) {
 		zdev_close(d->dev);
 		d->dev = NULL;
@@ -632,11 +634,66 @@ static void tune_bdi(const struct daemon *d)
 
 /* Mounts FUSE, detaches and serves until unmounted.  Returns the exit
  * status. */
+/* Goes to the background, unless in the foreground: the parent waits on a
+ * pipe and exits with the status the daemon reports through
+ * detach_done(), so that `zonefuse DEV DIR` returns only once the file
+ * system is served and its "mounted" line is logged (or has failed).
+ * Returns the pipe's write end in the daemon, -1 in the foreground, or
+ * -errno (still in the caller's process). */
+static int detach_begin(bool foreground)
+{
+	int p[2];
+
+	if (foreground)
+		return -1;
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int r = -errno;
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	if (pid > 0) {		/* the parent: the daemon's status, 1 if it died */
+		unsigned char st = 1;
+		close(p[1]);
+		while (read(p[0], &st, 1) < 0 && errno == EINTR)
+			;
+		_exit(st);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		zf_warn("setsid: %s", strerror(errno));
+	if (chdir("/") != 0)
+		zf_warn("chdir /: %s", strerror(errno));
+	return p[1];
+}
+
+/* The daemon is up (status 0) or gives up (non-zero): tell the waiting
+ * parent and leave the terminal.  fd: detach_begin()'s result. */
+static void detach_done(int fd, unsigned char status)
+{
+	if (fd < 0)
+		return;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	while (write(fd, &status, 1) < 0 && errno == EINTR)
+		;
+	close(fd);
+}
+
 static int run_session(struct daemon *d, struct fuse_args *args)
 {
 	static struct fuse_lowlevel_ops ops;
 	struct fuse_session *se;
-	int ret = 1, r;
+	int ret = 1, r, detach;
 
 	ops = fusefs_ops;
 	ops.destroy = op_destroy_close;
@@ -659,7 +716,11 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		tune_bdi(d);
 	if (setup_log(d, true) != 0)
 		goto out_mount;
-	fuse_daemonize(d->opts.foreground);
+	detach = detach_begin(d->opts.foreground);
+	if (detach < -1) {
+		zf_err("cannot go to the background: %s", strerror(-detach));
+		goto out_mount;
+	}
 	r = fs_start(d->ff.fs);
 	if (r)
 		zf_err("cannot start background work: %s", strerror(-r));
@@ -668,6 +729,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	if (!d->c.has_default_permissions)
 		zf_info("default_permissions turned on: the kernel checks every access "
 			"against modes and ACLs");
+	detach_done(detach, 0);
 	ret = serve(se, d) ? 1 : 0;
 out_mount:
 	fuse_session_unmount(se);
