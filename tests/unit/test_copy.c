@@ -149,6 +149,23 @@ START_TEST(copy_shares_whole_file)
 	ck_assert_uint_eq(size_of(b), n);
 	same(b, 0, want, n);
 	shares_ok();
+	/* the stats say so: per file and for the mount */
+	char buf[4096];
+	int len = fs_getxattr(fs, b, "user.zonefuse.file", buf, sizeof(buf) - 1);
+	ck_assert_int_gt(len, 0);
+	buf[len] = 0;
+	char want_line[64];
+	snprintf(want_line, sizeof(want_line), "\nshared_bytes=%llu\n",
+		 (unsigned long long)ZF_ALIGN_UP(n, BS));
+	ck_assert_ptr_nonnull(strstr(buf, want_line));
+	len = fs_getxattr(fs, FS_ROOT_INO, "user.zonefuse.stats", NULL, 0);
+	char *all = malloc((size_t)len + 1);
+	len = fs_getxattr(fs, FS_ROOT_INO, "user.zonefuse.stats", all, (size_t)len);
+	ck_assert_int_gt(len, 0);
+	all[len] = 0;
+	ck_assert_ptr_nonnull(strstr(all, want_line));
+	ck_assert_ptr_nonnull(strstr(all, "\ncopies=1\n"));
+	free(all);
 	/* past the end: nothing */
 	ck_assert_int_eq(fs_copy_file_range(fs, a, n, b, 0, 10, 0), 0);
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, 0, 10, 1), -EINVAL);
