@@ -257,16 +257,42 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	return emit(fs, FS_REC_PUNCH, &r);
 }
 
+/* A payload buffer on the heap (records of many runs are too big for the
+ * stack), or NULL. */
+static struct rbuf *rbuf_new(void)
+{
+	struct rbuf *r = malloc(sizeof(*r));
+	if (r) {
+		r->n = 0;
+		r->overflow = false;
+	}
+	return r;
+}
+
+/* The runs of a COPY (ino: false) or REMAP record, then the append. */
+static int emit_runs(struct fs *fs, uint16_t type, struct rbuf *r, const struct fs_cext *v,
+		     uint32_t n, bool ino)
+{
+	put_u32(r, n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ino)
+			put_u64(r, v[i].ino);
+		put_u64(r, v[i].off);
+		put_u64(r, v[i].len);
+		put_u64(r, v[i].dev);
+	}
+	int ret = r->overflow ? -E2BIG : emit(fs, type, r);
+	free(r);
+	return ret;
+}
+
 int fs_log_copy(struct fs *fs, uint64_t src, uint64_t dst, uint64_t off, uint64_t len,
 		uint64_t size, uint8_t cls, uint8_t cls_src, const struct fs_cext *v, uint32_t n)
 {
-	struct rbuf *r = malloc(sizeof(*r));
-	int ret;
+	struct rbuf *r = rbuf_new();
 
 	if (!r)
 		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
 	put_u64(r, src);
 	put_u64(r, dst);
 	put_u64(r, off);
@@ -274,36 +300,14 @@ int fs_log_copy(struct fs *fs, uint64_t src, uint64_t dst, uint64_t off, uint64_
 	put_u64(r, size);
 	put_u8(r, cls);
 	put_u8(r, cls_src);
-	put_u32(r, n);
-	for (uint32_t i = 0; i < n; i++) {
-		put_u64(r, v[i].off);
-		put_u64(r, v[i].len);
-		put_u64(r, v[i].dev);
-	}
-	ret = r->overflow ? -E2BIG : emit(fs, FS_REC_COPY, r);
-	free(r);
-	return ret;
+	return emit_runs(fs, FS_REC_COPY, r, v, n, false);
 }
 
 int fs_log_remap(struct fs *fs, const struct fs_cext *v, uint32_t n)
 {
-	struct rbuf *r = malloc(sizeof(*r));
-	int ret;
+	struct rbuf *r = rbuf_new();
 
-	if (!r)
-		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
-	put_u32(r, n);
-	for (uint32_t i = 0; i < n; i++) {
-		put_u64(r, v[i].ino);
-		put_u64(r, v[i].off);
-		put_u64(r, v[i].len);
-		put_u64(r, v[i].dev);
-	}
-	ret = r->overflow ? -E2BIG : emit(fs, FS_REC_REMAP, r);
-	free(r);
-	return ret;
+	return r ? emit_runs(fs, FS_REC_REMAP, r, v, n, true) : -ENOMEM;
 }
 
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
@@ -815,13 +819,11 @@ static int snap_append(struct mlog *m, uint16_t type, struct rbuf *r)
 
 static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 {
-	struct rbuf *r = malloc(sizeof(*r));
+	struct rbuf *r = rbuf_new();
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
 	put_inode_attr(r, in);
 	ret = snap_append(m, FS_REC_INODE, r);
 	if (!ret && in->symlink) {
@@ -861,13 +863,11 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 int fs_emit_snapshot(void *arg, struct mlog *m)
 {
 	struct fs *fs = arg;
-	struct rbuf *r = malloc(sizeof(*r));
+	struct rbuf *r = rbuf_new();
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
 	put_u64(r, fs->next_ino);
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))

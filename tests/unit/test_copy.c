@@ -106,6 +106,14 @@ static void same(uint64_t ino, uint64_t off, const uint8_t *want, size_t n)
 	free(got);
 }
 
+/* Both files read want, then the share table checks out. */
+static void both_same(uint64_t a, uint64_t b, const uint8_t *want, size_t n)
+{
+	same(a, 0, want, n);
+	same(b, 0, want, n);
+	shares_ok();
+}
+
 static uint64_t size_of(uint64_t ino)
 {
 	struct stat st;
@@ -295,9 +303,7 @@ START_TEST(copy_buffered_bytes)
 	same(b, 0, want, n);
 	shares_ok();
 	remount();
-	same(b, 0, want, n);
-	same(a, 0, want, n);
-	shares_ok();
+	both_same(a, b, want, n);
 	free(want);
 	free(old);
 	down();
@@ -384,13 +390,9 @@ START_TEST(copy_gc_moves_shared_once)
 	for (size_t i = 0; i < ma->n; i++)
 		ck_assert(memcmp(&ma->v[i], &mb->v[i], sizeof(ma->v[i])) == 0);
 	pthread_mutex_unlock(&fs->lock);
-	same(a, 0, want, n);
-	same(b, 0, want, n);
-	shares_ok();
+	both_same(a, b, want, n);
 	remount();
-	same(a, 0, want, n);
-	same(b, 0, want, n);
-	shares_ok();
+	both_same(a, b, want, n);
 	fsck_ok();
 	free(want);
 	free(junk);
