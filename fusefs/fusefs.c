@@ -564,6 +564,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		reply_err(req, -EINVAL);
 		return;
 	}
+	/* the reply's count is 32 bits: a longer copy is a short one (the
+	 * caller asks again for the rest) */
+	len = ZF_MIN(len, (size_t)(UINT32_MAX & ~4095u));
 	ssize_t n = fs_copy_file_range(fs_of(req), ino_in, (uint64_t)off_in, ino_out,
 				       (uint64_t)off_out, len, (unsigned int)flags);
 	if (n < 0)
