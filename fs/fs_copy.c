@@ -21,7 +21,8 @@
  *      fs_apply_copy (references added, dst's old range dropped, dst's
  *      buffered pages of the range forgotten);
  *   3. the unaligned edges (and whole copies whose offsets are not
- *      congruent modulo the block size) go through fs_read + fs_write.
+ *      congruent modulo the block size, or whose blocks have 65,535
+ *      references already) go through fs_read + fs_write.
  * Nobody waits for a write-out while holding two rw locks: a copy that
  * finds one in flight lets go of both, waits with one, and tries again.
  *
@@ -573,7 +574,11 @@ ssize_t fs_copy_file_range(struct fs *fs, uint64_t src_ino, uint64_t soff, uint6
 		done = a - soff;
 	}
 	int r = share_range(fs, src, dst, a, &b, delta, send, dend);
-	if (r == 1) {	/* the files stayed busy: copy the middle instead */
+	/* the files stayed busy, or a block has all the references it can
+	 * count: copy the (rest of the) middle instead */
+	if (r == -EMLINK)
+		r = 1;
+	if (r == 1) {
 		b = ZF_MIN(b, send);
 		ret = copy_bytes(fs, src_ino, a, dst_ino, (uint64_t)((int64_t)a + delta), b - a);
 		if (ret < (ssize_t)(b - a)) {

@@ -452,6 +452,28 @@ START_TEST(copy_record_validation)
 }
 END_TEST
 
+/* A block counts at most 65,535 extra references: the copy that would
+ * need one more copies by buffer instead. */
+START_TEST(copy_reference_limit)
+{
+	up();
+	uint64_t a = mk("a"), b = mk("b");
+	uint8_t *want = make_file(a, BS, 11);
+	const uint32_t max = 65535;
+	for (uint32_t k = 0; k < max; k++)
+		ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, (uint64_t)k * BS, BS, 0), BS);
+	ck_assert_uint_eq(stats().copy_written_bytes, 0);
+	ck_assert_uint_eq(stats().shared_saved_bytes, (uint64_t)max * BS);
+	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, (uint64_t)max * BS, BS, 0), BS);
+	ck_assert_uint_eq(stats().copy_written_bytes, BS);
+	same(b, (uint64_t)max * BS, want, BS);
+	same(b, 1234 * BS, want, BS);
+	shares_ok();
+	free(want);
+	down();
+}
+END_TEST
+
 static Suite *copy_suite(void)
 {
 	Suite *s = suite_create("copy");
@@ -465,6 +487,7 @@ static Suite *copy_suite(void)
 	tcase_add_test(tc, copy_gc_moves_shared_once);
 	tcase_add_test(tc, copy_inherits_class);
 	tcase_add_test(tc, copy_record_validation);
+	tcase_add_test(tc, copy_reference_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }
