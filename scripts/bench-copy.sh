@@ -179,7 +179,7 @@ if has btrfs; then
 	gsize=$(((need >> 30) + 2))G
 	"$src/scripts/qemu-zns.sh" --build-dir "$build_dir" --size "$gsize" --zone-size 64M \
 		--max-open 14 --max-active 14 --module btrfs --extra db_bench --extra ldb \
-		--extra mkfs.btrfs --extra cp --extra du --extra head --timeout 7200 -- \
+		--extra mkfs.btrfs --extra cp --extra du --extra head --extra date --extra sync --timeout 7200 -- \
 		"$src/scripts/bench-copy.sh" --guest btrfs "$size" "$num" "$rounds" "$out" \
 		>"$out/btrfs.console" 2>&1 || echo "bench-copy: the btrfs guest failed (exit $?), see $out/btrfs.console"
 fi
