@@ -456,18 +456,22 @@ static void unlock_files(struct fs *fs, struct fs_inode **in, size_t n, size_t l
 }
 
 /* The sub-ranges of the pieces (clipped to device [pos, pos+w)) still
- * mapped to the bytes read, as runs to the new place nd; at most max. [L] */
-static uint32_t claim_shared(struct fs *fs, const struct gc_piece *sp, size_t np,
-			     uint64_t pos, uint64_t w, uint64_t nd, struct fs_cext *v,
-			     uint32_t max)
+ * mapped to the bytes read, as runs to the new place nd; at most max.
+ * Only the files in locked[0..nl) (their rw locks are held). [L] */
+static uint32_t claim_shared(const struct gc_piece *sp, size_t np, struct fs_inode **locked,
+			     size_t nl, uint64_t pos, uint64_t w, uint64_t nd,
+			     struct fs_cext *v, uint32_t max)
 {
 	uint32_t n = 0;
 
 	for (size_t k = 0; k < np && n < max; k++) {
 		uint64_t a0 = ZF_MAX(sp[k].dev, pos);
 		uint64_t z0 = ZF_MIN(sp[k].dev + sp[k].len, pos + w);
-		struct fs_inode *in = fs_inode_get(fs, sp[k].ino);
+		struct fs_inode *in = NULL;
 
+		for (size_t j = 0; j < nl && !in; j++)
+			if (locked[j]->ino == sp[k].ino)
+				in = locked[j];
 		if (a0 >= z0 || !in)
 			continue;
 		uint64_t off = sp[k].off + (a0 - sp[k].dev), end = off + (z0 - a0);
@@ -531,7 +535,7 @@ static int64_t repoint_shared(struct fs *fs, const struct gc_piece *sp, size_t n
 	for (size_t k = 0; k < ni; k++)
 		fs_pf_invalidate(fs, in[k]);
 	pthread_mutex_lock(&fs->lock);
-	n = claim_shared(fs, sp, np, pos, w, nd, v, FS_REMAP_MAX_RUNS);
+	n = claim_shared(sp, np, in, ni, pos, w, nd, v, FS_REMAP_MAX_RUNS);
 	qsort(v, n, sizeof(*v), cext_dev_cmp);
 	/* Log first, and nothing that can fail after the append: room in the
 	 * maps (each run may split one extent in 3) and in the share table. */

@@ -400,6 +400,57 @@ START_TEST(copy_gc_moves_shared_once)
 }
 END_TEST
 
+/* Sharers that reference parts of the moved bytes, one of them changed
+ * since the copy: every one reads its own bytes after the collector ran. */
+START_TEST(copy_gc_partial_sharers)
+{
+	const size_t n = 3 * MiB, piece = 64 * 1024;
+	up();
+	uint64_t a = mk("a"), f = mk("f"), b = mk("b"), c = mk("c");
+	uint8_t *want = malloc(n), *junk = malloc(piece), *wc = malloc(n);
+	fill(want, n, 12);
+	fill(junk, piece, 13);
+	for (size_t off = 0; off < n; off += piece) {
+		ck_assert_int_eq(fs_write(fs, a, off, want + off, piece, false), (ssize_t)piece);
+		ck_assert_int_eq(fs_flush(fs, a), 0);
+		ck_assert_int_eq(fs_write(fs, f, off, junk, piece, false), (ssize_t)piece);
+		ck_assert_int_eq(fs_flush(fs, f), 0);
+	}
+	ck_assert_int_eq(fs_fsync(fs, a, false), 0);
+	/* b: a's middle MiB (from 96 KiB on) at 5 MiB; c: all of a, then
+	 * 256 KiB of it rewritten */
+	ck_assert_int_eq(fs_copy_file_range(fs, a, 96 * 1024, b, 5 * MiB, MiB, 0), (ssize_t)MiB);
+	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, c, 0, n, 0), (ssize_t)n);
+	memcpy(wc, want, n);
+	fill(wc + MiB, 256 * 1024, 14);
+	ck_assert_int_eq(fs_write(fs, c, MiB, wc + MiB, 256 * 1024, false), 256 * 1024);
+	ck_assert_int_eq(fs_fsync(fs, c, false), 0);
+	ck_assert_int_eq(fs_release(fs, f), 0);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "f"), 0);
+	fs_forget(fs, f, 1);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	int r, runs = 0;
+	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
+		runs++;
+	ck_assert_int_ge(r, 0);
+	ck_assert_uint_gt(stats().gc_shared_moves, 0);
+	same(a, 0, want, n);
+	same(b, 5 * MiB, want + 96 * 1024, MiB);
+	same(c, 0, wc, n);
+	shares_ok();
+	crash();
+	same(a, 0, want, n);
+	same(b, 5 * MiB, want + 96 * 1024, MiB);
+	same(c, 0, wc, n);
+	shares_ok();
+	fsck_ok();
+	free(want);
+	free(junk);
+	free(wc);
+	down();
+}
+END_TEST
+
 /* The copy takes the source's lifetime class unless its own was set. */
 START_TEST(copy_inherits_class)
 {
@@ -485,6 +536,7 @@ static Suite *copy_suite(void)
 	tcase_add_test(tc, copy_buffered_bytes);
 	tcase_add_test(tc, copy_remount_and_replay);
 	tcase_add_test(tc, copy_gc_moves_shared_once);
+	tcase_add_test(tc, copy_gc_partial_sharers);
 	tcase_add_test(tc, copy_inherits_class);
 	tcase_add_test(tc, copy_record_validation);
 	tcase_add_test(tc, copy_reference_limit);
