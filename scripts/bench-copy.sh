@@ -77,7 +77,7 @@ inputs_line() { # MNT RESULT
 	echo "inputs file_bytes=$((size << 20)) ckpt_bytes=$bytes ckpt_files=$(ls "$1/ckpt" | wc -l)" >>"$2"
 }
 
-sectors_written() { awk '{ print $7 * 512 }' "/sys/block/$1/stat"; }
+sectors_written() { awk '{ printf "%.0f\n", $7 * 512 }' "/sys/block/$1/stat"; }
 
 # ---- guest side (btrfs on the ZNS namespace) ------------------------------------
 if [ "${1:-}" = --guest ]; then
@@ -167,8 +167,8 @@ if has ext4; then
 	inputs_line "$work/ext4" "$out/ext4.result"
 fi
 for ((i = 0; i < rounds; i++)); do	# alternating: the same machine load
-	! has zonefuse || round zonefuse "$work/zf" zdev "$out/zonefuse.result"
-	! has ext4 || round ext4 "$work/ext4" ldev "$out/ext4.result"
+	if has zonefuse; then round zonefuse "$work/zf" zdev "$out/zonefuse.result"; fi
+	if has ext4; then round ext4 "$work/ext4" ldev "$out/ext4.result"; fi
 done
 if has zonefuse; then
 	grep -E '^(shared_bytes|copies|copy_shared_bytes|copy_written_bytes)=' \
