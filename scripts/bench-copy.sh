@@ -201,7 +201,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] :
 				if ((k == "file" && a[1] == "file_bytes") || (k == "ckpt" && a[1] == "ckpt_bytes")) print a[2] } }' "$r")
 			ms=$(awk -v k="$k" '$1 == k { sub("ms=", "", $2); print $2 }' "$r" | median)
 			db=$(awk -v k="$k" '$1 == k { sub("device_bytes=", "", $3); print $3 }' "$r" | median)
-			ratio=$(awk -v d="$db" -v b="$bytes" 'BEGIN { printf "%.4f", b ? d / b : 0 }')
+			ratio=$(awk -v d="$db" -v b="$bytes" 'BEGIN { printf "%.6f", b ? d / b : 0 }')
 			what=$([ $k = file ] && echo "cp of a $size MiB file" || echo "cp -r of a checkpoint ($(awk '$1 == "inputs" { print $4 }' "$r" | cut -d= -f2) files)")
 			echo "| $fs | $what | $bytes | $ms | $db | $ratio |"
 		done
