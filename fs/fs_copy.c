@@ -77,14 +77,15 @@ void fs_share_fini(struct fs *fs)
 	sh->shared_blocks = sh->extra_refs = 0;
 }
 
-/* Walk [dev, dev+len) zone by zone: fn(zone, first block, end block,
- * bytes start, bytes end) for each zone's part. */
-#define FOR_ZONE_PARTS(sh, dev, len, z, b0, b1, s, e)                            \
+/* The body runs once per zone that [dev, dev+len) touches, with z the
+ * zone, [s, e) the bytes in it and [b0, b1) the blocks (of bs bytes)
+ * they touch, counted from the zone's start. */
+#define FOR_ZONE_PARTS(sh, bs, dev, len, z, b0, b1, s, e)                       \
 	for (uint64_t s = (dev), e, _end = (dev) + (len), z, b0, b1;               \
 	     s < _end && (z = s / (sh)->zone_size,                                 \
 			  e = ZF_MIN(_end, (z + 1) * (sh)->zone_size),             \
-			  b0 = (s - z * (sh)->zone_size) / fs->bs,                 \
-			  b1 = (e - z * (sh)->zone_size + fs->bs - 1) / fs->bs, 1); \
+			  b0 = (s - z * (sh)->zone_size) / (bs),                   \
+			  b1 = (e - z * (sh)->zone_size + (bs) - 1) / (bs), 1);     \
 	     s = e)
 
 static void zone_free_if_unused(struct fs_share *sh, uint64_t z)
@@ -103,7 +104,7 @@ void fs_share_unref(struct fs *fs, uint64_t dev, uint64_t len)
 		zalloc_valid_sub(fs->za, dev, len);
 		return;
 	}
-	FOR_ZONE_PARTS(sh, dev, len, z, b0, b1, s, e) {
+	FOR_ZONE_PARTS(sh, fs->bs, dev, len, z, b0, b1, s, e) {
 		uint16_t *r = z < sh->nzones ? sh->refs[z] : NULL;
 		if (!r) {
 			zalloc_valid_sub(fs->za, s, e - s);
@@ -146,8 +147,8 @@ static int ref_range(struct fs *fs, uint64_t dev, uint64_t len, bool alloc)
 {
 	struct fs_share *sh = &fs->share;
 
-	FOR_ZONE_PARTS(sh, dev, len, z, b0, b1, s, e) {
-		int ret = alloc || !sh->refs[z] ? zone_table(fs, z) : 0;
+	FOR_ZONE_PARTS(sh, fs->bs, dev, len, z, b0, b1, s, e) {
+		int ret = alloc || z >= sh->nzones || !sh->refs[z] ? zone_table(fs, z) : 0;
 		if (ret)
 			return ret;
 		uint16_t *r = sh->refs[z];
@@ -180,7 +181,7 @@ int fs_share_prepare(struct fs *fs, const struct fs_cext *v, size_t n)
 	int ret = share_setup(fs);
 
 	for (size_t i = 0; i < n && !ret; i++) {
-		FOR_ZONE_PARTS(sh, v[i].dev, v[i].len, z, b0, b1, s, e) {
+		FOR_ZONE_PARTS(sh, fs->bs, v[i].dev, v[i].len, z, b0, b1, s, e) {
 			ret = zone_table(fs, z);
 			if (ret)
 				break;
@@ -202,7 +203,7 @@ void fs_share_unprepare(struct fs *fs, const struct fs_cext *v, size_t n)
 	struct fs_share *sh = &fs->share;
 
 	for (size_t i = 0; i < n && sh->nzones; i++)
-		FOR_ZONE_PARTS(sh, v[i].dev, v[i].len, z, b0, b1, s, e) {
+		FOR_ZONE_PARTS(sh, fs->bs, v[i].dev, v[i].len, z, b0, b1, s, e) {
 			zone_free_if_unused(sh, z);
 			(void)b0;
 			(void)b1;
@@ -322,7 +323,7 @@ uint64_t fs_share_file_bytes(const struct fs *fs, const struct fs_inode *in)
 		return 0;
 	for (size_t i = 0; i < in->map.n; i++) {
 		const struct extmap_ext *x = &in->map.v[i];
-		FOR_ZONE_PARTS(sh, x->dev, x->len, z, b0, b1, s, e) {
+		FOR_ZONE_PARTS(sh, fs->bs, x->dev, x->len, z, b0, b1, s, e) {
 			const uint16_t *r = z < sh->nzones ? sh->refs[z] : NULL;
 			for (uint64_t b = b0; r && b < b1; b++)
 				if (r[b])
