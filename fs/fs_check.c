@@ -295,6 +295,9 @@ static void summary(struct check *ck)
 	ck->report(ck->arg, "data zones: %u, free %u; valid %s, reclaimable %s",
 		   zs.nr_zones, zs.free_zones, zf_fmt_bytes(zs.valid_bytes, b1, sizeof(b1)),
 		   zf_fmt_bytes(zs.reclaimable_bytes, b2, sizeof(b2)));
+	ck->report(ck->arg, "shared by copies: %s of device data, %s of file data not written again",
+		   zf_fmt_bytes(ck->fs->share.shared_blocks * ck->fs->bs, b1, sizeof(b1)),
+		   zf_fmt_bytes(ck->fs->share.extra_refs * ck->fs->bs, b2, sizeof(b2)));
 }
 
 int fs_check_shares(struct fs *fs, fs_report_fn report, void *arg)
