@@ -178,6 +178,9 @@ class Runner:
                 doff = soff + n
             if doff + n > MAX_FILE:
                 n = 0
+            # never past src's end as it is now: a loop of copies within one
+            # file would read what its first steps wrote
+            n = max(0, min(n, ssz - soff))
             self.j(f"B {i} copy {src} {soff} {dst} {doff} {n}")
             c = 0
             while c < n:

@@ -51,7 +51,10 @@ class Mismatch(Exception):
 
 
 def copy_range(fdin, fdout, n, soff, doff):
-    """copy_file_range until n bytes are copied or the source ends; the total."""
+    """copy_file_range until n bytes are copied or the source's end (as it
+    was before the first step: within one file later steps would read what
+    the first ones wrote); the total."""
+    n = max(0, min(n, os.fstat(fdin).st_size - soff))
     done = 0
     while done < n:
         c = os.copy_file_range(fdin, fdout, n - done, soff + done, doff + done)
