@@ -163,6 +163,16 @@ int fs_sync(struct fs *fs);
 /* fallocate: mode 0 (extends size), FALLOC_FL_KEEP_SIZE (no-op),
  * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP. */
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* copy_file_range: copy [src_off, src_off+len) of src (clipped to its
+ * size) to dst at dst_off; returns the bytes copied (0 at or past src's
+ * end) or -errno.  Blocks whose offsets are congruent modulo the block
+ * size are shared (dst's extents reference src's device bytes: no data
+ * written); unaligned edges, and everything when the offsets are not
+ * congruent, are copied through the write buffer.  Each shared run is one
+ * COPY record (atomic at replay).  flags must be 0.  Same file: the ranges
+ * may not overlap (-EINVAL).  No locks held. */
+ssize_t fs_copy_file_range(struct fs *fs, uint64_t src, uint64_t src_off, uint64_t dst,
+			   uint64_t dst_off, uint64_t len, unsigned int flags);
 /* SEEK_DATA / SEEK_HOLE; returns the offset or -ENXIO. */
 int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence);
 
@@ -231,6 +241,14 @@ struct fs_stats {
 	uint64_t class_gc_bytes_written[LIFETIME_NR];
 	uint64_t class_zone_resets[LIFETIME_NR];
 	uint64_t class_zone_finishes[LIFETIME_NR];
+	/* shared extents (fs_copy.c) */
+	uint64_t shared_bytes;		/* device bytes referenced more than once */
+	uint64_t shared_saved_bytes;	/* file bytes mapped to them beyond the
+					 * first reference (what copies saved) */
+	uint64_t copies;		/* copy_file_range calls that copied bytes */
+	uint64_t copy_shared_bytes;	/* bytes they shared */
+	uint64_t copy_written_bytes;	/* bytes they copied through the buffer */
+	uint64_t gc_shared_moves;	/* shared ranges the collector moved once */
 	uint64_t lifetime_tables;	/* tables whose level was inferred */
 	uint64_t lifetime_tables_corrected;	/* levels corrected after their job */
 };
@@ -240,5 +258,9 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st);
  * through report(); returns the number of problems found or -errno. */
 typedef void (*fs_report_fn)(void *arg, const char *fmt, ...);
 int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg);
+/* The shared-extent checks of fs_check on a mounted file system (tests):
+ * the table of extra references and every zone's valid bytes against the
+ * extent maps.  Takes fs->lock.  Returns the number of problems. */
+int fs_check_shares(struct fs *fs, fs_report_fn report, void *arg);
 
 #endif

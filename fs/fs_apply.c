@@ -17,11 +17,13 @@
 
 /* ---- applying records (live after the append, and replay) ---- */
 
+/* One reference to [dev, dev+len) less: the bytes whose last reference it
+ * was are no longer valid (shared ones stay: fs_copy.c). */
 void fs_drop_valid(void *arg, uint64_t dev, uint64_t len)
 {
 	struct fs *fs = arg;
 	if (fs->valid_counted && fs->za)
-		zalloc_valid_sub(fs->za, dev, len);
+		fs_share_unref(fs, dev, len);
 }
 
 /* The block size while replaying: fs->bs is set only after mlog_open()
@@ -271,6 +273,42 @@ void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 {
 	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
+}
+
+/* COPY: the new references first (live: counted in the share table, so
+ * that dropping dst's old range never takes a shared byte's last
+ * reference), then dst's range replaced by the runs. */
+int fs_apply_copy(struct fs *fs, struct fs_inode *dst, uint64_t off, uint64_t len,
+		  uint64_t size, uint8_t cls, uint8_t cls_src, const struct fs_cext *v,
+		  uint32_t n)
+{
+	int ret = extmap_reserve(&dst->map, n + 2);	/* live: reserved already */
+
+	if (ret)
+		return ret;
+	if (fs->valid_counted)
+		for (uint32_t i = 0; i < n; i++)
+			fs_share_ref(fs, v[i].dev, v[i].len);
+	extmap_punch(&dst->map, off, len, fs_drop_valid, fs);
+	for (uint32_t i = 0; i < n && !ret; i++)
+		ret = extmap_set(&dst->map, v[i].off, v[i].len, v[i].dev, fs_drop_valid, fs);
+	if (size > dst->size)
+		dst->size = size;
+	dst->cls = cls;
+	dst->cls_src = cls_src;
+	return ret;
+}
+
+int fs_apply_remap(struct fs *fs, const struct fs_cext *v, uint32_t n)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		struct fs_inode *in = fs_inode_get(fs, v[i].ino);
+		if (in && S_ISREG(in->mode))	/* gone: freed later in the log */
+			ret = extmap_set(&in->map, v[i].off, v[i].len, v[i].dev, fs_drop_valid, fs);
+	}
+	return ret;
 }
 
 /* ---- validation (live and replay) ---- */

@@ -3,7 +3,10 @@
  *   - every extent lies in a data zone, below that zone's write pointer and
  *     within its capacity, not in a zone the metadata log holds, and is
  *     block-aligned;
- *   - no device byte belongs to two extents (two files, or twice in one);
+ *   - device bytes several extents reference (copies share them) are
+ *     counted right: the share table holds, for every block, the number of
+ *     references beyond the first that the extent maps make, and every data
+ *     zone's valid bytes are the bytes the maps reference, each once;
  *   - every name points at an existing inode; link counts match names
  *     (files: number of names; directories: 2 + subdirectories);
  *   - every inode except the root has a name;
@@ -19,12 +22,6 @@
 #include "fs/fs_internal.h"
 
 struct dext { uint64_t dev, len, ino; };
-
-static int cmp_dext(const void *a, const void *b)
-{
-	const struct dext *x = a, *y = b;
-	return x->dev < y->dev ? -1 : x->dev > y->dev;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -88,7 +85,22 @@ static int load_zones(struct check *ck)
 	return ret < 0 ? ret : 0;
 }
 
-/* One extent of `in`: where it lies; remembered for the overlap check. */
+/* Remember an extent for the reference counts. */
+static int remember(struct check *ck, const struct fs_inode *in, const struct extmap_ext *e)
+{
+	if (ck->nall == ck->cap) {
+		size_t cap = ck->cap ? ck->cap * 2 : 1024;
+		struct dext *n = realloc(ck->all, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		ck->all = n;
+		ck->cap = cap;
+	}
+	ck->all[ck->nall++] = (struct dext){ e->dev, e->len, in->ino };
+	return 0;
+}
+
+/* One extent of `in`: where it lies; remembered for the reference counts. */
 static int check_extent(struct check *ck, const struct fs_inode *in,
 			const struct extmap_ext *e, uint64_t limit)
 {
@@ -118,16 +130,87 @@ static int check_extent(struct check *ck, const struct fs_inode *in,
 		PROBLEM(ck, "inode %llu: extent %llu+%llu lies beyond the file size %llu", ino,
 			(unsigned long long)e->off, (unsigned long long)e->len,
 			(unsigned long long)in->size);
-	if (ck->nall == ck->cap) {
-		size_t cap = ck->cap ? ck->cap * 2 : 1024;
-		struct dext *n = realloc(ck->all, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		ck->all = n;
-		ck->cap = cap;
+	return remember(ck, in, e);
+}
+
+/* A boundary of a reference: +1 where an extent starts, -1 where it ends. */
+struct edge { uint64_t at; int d; };
+
+static int cmp_edge(const void *a, const void *b)
+{
+	const struct edge *x = a, *y = b;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+#define MAX_REF_REPORTS 8
+
+/* Reference counts: sweep the extents' boundaries in device order; each
+ * stretch [p, q) is referenced c times.  The share table must say c - 1
+ * for its blocks, each zone's valid bytes are its stretches with c > 0, and
+ * no block outside them may be in the table. */
+static int check_refs(struct check *ck)
+{
+	struct fs *fs = ck->fs;
+	uint32_t nz = ck->g->nr_zones;
+	uint64_t zsz = ck->g->zone_size;
+	struct edge *ev = malloc((2 * ck->nall + 1) * sizeof(*ev));
+	uint64_t *used = calloc(nz, sizeof(*used));
+	uint32_t *shared = calloc(nz, sizeof(*shared));
+	int reports = 0, ret = 0;
+
+	if (!ev || !used || !shared) {
+		ret = -ENOMEM;
+		goto out;
 	}
-	ck->all[ck->nall++] = (struct dext){ e->dev, e->len, in->ino };
-	return 0;
+	for (size_t i = 0; i < ck->nall; i++) {
+		ev[2 * i] = (struct edge){ ck->all[i].dev, 1 };
+		ev[2 * i + 1] = (struct edge){ ck->all[i].dev + ck->all[i].len, -1 };
+	}
+	if (ck->nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
+		qsort(ev, 2 * ck->nall, sizeof(*ev), cmp_edge);
+	int64_t c = 0;
+	for (size_t i = 0; i + 1 < 2 * ck->nall; i++) {
+		c += ev[i].d;
+		uint64_t p = ev[i].at, q = ev[i + 1].at;
+		if (p >= q || c <= 0)
+			continue;
+		uint64_t z = p / zsz;
+		if (z < nz)
+			used[z] += q - p;
+		if (c == 1 && (z >= fs->share.nzones || !fs->share.refs[z]))
+			continue;	/* unshared, no table: nothing to compare */
+		for (uint64_t b = p - p % fs->bs; b < q; b += fs->bs) {
+			uint32_t have = fs_share_refs(fs, b);
+			if (have == (uint64_t)(c - 1))
+				continue;
+			if (reports++ < MAX_REF_REPORTS)
+				PROBLEM(ck, "device block at %llu: %lld references, the share "
+					"table counts %u", (unsigned long long)b, (long long)c,
+					have + 1);
+			else
+				ck->problems++;
+		}
+		if (c > 1 && z < nz)
+			shared[z] += (uint32_t)((q - p + fs->bs - 1) / fs->bs);
+	}
+	for (uint32_t z = 0; z < nz; z++) {
+		uint32_t counted, claimed = fs_share_zone_count(fs, z, &counted);
+		if (counted != shared[z] || claimed != counted)
+			PROBLEM(ck, "zone %u: %u shared blocks, the share table holds %u "
+				"(and says %u)", z, shared[z], counted, claimed);
+		struct zalloc_zone_info zi;
+		if (z < fs->sb.data_first || ck->logz[z] ||
+		    zalloc_zone_info(fs->za, z, &zi) || zi.lent)
+			continue;
+		if (zi.valid_bytes != used[z])
+			PROBLEM(ck, "zone %u: %llu valid bytes counted, the extents reference %llu",
+				z, (unsigned long long)zi.valid_bytes, (unsigned long long)used[z]);
+	}
+out:
+	free(ev);
+	free(used);
+	free(shared);
+	return ret;
 }
 
 static int check_extents(struct check *ck)
@@ -146,15 +229,7 @@ static int check_extents(struct check *ck)
 				return ret;
 		}
 	}
-	if (ck->nall)	/* qsort(NULL, 0) is undefined (UBSan, found by fuzz_mount) */
-		qsort(ck->all, ck->nall, sizeof(*ck->all), cmp_dext);
-	for (size_t i = 1; i < ck->nall; i++)
-		if (ck->all[i - 1].dev + ck->all[i - 1].len > ck->all[i].dev)
-			PROBLEM(ck, "device bytes at %llu belong to inode %llu and inode %llu",
-				(unsigned long long)ck->all[i].dev,
-				(unsigned long long)ck->all[i - 1].ino,
-				(unsigned long long)ck->all[i].ino);
-	return 0;
+	return check_refs(ck);
 }
 
 /* The link count `in` should have, given its names. */
@@ -220,6 +295,27 @@ static void summary(struct check *ck)
 	ck->report(ck->arg, "data zones: %u, free %u; valid %s, reclaimable %s",
 		   zs.nr_zones, zs.free_zones, zf_fmt_bytes(zs.valid_bytes, b1, sizeof(b1)),
 		   zf_fmt_bytes(zs.reclaimable_bytes, b2, sizeof(b2)));
+	ck->report(ck->arg, "shared by copies: %s of device data, %s of file data not written again",
+		   zf_fmt_bytes(ck->fs->share.shared_blocks * ck->fs->bs, b1, sizeof(b1)),
+		   zf_fmt_bytes(ck->fs->share.extra_refs * ck->fs->bs, b2, sizeof(b2)));
+}
+
+int fs_check_shares(struct fs *fs, fs_report_fn report, void *arg)
+{
+	struct check ck = { .fs = fs, .g = zdev_geometry(fs->dev), .report = report, .arg = arg };
+
+	pthread_mutex_lock(&fs->lock);
+	int ret = load_zones(&ck);
+	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
+		for (size_t i = 0; i < in->map.n && !ret; i++)
+			ret = remember(&ck, in, &in->map.v[i]);
+	if (!ret)
+		ret = check_refs(&ck);
+	pthread_mutex_unlock(&fs->lock);
+	free(ck.all);
+	free(ck.logz);
+	free(ck.zones);
+	return ret ? ret : ck.problems;
 }
 
 int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)

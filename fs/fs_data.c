@@ -199,6 +199,15 @@ void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
 	}
 }
 
+void fs_data_drop_range(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
+{
+	for (uint64_t blk = from / fs->bs; blk < to / fs->bs && in->chunks; blk++) {
+		struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
+		if (c)
+			chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
+	}
+}
+
 /* ---- device reads ---- */
 
 /* Fill buf (aligned) with file bytes [off, off+len) (block-aligned) from the
@@ -1021,11 +1030,8 @@ static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 			fs_apply_punch(fs, in, a, b - a);
 		pthread_mutex_unlock(&fs->lock);
 		/* Buffered whole blocks in [a, b) are gone with the record. */
-		for (uint64_t blk = a / fs->bs; !err && blk < b / fs->bs; blk++) {
-			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-			if (c)
-				chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
-		}
+		if (!err)
+			fs_data_drop_range(fs, in, a, b);
 	}
 	if (err)
 		return err;

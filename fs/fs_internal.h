@@ -40,6 +40,10 @@ enum fs_rec_type {
 	FS_REC_XATTR_DEL,
 	FS_REC_SYMLINK,		/* ino: target (snapshots; CREATE carries it live) */
 	FS_REC_PUNCH,		/* ino: [off, off+len) unmapped */
+	FS_REC_COPY,		/* dst: [off, off+len) replaced by extents that
+				 * reference bytes other extents map (a copy) */
+	FS_REC_REMAP,		/* several files' ranges re-pointed at once
+				 * (the collector moving a shared extent) */
 };
 
 struct fs_xattr {
@@ -165,6 +169,29 @@ struct fs_committer {
 	bool stop, kick, commit_only;	/* [lock] */
 };
 
+/* Shared extents (fs_copy.c): device blocks referenced by more than one
+ * extent (of one file or several).  Kept per data zone, only for zones that
+ * hold such blocks, so unshared data costs one NULL pointer per zone.  A
+ * block's entry is its number of references beyond the first; valid bytes
+ * (zalloc) count every block once, added with the first reference and
+ * subtracted with the last.  Built from the extent maps at mount
+ * (fs_share_rebuild), then kept up to date by the drop callback and the
+ * records that add references (COPY, REMAP).  All fields [L]. */
+struct fs_share {
+	uint16_t **refs;		/* per device zone: refs per block, or NULL */
+	uint32_t *nshared;		/* per device zone: blocks whose refs > 0 */
+	uint32_t nzones;		/* device zones (0 = not set up yet) */
+	uint32_t zone_blocks;		/* blocks per zone */
+	uint64_t zone_size;		/* bytes */
+	uint64_t shared_blocks;		/* blocks with refs > 0 */
+	uint64_t extra_refs;		/* sum of refs: blocks a copy did not write */
+	/* counters since mount (any thread reads them) */
+	_Atomic uint64_t copies;	/* fs_copy_file_range calls that copied bytes */
+	_Atomic uint64_t copy_shared_bytes;	/* bytes given to copies by sharing */
+	_Atomic uint64_t copy_written_bytes;	/* bytes copies wrote through the buffer */
+	_Atomic uint64_t gc_shared_moves;	/* shared ranges the collector moved */
+};
+
 struct fs {
 	struct zdev *dev;
 	struct mlog *mlog;
@@ -197,6 +224,8 @@ struct fs {
 	struct fs_committer cmt;	/* fs_commit.c */
 
 	struct fs_pf_pool pf;		/* fs_prefetch.c */
+
+	struct fs_share share;		/* fs_copy.c */
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
@@ -275,6 +304,17 @@ int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		  uint64_t dev, uint64_t size_min);
 int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size);
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
+/* A run of a COPY or REMAP record: file [off, off+len) -> device dev
+ * (REMAP also names the inode). */
+struct fs_cext { uint64_t ino, off, len, dev; };
+/* Records are at most MLOG_MAX_PAYLOAD: the runs one record carries. */
+#define FS_COPY_MAX_RUNS ((MLOG_MAX_PAYLOAD - 64) / 24)
+#define FS_REMAP_MAX_RUNS ((MLOG_MAX_PAYLOAD - 16) / 32)
+/* COPY: dst's [off, off+len) becomes v[0..n) (file offsets inside it, in
+ * order; the rest is a hole), size at least size, class cls/src. */
+int fs_log_copy(struct fs *fs, uint64_t src, uint64_t dst, uint64_t off, uint64_t len,
+		uint64_t size, uint8_t cls, uint8_t cls_src, const struct fs_cext *v, uint32_t n);
+int fs_log_remap(struct fs *fs, const struct fs_cext *v, uint32_t n);
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 		     const void *value, size_t size);
 int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name);
@@ -332,6 +372,45 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 		    uint64_t dev, uint64_t size_min);
 void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+/* COPY (see fs_log_copy).  Live, the new references are counted first
+ * (fs_share_prepare'd), then dst's old range is dropped.  -ENOMEM only
+ * when no map room was reserved (extmap_reserve(n + 2)). */
+int fs_apply_copy(struct fs *fs, struct fs_inode *dst, uint64_t off, uint64_t len,
+		  uint64_t size, uint8_t cls, uint8_t cls_src, const struct fs_cext *v,
+		  uint32_t n);
+/* REMAP: every run's inode (if it still exists) maps [off, off+len) to
+ * dev.  Live, the caller counted the new bytes (fs_share_add_new) and
+ * reserved 2 map entries per run.  -ENOMEM as fs_apply_extent. */
+int fs_apply_remap(struct fs *fs, const struct fs_cext *v, uint32_t n);
+
+/* fs_copy.c: the shared-extent table (struct fs_share) and copies.  [L]
+ * unless stated.  fs_share_rebuild: after replay, count every extent's
+ * bytes (valid bytes once, extra references in the table); 0, -ENOMEM or
+ * -EUCLEAN (more references than a block can count).  fs_share_unref: the
+ * drop callback's work (one reference less; valid bytes of blocks whose
+ * last reference went).  fs_share_prepare: room to add one reference to
+ * every run of v (tables of their zones exist, no count overflows): 0,
+ * -ENOMEM or -EMLINK; after it fs_share_ref cannot fail; fs_share_unprepare
+ * frees what an unused preparation left.  fs_share_add_new: v's device
+ * ranges (v sorted by dev) were just written and are referenced by v's
+ * runs: valid bytes once per byte, the table for bytes several runs
+ * reference (prepared: cannot fail then). */
+int fs_share_rebuild(struct fs *fs);
+void fs_share_fini(struct fs *fs);	/* no lock: teardown */
+void fs_share_unref(struct fs *fs, uint64_t dev, uint64_t len);
+int fs_share_prepare(struct fs *fs, const struct fs_cext *v, size_t n);
+void fs_share_unprepare(struct fs *fs, const struct fs_cext *v, size_t n);
+void fs_share_ref(struct fs *fs, uint64_t dev, uint64_t len);
+int fs_share_add_new(struct fs *fs, const struct fs_cext *v, size_t n);
+/* References beyond the first of the block at dev (0: unshared or unused). */
+uint32_t fs_share_refs(const struct fs *fs, uint64_t dev);
+/* Blocks of zone z whose refs > 0 (the table's own count) and the number
+ * counted in its table now (fsck compares them). */
+uint32_t fs_share_zone_count(const struct fs *fs, uint32_t z, uint32_t *counted);
+/* Bytes of in's extents that other references share. */
+uint64_t fs_share_file_bytes(const struct fs *fs, const struct fs_inode *in);
+/* The shared-extent fields of st.  No lock held (takes fs->lock). */
+void fs_share_fill_stats(struct fs *fs, struct fs_stats *st);
 
 /* fs_data.c.  "Write-out" is writing a file's buffered chunks to zones
  * (fs_flush is FUSE's FLUSH, which writes out; zdev_flush empties the
@@ -345,6 +424,9 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl,
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
+/* Forget the buffered pages of the blocks inside [from, to) (bytes, block
+ * aligned): a record replaced them.  No write-out in flight. [RW excl] */
+void fs_data_drop_range(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to);
 
 /* fs_lifetime.c: lifetime placement, state in struct fs_lt (fs->lt).
  * After replay: the rules file, the inference state, the files that exist

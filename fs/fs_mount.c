@@ -176,6 +176,7 @@ static void fs_free(struct fs *fs)
 	free(fs->itab);
 	free(fs->dtab);
 	fs_lifetime_fini(fs);	/* lifetime state (fs_lifetime.c) */
+	fs_share_fini(fs);	/* shared extents (fs_copy.c) */
 	pthread_mutex_destroy(&fs->lock);
 	pthread_mutex_destroy(&fs->cmt.lock);
 	pthread_cond_destroy(&fs->cmt.cond);
@@ -327,9 +328,12 @@ static int mount_reconcile(struct fs *fs)
 			}
 			zalloc_zone_adopt(fs->za, (uint32_t)(e->dev / g->zone_size),
 					  (enum lifetime_class)in->cls);
-			zalloc_valid_add(fs->za, e->dev, e->len);
 		}
 	}
+	/* valid bytes: each device byte once, however many extents share it */
+	int ret = fs_share_rebuild(fs);
+	if (ret)
+		return ret;
 	fs->valid_counted = true;
 	return 0;
 }

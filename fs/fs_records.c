@@ -22,6 +22,15 @@
  *   EXTENTS   ino u64, n u32, n * (off, len, dev)
  *   TRUNCATE  ino u64, size u64
  *   PUNCH     ino u64, off u64, len u64
+ *   COPY      src u64, dst u64, off u64, len u64, size u64, cls u8, src u8,
+ *             n u32, n * (off, len, dev): dst's [off, off+len) is dropped,
+ *             then maps the n runs (sorted, inside the range, device
+ *             bytes src referenced: shared), size >= size, class cls/src.
+ *             src is for the reader only: replay needs just the runs, so
+ *             a copy from a file unlinked later replays the same.
+ *   REMAP     n u32, n * (ino, off, len, dev): each run's inode maps
+ *             [off, off+len) to dev (the collector moved bytes several
+ *             extents share: all of them re-pointed in one step)
  *   XATTR_SET ino u64, name, vlen u32, value  (user.zonefuse.lifetime also
  *                                              sets the inode's class)
  *   XATTR_DEL ino u64, name
@@ -270,6 +279,59 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	put_u64(&r, off);
 	put_u64(&r, len);
 	return emit(fs, FS_REC_PUNCH, &r);
+}
+
+/* A payload buffer on the heap (records of many runs are too big for the
+ * stack), or NULL. */
+static struct rbuf *rbuf_new(void)
+{
+	struct rbuf *r = malloc(sizeof(*r));
+	if (r) {
+		r->n = 0;
+		r->overflow = false;
+	}
+	return r;
+}
+
+/* The runs of a COPY (ino: false) or REMAP record, then the append. */
+static int emit_runs(struct fs *fs, uint16_t type, struct rbuf *r, const struct fs_cext *v,
+		     uint32_t n, bool ino)
+{
+	put_u32(r, n);
+	for (uint32_t i = 0; i < n; i++) {
+		if (ino)
+			put_u64(r, v[i].ino);
+		put_u64(r, v[i].off);
+		put_u64(r, v[i].len);
+		put_u64(r, v[i].dev);
+	}
+	int ret = r->overflow ? -E2BIG : emit(fs, type, r);
+	free(r);
+	return ret;
+}
+
+int fs_log_copy(struct fs *fs, uint64_t src, uint64_t dst, uint64_t off, uint64_t len,
+		uint64_t size, uint8_t cls, uint8_t cls_src, const struct fs_cext *v, uint32_t n)
+{
+	struct rbuf *r = rbuf_new();
+
+	if (!r)
+		return -ENOMEM;
+	put_u64(r, src);
+	put_u64(r, dst);
+	put_u64(r, off);
+	put_u64(r, len);
+	put_u64(r, size);
+	put_u8(r, cls);
+	put_u8(r, cls_src);
+	return emit_runs(fs, FS_REC_COPY, r, v, n, false);
+}
+
+int fs_log_remap(struct fs *fs, const struct fs_cext *v, uint32_t n)
+{
+	struct rbuf *r = rbuf_new();
+
+	return r ? emit_runs(fs, FS_REC_REMAP, r, v, n, true) : -ENOMEM;
 }
 
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
@@ -629,6 +691,82 @@ static int replay_punch(struct fs *fs, struct rd *r)
 	return 0;
 }
 
+/* The runs of a COPY or REMAP record (at most max), bounds-checked: NULL
+ * with r->bad (or *err = -ENOMEM). */
+static struct fs_cext *get_runs(const struct fs *fs, struct rd *r, uint32_t n, bool ino,
+				int *err)
+{
+	struct fs_cext *v;
+
+	*err = 0;
+	if (r->bad || (uint64_t)n * (ino ? 32 : 24) != r->left) {
+		r->bad = true;
+		return NULL;
+	}
+	if (!(v = malloc((n ? n : 1) * sizeof(*v)))) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		v[i].ino = ino ? get_u64(r) : 0;
+		v[i].off = get_u64(r);
+		v[i].len = get_u64(r);
+		v[i].dev = get_u64(r);
+		if (!extent_ok(fs, v[i].off, v[i].len, v[i].dev) || (ino && !v[i].ino))
+			r->bad = true;
+	}
+	if (r->bad) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+static int replay_copy(struct fs *fs, struct rd *r)
+{
+	uint64_t src = get_u64(r), dst = get_u64(r), off = get_u64(r), len = get_u64(r);
+	uint64_t size = get_u64(r);
+	uint8_t cls = get_u8(r), csrc = get_u8(r);
+	uint32_t n = get_u32(r);
+	int ret;
+
+	(void)src;
+	if (r->bad || off + len < off || cls >= LIFETIME_NR || n > FS_COPY_MAX_RUNS) {
+		r->bad = true;
+		return 0;
+	}
+	struct fs_cext *v = get_runs(fs, r, n, false, &ret);
+	if (!v)
+		return ret;
+	/* runs in order, inside the range, not overlapping */
+	for (uint32_t i = 0; i < n && !r->bad; i++)
+		if (v[i].off < (i ? v[i - 1].off + v[i - 1].len : off) ||
+		    v[i].off + v[i].len > off + len)
+			r->bad = true;
+	struct fs_inode *in = reg_inode(fs, dst);
+	if (!r->bad && in)	/* no inode: freed later in the log */
+		ret = fs_apply_copy(fs, in, off, len, size, cls, csrc, v, n);
+	free(v);
+	return ret;
+}
+
+static int replay_remap(struct fs *fs, struct rd *r)
+{
+	uint32_t n = get_u32(r);
+	int ret;
+
+	if (n > FS_REMAP_MAX_RUNS) {
+		r->bad = true;
+		return 0;
+	}
+	struct fs_cext *v = get_runs(fs, r, n, true, &ret);
+	if (!v)
+		return ret;
+	ret = fs_apply_remap(fs, v, n);
+	free(v);
+	return ret;
+}
+
 static int replay_xattr_del(struct fs *fs, struct rd *r)
 {
 	uint64_t ino = get_u64(r);
@@ -680,6 +818,8 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 	case FS_REC_EXTENTS:	ret = replay_extents(fs, &r); break;
 	case FS_REC_TRUNCATE:	ret = replay_truncate(fs, &r); break;
 	case FS_REC_PUNCH:	ret = replay_punch(fs, &r); break;
+	case FS_REC_COPY:	ret = replay_copy(fs, &r); break;
+	case FS_REC_REMAP:	ret = replay_remap(fs, &r); break;
 	case FS_REC_XATTR_SET:	ret = replay_xattr_set(fs, &r); break;
 	case FS_REC_XATTR_DEL:	ret = replay_xattr_del(fs, &r); break;
 	case FS_REC_SYMLINK:	ret = replay_symlink(fs, &r); break;
@@ -707,13 +847,11 @@ static int snap_append(struct mlog *m, uint16_t type, struct rbuf *r)
 
 static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 {
-	struct rbuf *r = malloc(sizeof(*r));
+	struct rbuf *r = rbuf_new();
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
 	put_inode_attr(r, in);
 	ret = snap_append(m, FS_REC_INODE, r);
 	if (!ret && in->symlink) {
@@ -753,13 +891,11 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 int fs_emit_snapshot(void *arg, struct mlog *m)
 {
 	struct fs *fs = arg;
-	struct rbuf *r = malloc(sizeof(*r));
+	struct rbuf *r = rbuf_new();
 	int ret;
 
 	if (!r)
 		return -ENOMEM;
-	r->n = 0;
-	r->overflow = false;
 	put_u64(r, fs->next_ino);
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))

@@ -492,6 +492,13 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	/* garbage collection */
 	KV("gc_runs", fst->gc_runs);
 	KV("gc_zones_reclaimed", fst->gc_zones_freed);
+	KV("gc_shared_moves", fst->gc_shared_moves);
+	/* shared extents (copy_file_range) */
+	KV("shared_bytes", fst->shared_bytes);
+	KV("shared_saved_bytes", fst->shared_saved_bytes);
+	KV("copies", fst->copies);
+	KV("copy_shared_bytes", fst->copy_shared_bytes);
+	KV("copy_written_bytes", fst->copy_written_bytes);
 	/* memory */
 	KV("buffer_bytes", fst->buffer_bytes);
 	KV("buffer_limit_bytes", fst->buffer_limit);
@@ -551,5 +558,30 @@ int fs_stats_render(struct fs *fs, struct fs_text *t)
 	render_zones(fs, t, &zs, &zc);
 	render_written(t, &fst, &zs, &zc);
 	render_counters(fs, t, &fst, &zs, &ms);
+	return t->oom ? -ENOMEM : 0;
+}
+
+/* ---- user.zonefuse.file ----------------------------------------------------- */
+
+int fs_stats_render_file(struct fs *fs, uint64_t ino, struct fs_text *t)
+{
+	uint64_t size, mapped, shared, extents;
+
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!in || !S_ISREG(in->mode)) {
+		pthread_mutex_unlock(&fs->lock);
+		return in ? -ENODATA : -ENOENT;
+	}
+	size = in->size;
+	extents = in->map.n;
+	mapped = extmap_bytes(&in->map);
+	shared = fs_share_file_bytes(fs, in);
+	pthread_mutex_unlock(&fs->lock);
+	KV("size", size);
+	KV("extents", extents);
+	KV("mapped_bytes", mapped);
+	KV("shared_bytes", shared);
+	KV("own_bytes", mapped - shared);
 	return t->oom ? -ENOMEM : 0;
 }

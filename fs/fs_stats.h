@@ -86,6 +86,9 @@ void fs_text_free(struct fs_text *t);
 
 /* user.zonefuse.stats: "key=value\n" lines.  0 or -errno. */
 int fs_stats_render(struct fs *fs, struct fs_text *t);
+/* user.zonefuse.file on a regular file: its size, extents, mapped
+ * bytes and how many of them other extents share.  0 or -errno. */
+int fs_stats_render_file(struct fs *fs, uint64_t ino, struct fs_text *t);
 /* user.zonefuse.zones on the root: one line per zone from zone `first` on,
  * cut after FS_STATS_MAX_TEXT bytes.  0 or -errno (-ENODATA if first is
  * beyond the last zone). */

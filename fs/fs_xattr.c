@@ -160,7 +160,7 @@ int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls
 
 /* ---- virtual attributes ---- */
 
-enum vkind { V_LIFETIME, V_EXTENTS, V_ZONES, V_STATS };
+enum vkind { V_LIFETIME, V_EXTENTS, V_ZONES, V_STATS, V_FILE };
 
 /* Parse a user.zonefuse.* name: base name, optional ".N" page suffix
  * (extents and zones only).  -ENODATA for names we do not know. */
@@ -169,6 +169,7 @@ static int vparse(const char *name, enum vkind *kind, uint64_t *start)
 	static const struct { const char *base; enum vkind kind; bool paged; } v[] = {
 		{ "lifetime", V_LIFETIME, false }, { "extents", V_EXTENTS, true },
 		{ "zones", V_ZONES, true }, { "stats", V_STATS, false },
+		{ "file", V_FILE, false },
 	};
 	const char *s = name + strlen(VPREFIX);
 
@@ -279,6 +280,8 @@ static int virtual_get(struct fs *fs, uint64_t ino, const char *name, struct fs_
 	}
 	if (kind == V_STATS)
 		return -ENODATA;
+	if (kind == V_FILE)
+		return fs_stats_render_file(fs, ino, t);
 
 	struct extmap_ext *copy = NULL;
 	size_t n = 0;

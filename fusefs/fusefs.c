@@ -554,6 +554,27 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 	reply_err(req, fs_fallocate(fs_of(req), ino, mode, (uint64_t)off, (uint64_t)len));
 }
 
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	(void)fi_in;
+	(void)fi_out;
+	if (off_in < 0 || off_out < 0 || flags < 0) {
+		reply_err(req, -EINVAL);
+		return;
+	}
+	/* the reply's count is 32 bits: a longer copy is a short one (the
+	 * caller asks again for the rest) */
+	len = ZF_MIN(len, (size_t)(UINT32_MAX & ~4095u));
+	ssize_t n = fs_copy_file_range(fs_of(req), ino_in, (uint64_t)off_in, ino_out,
+				       (uint64_t)off_out, len, (unsigned int)flags);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
@@ -600,4 +621,5 @@ const struct fuse_lowlevel_ops fusefs_ops = {
 	.removexattr = op_removexattr,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
 };

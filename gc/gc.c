@@ -38,6 +38,12 @@
  *      same order as an ordinary write, so the reset-after-commit contract
  *      holds; new bytes not used (the file changed meanwhile, or no room
  *      in the map) are zalloc_discard()ed;
+ *   Shared bytes (several extents reference them: copies) are moved once:
+ *   pieces whose device ranges overlap form a cluster, whose bytes are
+ *   read and written once; then, with every sharer's rw lock (ascending
+ *   inode order, timed), one REMAP record re-points all the sub-ranges that
+ *   still map to the bytes read, the new bytes are counted once
+ *   (fs_share_add_new) and the old ones dropped per reference;
  *   4. zalloc_gc_done(), then a commit: the victim is reset after it.
  * A file whose lock cannot be had keeps its extents there; the victim is
  * then left alone for GC_BACKOFF_NS (zalloc_gc_done_backoff()).
@@ -88,6 +94,8 @@ struct fs_gc {
 struct gc_piece {
 	uint64_t ino, off, len, dev;
 };
+
+#define GC_MAX_SHARERS 64		/* files re-pointed by one REMAP */
 
 /* A part of a batch: file [off, off+len) read from old, written at new
  * (new = 0 while not written). */
@@ -357,6 +365,281 @@ static int64_t move_batch(struct fs *fs, uint64_t ino, enum lifetime_class cls,
 	return ret ? ret : moved;
 }
 
+/* Where moved data goes: into zones of its file's class as it is now (not
+ * the victim's class, and not one class up: survivors of a zone do not
+ * live much longer than their zone-mates, docs/placement.md).  Called
+ * with fs->lock held; a file gone since: the default class. */
+static enum lifetime_class file_class(const struct fs_inode *in)
+{
+	return in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM;
+}
+
+static int piece_dev_cmp(const void *a, const void *b)
+{
+	const struct gc_piece *x = a, *y = b;
+
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
+
+static int cext_dev_cmp(const void *a, const void *b)
+{
+	const struct fs_cext *x = a, *y = b;
+
+	return x->dev < y->dev ? -1 : x->dev > y->dev;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Move the pieces out of pcs[0..*n) whose device ranges overlap another's
+ * (shared bytes) into *shared, sorted by device offset; pcs keeps its
+ * order.  0 or -ENOMEM. */
+static int split_shared(struct gc_piece *pcs, size_t *n, struct gc_piece **shared,
+			size_t *nshared)
+{
+	struct gc_piece *byd = malloc((*n ? *n : 1) * sizeof(*byd));
+	size_t ns = 0, keep = 0;
+
+	*shared = NULL;
+	*nshared = 0;
+	if (!byd)
+		return -ENOMEM;
+	memcpy(byd, pcs, *n * sizeof(*byd));
+	qsort(byd, *n, sizeof(*byd), piece_dev_cmp);
+	/* clusters: maximal runs of overlapping ranges; keep those of >= 2 */
+	for (size_t i = 0; i < *n;) {
+		size_t j = i + 1;
+		uint64_t hi = byd[i].dev + byd[i].len;
+		while (j < *n && byd[j].dev < hi) {
+			hi = ZF_MAX(hi, byd[j].dev + byd[j].len);
+			j++;
+		}
+		if (j - i > 1) {
+			memmove(&byd[ns], &byd[i], (j - i) * sizeof(*byd));
+			ns += j - i;
+		}
+		i = j;
+	}
+	if (!ns) {
+		free(byd);
+		return 0;
+	}
+	/* the shared ones leave pcs (a piece is one extent's part: (ino, off)
+	 * names it) */
+	for (size_t i = 0; i < *n; i++) {
+		bool sh = false;
+		for (size_t k = 0; k < ns && !sh; k++)
+			sh = byd[k].ino == pcs[i].ino && byd[k].off == pcs[i].off;
+		if (!sh)
+			pcs[keep++] = pcs[i];
+	}
+	*n = keep;
+	*shared = byd;
+	*nshared = ns;
+	return 0;
+}
+
+static void unlock_files(struct fs *fs, struct fs_inode **in, size_t n, size_t locked)
+{
+	for (size_t k = 0; k < locked; k++)
+		pthread_rwlock_unlock(&in[k]->rw);
+	pthread_mutex_lock(&fs->lock);
+	for (size_t k = 0; k < n; k++) {
+		in[k]->pins--;
+		fs_inode_maybe_free(fs, in[k]);
+	}
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* The sub-ranges of the pieces (clipped to device [pos, pos+w)) still
+ * mapped to the bytes read, as runs to the new place nd; at most max.
+ * Only the files in locked[0..nl) (their rw locks are held). [L] */
+static uint32_t claim_shared(const struct gc_piece *sp, size_t np, struct fs_inode **locked,
+			     size_t nl, uint64_t pos, uint64_t w, uint64_t nd,
+			     struct fs_cext *v, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (size_t k = 0; k < np && n < max; k++) {
+		uint64_t a0 = ZF_MAX(sp[k].dev, pos);
+		uint64_t z0 = ZF_MIN(sp[k].dev + sp[k].len, pos + w);
+		struct fs_inode *in = NULL;
+
+		for (size_t j = 0; j < nl && !in; j++)
+			if (locked[j]->ino == sp[k].ino)
+				in = locked[j];
+		if (a0 >= z0 || !in)
+			continue;
+		uint64_t off = sp[k].off + (a0 - sp[k].dev), end = off + (z0 - a0);
+		for (size_t i = extmap_find(&in->map, off);
+		     i < in->map.n && in->map.v[i].off < end && n < max; i++) {
+			const struct extmap_ext *e = &in->map.v[i];
+			uint64_t a = ZF_MAX(off, e->off), b = ZF_MIN(end, e->off + e->len);
+			uint64_t old = a0 + (a - off);
+
+			if (a < b && e->dev + (a - e->off) == old)
+				v[n++] = (struct fs_cext){ in->ino, a, b - a, nd + (old - pos) };
+		}
+	}
+	return n;
+}
+
+/* Re-point every sharer of device [pos, pos+w) (pieces sp, sorted by
+ * dev), written again at nd, in one REMAP record; discard the new bytes
+ * nobody took.  Bytes re-pointed (counted once), or -errno. */
+static int64_t repoint_shared(struct fs *fs, const struct gc_piece *sp, size_t np,
+			      uint64_t pos, uint64_t w, uint64_t nd)
+{
+	uint64_t inos[GC_MAX_SHARERS];
+	struct fs_inode *in[GC_MAX_SHARERS];
+	size_t ni = 0, locked = 0;
+	struct fs_cext *v = malloc(FS_REMAP_MAX_RUNS * sizeof(*v));
+	uint32_t n = 0;
+	int64_t moved = 0;
+	int r = 0;
+
+	if (!v) {
+		zalloc_discard(fs->za, nd, w);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < np && ni < GC_MAX_SHARERS; k++) {
+		bool seen = false;
+		for (size_t j = 0; j < ni && !seen; j++)
+			seen = inos[j] == sp[k].ino;
+		if (!seen && sp[k].dev < pos + w && sp[k].dev + sp[k].len > pos)
+			inos[ni++] = sp[k].ino;
+	}
+	qsort(inos, ni, sizeof(*inos), u64_cmp);	/* lock order: ascending */
+	pthread_mutex_lock(&fs->lock);
+	size_t got = 0;
+	for (size_t j = 0; j < ni; j++)
+		if ((in[got] = fs_inode_get(fs, inos[j])))
+			in[got++]->pins++;
+	pthread_mutex_unlock(&fs->lock);
+	ni = got;
+	for (; locked < ni && !r; locked++) {
+		r = timed_wrlock(&in[locked]->rw);
+		if (r)
+			break;
+	}
+	if (r) {
+		unlock_files(fs, in, ni, locked);
+		zalloc_discard(fs->za, nd, w);
+		free(v);
+		return r;
+	}
+	for (size_t k = 0; k < ni; k++)
+		fs_pf_invalidate(fs, in[k]);
+	pthread_mutex_lock(&fs->lock);
+	n = claim_shared(sp, np, in, ni, pos, w, nd, v, FS_REMAP_MAX_RUNS);
+	qsort(v, n, sizeof(*v), cext_dev_cmp);
+	/* Log first, and nothing that can fail after the append: room in the
+	 * maps (each run may split one extent in 3) and in the share table. */
+	for (size_t k = 0; k < ni && !r; k++) {
+		uint32_t runs = 0;
+		for (uint32_t i = 0; i < n; i++)
+			runs += v[i].ino == in[k]->ino;
+		r = extmap_reserve(&in[k]->map, 2 * (size_t)runs);
+	}
+	if (!r && n)
+		r = fs_share_prepare(fs, v, n);
+	if (!r && n) {
+		r = fs_log_remap(fs, v, n);
+		if (r)
+			fs_share_unprepare(fs, v, n);
+	}
+	if (r)
+		n = 0;	/* nothing taken: all discarded below */
+	if (n) {
+		fs_share_add_new(fs, v, n);	/* prepared */
+		fs_apply_remap(fs, v, n);	/* room reserved */
+		fs_share_unprepare(fs, v, n);	/* a table nothing shares */
+	}
+	/* the new bytes no run took */
+	uint64_t hi = nd;
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].dev > hi)
+			zalloc_discard(fs->za, hi, v[i].dev - hi);
+		if (v[i].dev + v[i].len > hi) {
+			moved += (int64_t)(v[i].dev + v[i].len - ZF_MAX(hi, v[i].dev));
+			hi = v[i].dev + v[i].len;
+		}
+	}
+	if (nd + w > hi)
+		zalloc_discard(fs->za, hi, nd + w - hi);
+	pthread_mutex_unlock(&fs->lock);
+	unlock_files(fs, in, ni, locked);
+	if (n)
+		fs->share.gc_shared_moves++;
+	free(v);
+	return moved;
+}
+
+/* Move the shared pieces sp[0..n) (sorted by dev): each cluster's bytes
+ * once, batch by batch.  Bytes moved or -errno; *skipped: bytes left
+ * because a sharer stayed locked. */
+static int64_t move_shared(struct fs *fs, struct gc_piece *sp, size_t n, bool urgent,
+			   uint64_t *skipped)
+{
+	struct fs_gc *gc = fs->gc;
+	int64_t moved = 0;
+
+	for (size_t i = 0; i < n && !gc->stop;) {
+		size_t j = i + 1;
+		uint64_t lo = sp[i].dev, hi = sp[i].dev + sp[i].len;
+		while (j < n && sp[j].dev < hi) {
+			hi = ZF_MAX(hi, sp[j].dev + sp[j].len);
+			j++;
+		}
+		pthread_mutex_lock(&fs->lock);
+		enum lifetime_class cls = file_class(fs_inode_get(fs, sp[i].ino));
+		pthread_mutex_unlock(&fs->lock);
+		for (uint64_t pos = lo; pos < hi && !gc->stop;) {
+			uint64_t len = ZF_MIN(hi - pos, (uint64_t)GC_BATCH);
+			struct zalloc_lease l;
+			ssize_t rd = zdev_read(fs->dev, pos, gc->buf, len);
+
+			if (rd != (ssize_t)len) {
+				int e = rd < 0 ? (int)rd : -EIO;
+				zf_err("gc: reading shared bytes at %llu from the victim: %s",
+				       (unsigned long long)pos, strerror(-e));
+				return e;
+			}
+			if (!urgent)
+				throttle(fs, len);
+			int r = zalloc_acquire_gc(fs->za, cls, len, &l);
+			if (r)
+				return moved ? moved : r;
+			uint64_t w = ZF_MIN(l.len, len);
+			ssize_t wr = zdev_write(fs->dev, l.offset, gc->buf, w);
+			if (wr != (ssize_t)w) {
+				r = wr < 0 ? (int)wr : -EIO;
+				zalloc_release(fs->za, &l, 0, r);
+				zf_err("gc: writing %llu shared bytes at %llu: %s",
+				       (unsigned long long)w, (unsigned long long)l.offset,
+				       strerror(-r));
+				return r;
+			}
+			zalloc_release(fs->za, &l, w, 0);	/* unclaimed until re-pointed */
+			int64_t m = repoint_shared(fs, sp + i, j - i, pos, w, l.offset);
+			if (m == -ETIMEDOUT || m == -EDEADLK) {
+				*skipped += hi - pos;
+				break;
+			}
+			if (m < 0)
+				return m;
+			moved += m;
+			pos += w;
+		}
+		i = j;
+	}
+	return moved;
+}
+
 /* Zones holding data of files being written whose rw lock is held right
  * now (their writer may hold it while it waits for space: the collector
  * could not move their data) are no victims now.  The try-lock under
@@ -383,15 +666,6 @@ static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* Where moved data goes: into zones of its file's class as it is now (not
- * the victim's class, and not one class up: survivors of a zone do not
- * live much longer than their zone-mates, docs/placement.md).  Called
- * with fs->lock held; a file gone since: the default class. */
-static enum lifetime_class file_class(const struct fs_inode *in)
-{
-	return in ? (enum lifetime_class)in->cls : LIFETIME_MEDIUM;
-}
-
 /* Collect one victim.  1: one collected (moved or not), 0: no victim,
  * -errno. */
 static int collect_one(struct fs *fs, bool urgent)
@@ -399,9 +673,9 @@ static int collect_one(struct fs *fs, bool urgent)
 	struct fs_gc *gc = fs->gc;
 	const struct zdev_geometry *g = zdev_geometry(fs->dev);
 	struct zalloc_gc_victim v;
-	struct gc_piece *pcs = NULL;
+	struct gc_piece *pcs = NULL, *spcs = NULL;
 	struct gc_part *parts = NULL;
-	size_t npcs = 0, maxparts;
+	size_t npcs = 0, nspcs = 0, maxparts;
 	uint64_t moved = 0, skipped = 0;
 	int ret;
 
@@ -416,6 +690,15 @@ static int collect_one(struct fs *fs, bool urgent)
 		return ret;
 	gc->runs++;
 	ret = collect_pieces(fs, v.start, g->zone_size, &pcs, &npcs);
+	if (!ret)
+		ret = split_shared(pcs, &npcs, &spcs, &nspcs);
+	if (!ret && nspcs) {
+		int64_t m = move_shared(fs, spcs, nspcs, urgent, &skipped);
+		if (m < 0)
+			ret = (int)m;
+		else
+			moved += (uint64_t)m;
+	}
 	/* parts of one batch: pieces cut to GC_BATCH, plus one split per lease */
 	maxparts = 2 * (GC_BATCH / fs->bs) + 2;
 	if (!ret && npcs && !(parts = calloc(maxparts, sizeof(*parts))))
@@ -480,6 +763,7 @@ static int collect_one(struct fs *fs, bool urgent)
 	}
 	free(parts);
 	free(pcs);
+	free(spcs);
 	if (ret == -ENOSPC) {
 		uint64_t now = zf_now_ns();
 
@@ -773,6 +1057,7 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 		st->class_zone_resets[c] = zs.class_zone_resets[c];
 		st->class_zone_finishes[c] = zs.class_zone_finishes[c];
 	}
+	fs_share_fill_stats(fs, st);
 	dev = st->data_bytes_written + st->gc_bytes_written + st->meta_bytes_written;
 	st->write_amp_milli = st->user_bytes_written
 				      ? dev * 1000 / st->user_bytes_written : 0;

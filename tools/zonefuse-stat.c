@@ -6,7 +6,7 @@
  *
  * Everything comes from the virtual xattrs (user.zonefuse.stats and
  * user.zonefuse.zones on the mount root; user.zonefuse.{lifetime,zones,
- * extents} on files; formats in docs/stats.md), so it needs no privileges
+ * extents,file} on files; formats in docs/stats.md), so it needs no privileges
  * beyond reading the files and never touches the device.
  *
  * Exit status: 0 success, 1 failure (not a zonefuse mount, I/O error),
@@ -36,6 +36,7 @@
 #define XZONES "user.zonefuse.zones"
 #define XEXTENTS "user.zonefuse.extents"
 #define XLIFETIME "user.zonefuse.lifetime"
+#define XFILE "user.zonefuse.file"
 
 static const char usage_text[] =
 "Usage: zonefuse-stat [OPTIONS] MOUNTPOINT\n"
@@ -197,6 +198,18 @@ static uint64_t field_u64(const char *line, const char *key, bool *ok)
 		return 0;
 	}
 	return strtoull(v, NULL, 10);
+}
+
+/* Value of key in "key=value" lines (0 if absent). */
+static uint64_t lines_u64(const char *text, const char *key)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		bool ok = true;
+		uint64_t v = field_u64(l, key, &ok);
+		if (ok)
+			return v;
+	}
+	return 0;
 }
 
 static void json_str(FILE *f, const char *s)
@@ -885,6 +898,11 @@ static int show_file(const char *path, bool json)
 		return 1;
 	}
 	lifetime_of(path, cls, sizeof(cls), src, sizeof(src));
+	/* Bytes other files (copies) share with this one; 0 from a daemon
+	 * that does not say. */
+	char *fv = xget(path, XFILE, NULL);
+	uint64_t shared = fv ? lines_u64(fv, "shared_bytes") : 0;
+	free(fv);
 	/* Zone details from the root's table, when we can find the root. */
 	struct zone *z = NULL;
 	size_t nz = 0;
@@ -904,8 +922,9 @@ static int show_file(const char *path, bool json)
 	if (json) {
 		printf("{\n  \"path\": ");
 		json_str(stdout, path);
-		printf(",\n  \"size\": %llu,\n  \"device_bytes\": %llu,\n  \"class\": ",
-		       (unsigned long long)st.st_size, (unsigned long long)dev_bytes);
+		printf(",\n  \"size\": %llu,\n  \"device_bytes\": %llu,\n  \"shared_bytes\": %llu,"
+		       "\n  \"class\": ", (unsigned long long)st.st_size,
+		       (unsigned long long)dev_bytes, (unsigned long long)shared);
 		json_str(stdout, cls);
 		printf(",\n  \"source\": ");
 		json_str(stdout, src);
@@ -926,9 +945,11 @@ static int show_file(const char *path, bool json)
 		}
 		printf("\n  ]\n}\n");
 	} else {
-		printf("%s: %s (%s on the device), lifetime class %s (%s)\n", path,
+		char b3[32];
+		printf("%s: %s (%s on the device, %s shared with other extents), "
+		       "lifetime class %s (%s)\n", path,
 		       hb((uint64_t)st.st_size, b1, sizeof(b1)), hb(dev_bytes, b2, sizeof(b2)),
-		       cls, src);
+		       hb(shared, b3, sizeof(b3)), cls, src);
 		printf("\n%zu zone(s)\n  %6s %11s %7s %-8s %-9s %11s %6s\n", nzones, "zone", "bytes",
 		       "extents", "class", "condition", "zone valid", "files");
 		for (char *l = zl; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l)) {

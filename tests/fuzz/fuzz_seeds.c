@@ -132,6 +132,10 @@ static void populate(struct fs *fs, const char *tag)
 	fs_rename(fs, d, "hardlink", FS_ROOT_INO, mv, 0);
 	fs_rename(fs, d, "symlink", d, "fifo", RENAME_EXCHANGE);
 	fs_fallocate(fs, f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2, 4);
+	if (fs_mknod(fs, e, "copy", S_IFREG | 0640, 0, NULL, &st) == 0) {
+		fs_forget(fs, st.st_ino, 1);
+		fs_copy_file_range(fs, f, 0, st.st_ino, 0, 13, 0);	/* a COPY record */
+	}
 	fs_fsync(fs, f, false);
 }
 

@@ -6,8 +6,8 @@ scripts/crashtest.sh).
   crashcheck.py verify DIR JOURNAL
 
 `run` creates DIR with two subdirectories and does random operations in them
-(create, write, append, truncate, rename, link, unlink, fsync, fdatasync,
-fsync of a directory) until it is stopped: by an error (the daemon was
+(create, write, append, truncate, copy_file_range, rename, link, unlink,
+fsync, fdatasync, fsync of a directory) until it is stopped: by an error (the daemon was
 killed: ENOTCONN/EIO...) or after --max-ops.  Before every operation it
 appends "B <id> <op...>" to JOURNAL, after it "E <id> ok [...]" or
 "E <id> err <errno>".  JOURNAL must be OUTSIDE the file system under test (it
@@ -118,15 +118,15 @@ class Runner:
         total = sum(self.size.values())
         kinds = ["write"] * 30 + ["append"] * 20 + ["trunc"] * 5 + ["fsync"] * 10 + \
                 ["fdatasync"] * 5 + ["dirsync"] * 8 + ["create"] * 8 + ["rename"] * 7 + \
-                ["link"] * 3 + ["unlink"] * 6
+                ["link"] * 3 + ["unlink"] * 6 + ["copy"] * 8
         k = r.choice(kinds)
-        if k in ("write", "append", "trunc", "fsync", "fdatasync") and not self.fd:
+        if k in ("write", "append", "trunc", "fsync", "fdatasync", "copy") and not self.fd:
             k = "create"
         if k in ("rename", "link", "unlink") and not self.pick_name():
             k = "create"
         if k == "create" and len(self.fd) >= MAX_FILES:
             k = "unlink"
-        if k in ("write", "append") and total > MAX_TOTAL:
+        if k in ("write", "append", "copy") and total > MAX_TOTAL:
             k = "unlink" if r.random() < 0.5 else "trunc"
         self.nid += 1
         i = self.nid
@@ -161,6 +161,36 @@ class Runner:
                 raise OSError(errno.EIO, f"short write {w} of {n}")
             self.size[ino] = max(sz, off + n)
             self.j(f"E {i} ok")
+        elif k == "copy":
+            # mostly congruent offsets (zonefuse shares the blocks), often
+            # to the source's end; within one file the ranges must not overlap
+            src, dst = self.pick_file(), self.pick_file()
+            ssz, dsz = self.size[src], self.size[dst]
+            soff = r.randint(0, ssz)
+            if r.random() < 0.6:
+                soff -= soff % BLK
+            n = max(1, ssz - soff) if r.random() < 0.4 else r.randint(1, 1 << 20)
+            doff = r.randint(0, dsz + 65536)
+            if r.random() < 0.8:
+                doff = doff - doff % BLK + soff % BLK
+            doff = min(doff, max(0, MAX_FILE - n))
+            if src == dst and soff < doff + n and doff < soff + n:
+                doff = soff + n
+            if doff + n > MAX_FILE:
+                n = 0
+            # never past src's end as it is now: a loop of copies within one
+            # file would read what its first steps wrote
+            n = max(0, min(n, ssz - soff))
+            self.j(f"B {i} copy {src} {soff} {dst} {doff} {n}")
+            c = 0
+            while c < n:
+                got = os.copy_file_range(self.fd[src], self.fd[dst], n - c, soff + c, doff + c)
+                if got == 0:
+                    break
+                c += got
+            if c:
+                self.size[dst] = max(dsz, doff + c)
+            self.j(f"E {i} ok {c}")
         elif k == "trunc":
             ino = self.pick_file()
             sz = self.size[ino]
@@ -387,6 +417,11 @@ def verify(root, journal):
             hist[ino].write(off, payload(i, n))
         elif kind == "trunc":
             hist[int(a[0])].trunc(int(a[1]))
+        elif kind == "copy":
+            src, soff, dst, doff = int(a[0]), int(a[1]), int(a[2]), int(a[3])
+            c = int(end[1])
+            if c:
+                hist[dst].write(doff, bytes(hist[src].cur[soff:soff + c]))
         elif kind in ("fsync", "fdatasync"):
             hist[int(a[0])].ack()
             any_ack = len(states) - 1
@@ -429,6 +464,11 @@ def verify(root, journal):
             hist[int(a[0])].write(int(a[1]), payload(i, int(a[2])), applied=False)
         elif kind == "trunc":
             hist[int(a[0])].trunc(int(a[1]), applied=False)
+        elif kind == "copy":
+            src, soff, dst, doff, n = (int(x) for x in a)
+            data = bytes(hist[src].cur[soff:soff + n])
+            if data:
+                hist[dst].write(doff, data, applied=False)
 
     # what is there
     seen = set()

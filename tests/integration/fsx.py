@@ -7,7 +7,10 @@ reference directory (tmpfs), contents compared after every step.
 
 Operations: write (random offset/length, sometimes block aligned, sometimes
 far beyond EOF), append, truncate (down, up, to 0), fallocate (mode 0 to
-extend, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE), read, mmap read, mmap write
+extend, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE), copy_file_range (between two
+files or within one; offsets mostly congruent modulo the block so zonefuse
+shares extents, sometimes not; lengths past the source's end), read, mmap
+read, mmap write
 (when the mount allows shared writable maps), fsync/fdatasync, close and
 reopen, create, rename (also over an existing file), link, unlink, and a
 few operations that must fail the same way (unlink or rename of a missing
@@ -45,6 +48,20 @@ def fallocate(fd, mode, off, length):
 
 class Mismatch(Exception):
     pass
+
+
+def copy_range(fdin, fdout, n, soff, doff):
+    """copy_file_range until n bytes are copied or the source's end (as it
+    was before the first step: within one file later steps would read what
+    the first ones wrote); the total."""
+    n = max(0, min(n, os.fstat(fdin).st_size - soff))
+    done = 0
+    while done < n:
+        c = os.copy_file_range(fdin, fdout, n - done, soff + done, doff + done)
+        if c == 0:
+            break
+        done += c
+    return done
 
 
 class Fsx:
@@ -148,7 +165,7 @@ class Fsx:
         ops = ["write"] * 20 + ["append"] * 8 + ["read"] * 6 + ["mapread"] * 4 + \
               ["mapwrite"] * 3 + ["trunc"] * 6 + ["falloc"] * 3 + ["punch"] * 5 + \
               ["fsync"] * 3 + ["reopen"] * 3 + ["create"] * 3 + ["rename"] * 3 + \
-              ["link"] * 2 + ["unlink"] * 2 + ["bad"] * 1
+              ["link"] * 2 + ["unlink"] * 2 + ["bad"] * 1 + ["copy"] * 6
         op = r.choice(ops)
         if not names:
             op = "create"
@@ -243,6 +260,30 @@ class Fsx:
             self.both(f"fallocate {name}", lambda: fallocate(tfd, mode, off, n),
                       lambda: fallocate(rfd, mode, off, n))
             self.compare_range(name, off, n)
+        elif op == "copy":
+            dst = r.choice(names)
+            dsize = os.stat(os.path.join(self.r, dst)).st_size
+            soff = r.randint(0, size + 5000)
+            if r.random() < 0.6:
+                soff -= soff % BLK
+            n = r.randint(1, 3 * BLK) if r.random() < 0.3 else r.randint(1, 1 << 20)
+            if r.random() < 0.3:
+                n = max(1, size - soff + r.randint(0, 8000))   # to (past) the end
+            doff = r.randint(0, dsize + 65536)
+            if r.random() < 0.8:
+                doff = doff - doff % BLK + soff % BLK           # congruent: shared
+            if doff + n > self.maxsize:
+                doff = max(0, self.maxsize - n)
+                doff = doff - doff % BLK + soff % BLK if doff >= BLK else doff
+            log(f"copy_file_range {name} {soff} -> {dst} {doff} {n}")
+            (tsi, rsi), (tdo, rdo) = self.fd(name), self.fd(dst)
+            ct, cr = self.both(f"copy_file_range {name} -> {dst}",
+                               lambda: copy_range(tsi, tdo, n, soff, doff),
+                               lambda: copy_range(rsi, rdo, n, soff, doff))
+            if ct != cr:
+                raise Mismatch(f"copy_file_range {name} -> {dst}: copied {ct}, reference {cr}")
+            self.compare_range(dst, doff, n)
+            self.compare_range(name, soff, n)
         elif op == "fsync":
             log(f"fsync {name}")
             tfd, rfd = self.fd(name)
