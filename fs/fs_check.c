@@ -243,6 +243,9 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 		ret = check_extents(&ck);
 	if (!ret)
 		ret = check_names(&ck);
+	/* the allocator's incremental space figures against a recount */
+	if (!ret && zalloc_check(ck.fs->za))
+		PROBLEM(&ck, "zone allocator: space counters differ from a recount");
 	if (!ret && verbose)
 		summary(&ck);
 	if (!ret)

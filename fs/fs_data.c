@@ -2,7 +2,10 @@
  * several zones of the file's class), reads, truncate, fallocate, fsync.
  *
  * Write buffer: per inode, a sorted list of chunks (stripe_unit bytes of
- * file each) holding block-sized pages.  Every page in the buffer is dirty;
+ * file each) holding block-sized pages.  A chunk's buffer holds its pages
+ * in slots in the order they arrived (c->slot maps a page to its slot), so
+ * a chunk costs memory for the pages it holds, not for the highest page
+ * index, and growing it copies only those.  Every page in the buffer is dirty;
  * a page created by a partial write is first filled from the device (and
  * every byte at or beyond the file size is zeroed, so growing a file never
  * shows old bytes).  A chunk is written when all its pages are dirty and no
@@ -78,9 +81,14 @@ static bool page_present(const struct fs_chunk *c, uint32_t i)
 	return (c->present[i / 64] >> (i % 64)) & 1;
 }
 
+static uint8_t *slot_buf(struct fs *fs, const struct fs_chunk *c, uint32_t i)
+{
+	return c->buf + (size_t)c->slot[i] * fs->bs;
+}
+
 static uint8_t *chunk_page(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 {
-	return page_present(c, i) ? c->buf + (size_t)i * fs->bs : NULL;
+	return page_present(c, i) ? slot_buf(fs, c, i) : NULL;
 }
 
 static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t idx)
@@ -94,7 +102,10 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	if (!c)
 		return NULL;
 	c->present = calloc((fs->pages_per_chunk + 63) / 64, sizeof(uint64_t));
-	if (!c->present) {
+	c->slot = malloc(fs->pages_per_chunk * sizeof(*c->slot));
+	if (!c->present || !c->slot) {
+		free(c->present);
+		free(c->slot);
 		free(c);
 		return NULL;
 	}
@@ -106,28 +117,36 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	return c;
 }
 
-/* Make the buffer hold page i (grows to the next power of two). */
-static int chunk_grow(struct fs *fs, struct fs_inode *in, struct fs_chunk *c, uint32_t i)
+/* Make room for one more slot (the buffer doubles; a chunk whose pages
+ * were dropped and added again may need more slots than pages: then it
+ * is compacted first, in page order).  Returns the free slot or -ENOMEM. */
+static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 {
-	if (i < c->cap)
-		return 0;
-	uint32_t cap = c->cap ? c->cap : 1;
-	while (cap <= i)
-		cap *= 2;
-	cap = ZF_MIN(cap, fs->pages_per_chunk);
+	if (c->nslots < c->cap)
+		return (int)c->nslots++;
+	uint32_t cap = c->cap ? ZF_MIN(2 * c->cap, fs->pages_per_chunk) : 1;
+	if (cap == c->cap && c->npresent < c->cap)
+		cap = c->cap;	/* full size already: compact into a new one */
+	else if (cap == c->cap)
+		return -ENOMEM;	/* cannot happen: a free page has no slot */
 	uint8_t *nb = zdev_buf_alloc((size_t)cap * fs->bs);
 	if (!nb)
 		return -ENOMEM;
-	if (c->buf) {
-		memcpy(nb, c->buf, (size_t)c->cap * fs->bs);
-		zdev_buf_free(c->buf);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < fs->pages_per_chunk && n < c->npresent; i++) {
+		if (!page_present(c, i))
+			continue;
+		memcpy(nb + (size_t)n * fs->bs, slot_buf(fs, c, i), fs->bs);
+		c->slot[i] = n++;
 	}
+	zdev_buf_free(c->buf);
+	c->nslots = n;
 	uint64_t added = (uint64_t)(cap - c->cap) * fs->bs;
 	in->buffered += added;
 	fs->buffered += added;
 	c->buf = nb;
 	c->cap = cap;
-	return 0;
+	return (int)c->nslots++;
 }
 
 static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
@@ -142,6 +161,7 @@ static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 	fs->buffered -= bytes;
 	zdev_buf_free(c->buf);
 	free(c->present);
+	free(c->slot);
 	free(c);
 	in->nchunks--;
 }
@@ -245,13 +265,14 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	if (!c)
 		return NULL;
 	if (page_present(c, pi))
-		return c->buf + (size_t)pi * fs->bs;
-	if (chunk_grow(fs, in, c, pi)) {
+		return slot_buf(fs, c, pi);
+	int sl = chunk_slot_new(fs, in, c);
+	if (sl < 0) {
 		if (c->npresent == 0)
 			chunk_free(fs, in, c);
 		return NULL;
 	}
-	uint8_t *p = c->buf + (size_t)pi * fs->bs;
+	uint8_t *p = c->buf + (size_t)sl * fs->bs;
 	uint64_t start = blk * fs->bs;
 	if (fill && start < in->size) {
 		if (read_extents(fs, in, start, fs->bs, p)) {
@@ -264,6 +285,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	} else if (fill || start >= in->size) {
 		memset(p, 0, fs->bs);
 	}
+	c->slot[pi] = (uint32_t)sl;
 	c->present[pi / 64] |= 1ull << (pi % 64);
 	c->npresent++;
 	return p;
@@ -291,8 +313,10 @@ struct stage {
 	uint32_t nruns;
 };
 
-/* The chunk's dirty pages as runs; one run is written straight from the
- * chunk buffer, several are gathered into a staging buffer. */
+/* The chunk's dirty pages as runs, in file order.  When their slots are
+ * in that order too (the pages came in order: sequential writes), they
+ * are written straight from the chunk buffer; else they are gathered into
+ * a staging buffer. */
 static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 {
 	s->len = (uint64_t)c->npresent * fs->bs;
@@ -302,7 +326,9 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 	if (!s->runs)
 		return -ENOMEM;
 	uint64_t so = 0;
-	for (uint32_t i = 0; i < c->cap; i++) {
+	uint32_t first = UINT32_MAX;
+	bool in_place = true;
+	for (uint32_t i = 0; i < fs->pages_per_chunk && so < s->len; i++) {
 		if (!page_present(c, i))
 			continue;
 		uint64_t fo = c->idx * fs->opts.stripe_unit + (uint64_t)i * fs->bs;
@@ -311,20 +337,26 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
 			r->len += fs->bs;
 		else
 			s->runs[s->nruns++] = (struct run){ fo, so, fs->bs };
+		if (first == UINT32_MAX)
+			first = c->slot[i];
+		in_place = in_place && c->slot[i] == first + so / fs->bs;
 		so += fs->bs;
 	}
-	if (s->nruns == 1) {
-		s->buf = c->buf + (s->runs[0].file_off - c->idx * fs->opts.stripe_unit);
+	if (in_place) {
+		s->buf = c->buf + (size_t)first * fs->bs;
 		return 0;
 	}
 	s->buf = zdev_buf_alloc(s->len);
 	if (!s->buf)
 		return -ENOMEM;
 	s->owned = true;
-	for (uint32_t k = 0; k < s->nruns; k++)
-		memcpy(s->buf + s->runs[k].stage_off,
-		       c->buf + (s->runs[k].file_off - c->idx * fs->opts.stripe_unit),
-		       s->runs[k].len);
+	so = 0;
+	for (uint32_t i = 0; i < fs->pages_per_chunk && so < s->len; i++) {
+		if (!page_present(c, i))
+			continue;
+		memcpy(s->buf + so, slot_buf(fs, c, i), fs->bs);
+		so += fs->bs;
+	}
 	return 0;
 }
 
@@ -914,7 +946,6 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 {
 	int ret = 0;
 
-	(void)datasync;	/* sizes are metadata we need either way */
 	struct fs_inode *in = fs_inode_pin(fs, ino);
 	if (!in)
 		return -ENOENT;
@@ -923,8 +954,15 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 		ret = fs_data_writeout(fs, in, true);
 		pthread_rwlock_unlock(&in->rw);
 	}
+	/* fdatasync of a regular file needs its data and size, not its times
+	 * or class: after the write-out every byte is in an EXTENT record
+	 * that carries the size it reaches (size_min), and a truncate logs
+	 * its own record, so the size is in the log already and the INODE
+	 * record is left to the next fsync or syncfs.  The commit below
+	 * still makes the whole log durable (docs/guarantees.md). */
+	bool need_attr = !(datasync && S_ISREG(in->mode));
 	pthread_mutex_lock(&fs->lock);
-	if (!ret && in->attr_dirty) {
+	if (!ret && in->attr_dirty && need_attr) {
 		ret = fs_log_attr(fs, in);
 		/* Not in the log: still dirty, so that the next fsync logs the
 		 * attributes again instead of reporting success without them. */

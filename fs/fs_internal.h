@@ -75,8 +75,11 @@ struct fs_chunk {
 	uint64_t idx;			/* file offset / stripe_unit */
 	uint64_t seq;			/* creation order (in->chunk_seq) */
 	uint32_t npresent;		/* pages present */
-	uint32_t cap;			/* pages the buffer holds */
-	uint8_t *buf;			/* cap * bs bytes */
+	uint32_t cap;			/* page slots the buffer holds */
+	uint32_t nslots;		/* slots handed out (<= cap) */
+	uint8_t *buf;			/* cap * bs bytes: pages in slots */
+	uint32_t *slot;			/* per page of the chunk: its slot in
+					 * buf, if present (fs_data.c) */
 	uint64_t *present;		/* bitmap over pages_per_chunk */
 	bool busy;			/* [RW] in the write-out in flight:
 					 * read-only until it ends (fs_data.c) */

@@ -54,6 +54,14 @@ struct rbuf {
 	bool overflow;
 };
 
+/* Only n and overflow need a value: b is written before it is read, and
+ * zeroing it (an initializer would) touches 60 KiB of stack per record. */
+static void rbuf_init(struct rbuf *r)
+{
+	r->n = 0;
+	r->overflow = false;
+}
+
 static void put(struct rbuf *r, const void *p, size_t len)
 {
 	if (r->n + len > sizeof(r->b)) {
@@ -152,7 +160,9 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_attr(&r, a);
 	return emit(fs, FS_REC_INODE, &r);
 }
@@ -169,7 +179,9 @@ int fs_log_attr(struct fs *fs, struct fs_inode *in)
 
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_inode_attr(&r, in);
 	put_u64(&r, parent);
 	put_name(&r, name);
@@ -192,7 +204,9 @@ int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const cha
 
 int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, parent);
 	put_u64(&r, ino);
 	put_name(&r, name);
@@ -201,7 +215,9 @@ int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino)
 
 int fs_log_unlink(struct fs *fs, uint64_t parent, const char *name)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, parent);
 	put_name(&r, name);
 	return emit(fs, FS_REC_UNLINK, &r);
@@ -210,7 +226,9 @@ int fs_log_unlink(struct fs *fs, uint64_t parent, const char *name)
 int fs_log_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		  const char *nn, unsigned int flags)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, p);
 	put_u64(&r, np);
 	put_u32(&r, flags);
@@ -222,7 +240,9 @@ int fs_log_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		  uint64_t dev, uint64_t size_min)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_u64(&r, off);
 	put_u64(&r, len);
@@ -233,7 +253,9 @@ int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 
 int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_u64(&r, size);
 	return emit(fs, FS_REC_TRUNCATE, &r);
@@ -241,7 +263,9 @@ int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_u64(&r, off);
 	put_u64(&r, len);
@@ -251,7 +275,9 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 		     const void *value, size_t size)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_name(&r, name);
 	put_u32(&r, (uint32_t)size);
@@ -263,7 +289,9 @@ int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 
 int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name)
 {
-	struct rbuf r = { .n = 0 };
+	struct rbuf r;
+
+	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_name(&r, name);
 	return emit(fs, FS_REC_XATTR_DEL, &r);

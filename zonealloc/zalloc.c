@@ -28,6 +28,134 @@
 
 #include "common/zf_common.h"
 
+/* ---- space sums ---------------------------------------------------------- */
+
+/* z's share of the sums, from its fields alone. */
+static struct za_sums zone_share(const struct zalloc *za, const struct za_zone *z)
+{
+	struct za_sums a = { .valid = z->valid };
+	uint64_t used = z->wp - z->start;
+
+	if (!z->retired && z->lent) {
+		a.lent_cap = z->capacity;
+	} else if (!z->retired) {
+		a.capacity = z->capacity;
+		if (z->cond == ZDEV_COND_EMPTY || zdev_cond_active(z->cond))
+			a.free = za_zremain(z);
+		a.reclaimable = used - ZF_MIN(z->valid, used);
+	}
+	if (za_gc_candidate(z, 0) && gc_gain_enough(z->capacity, z->valid, za->bs, true)) {
+		a.gc_reclaim = z->capacity - z->valid;
+		a.gc_cand = 1;
+		a.gc_cand_backoff = z->gc_retry_ns != 0;
+	}
+	return a;
+}
+
+static void sums_add(struct za_sums *t, const struct za_sums *a)
+{
+	t->valid += a->valid;
+	t->capacity += a->capacity;
+	t->lent_cap += a->lent_cap;
+	t->free += a->free;
+	t->reclaimable += a->reclaimable;
+	t->gc_reclaim += a->gc_reclaim;
+	t->gc_cand += a->gc_cand;
+	t->gc_cand_backoff += a->gc_cand_backoff;
+}
+
+/* Unsigned wrap-around makes t - old + new exact whatever the order. */
+static void sums_sub(struct za_sums *t, const struct za_sums *a)
+{
+	t->valid -= a->valid;
+	t->capacity -= a->capacity;
+	t->lent_cap -= a->lent_cap;
+	t->free -= a->free;
+	t->reclaimable -= a->reclaimable;
+	t->gc_reclaim -= a->gc_reclaim;
+	t->gc_cand -= a->gc_cand;
+	t->gc_cand_backoff -= a->gc_cand_backoff;
+}
+
+void za_zone_sync(struct zalloc *za, struct za_zone *z)
+{
+	struct za_sums a = zone_share(za, z);
+
+	sums_sub(&za->sums, &z->acct);
+	sums_add(&za->sums, &a);
+	z->acct = a;
+}
+
+static bool sums_equal(const struct za_sums *a, const struct za_sums *b)
+{
+	return a->valid == b->valid && a->capacity == b->capacity &&
+	       a->lent_cap == b->lent_cap && a->free == b->free &&
+	       a->reclaimable == b->reclaimable && a->gc_reclaim == b->gc_reclaim &&
+	       a->gc_cand == b->gc_cand && a->gc_cand_backoff == b->gc_cand_backoff;
+}
+
+/* Every zone's share, and the sums, from scratch (mount, and mount_done
+ * which changes every zone). */
+static void sums_rebuild(struct zalloc *za)
+{
+	memset(&za->sums, 0, sizeof(za->sums));
+	for (uint32_t i = 0; i < za->nr; i++) {
+		za->z[i].acct = zone_share(za, &za->z[i]);
+		sums_add(&za->sums, &za->z[i].acct);
+	}
+}
+
+/* zalloc.h.  A full recount: each zone's share, the sums, and the list
+ * counts and links.  With za->mu held. */
+static int check_locked(struct zalloc *za)
+{
+	struct za_sums t = { 0 };
+	uint32_t counted[ZA_L_NR] = { 0 };
+	int bad = 0;
+
+	for (uint32_t i = 0; i < za->nr; i++) {
+		struct za_zone *z = &za->z[i];
+		struct za_sums a = zone_share(za, z);
+
+		if (!sums_equal(&a, &z->acct) && bad++ < 8)
+			zf_err("zalloc: check: zone %u: share out of date",
+			       za->first + i);
+		sums_add(&t, &a);
+		if (z->list != ZA_L_NONE)
+			counted[z->list]++;
+	}
+	if (!sums_equal(&t, &za->sums) && bad++ < 8)
+		zf_err("zalloc: check: sums differ from a recount (free %llu vs %llu, valid %llu vs %llu, gc %llu vs %llu)",
+		       (unsigned long long)za->sums.free, (unsigned long long)t.free,
+		       (unsigned long long)za->sums.valid, (unsigned long long)t.valid,
+		       (unsigned long long)za->sums.gc_reclaim,
+		       (unsigned long long)t.gc_reclaim);
+	for (int l = 1; l < ZA_L_NR; l++) {
+		uint32_t n = 0;
+
+		for (uint32_t i = za->lists[l].head; i != ZA_NIL && n <= za->nr;
+		     i = za->z[i].next, n++)
+			if (za->z[i].list != l)
+				break;
+		if ((n != counted[l] || n != za->lists[l].count) && bad++ < 8)
+			zf_err("zalloc: check: list %d holds %u zones, counts %u, marks %u",
+			       l, n, za->lists[l].count, counted[l]);
+	}
+	return bad ? -EUCLEAN : 0;
+}
+
+int zalloc_check(struct zalloc *za)
+{
+	int rc;
+
+	if (!za)
+		return -EINVAL;
+	pthread_mutex_lock(&za->mu);
+	rc = check_locked(za);
+	pthread_mutex_unlock(&za->mu);
+	return rc;
+}
+
 /* ---- small helpers ------------------------------------------------------ */
 
 void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
@@ -42,6 +170,7 @@ void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c)
 		za->nr_open++;
 	if (zdev_cond_active(c))
 		za->nr_active++;
+	za_zone_sync(za, z);
 }
 
 void za_list_del(struct zalloc *za, struct za_zone *z)
@@ -63,6 +192,7 @@ void za_list_del(struct zalloc *za, struct za_zone *z)
 	l->count--;
 	z->prev = z->next = ZA_NIL;
 	z->list = ZA_L_NONE;
+	za_zone_sync(za, z);
 }
 
 void za_list_add(struct zalloc *za, struct za_zone *z, uint8_t list,
@@ -89,6 +219,7 @@ void za_list_add(struct zalloc *za, struct za_zone *z, uint8_t list,
 		l->tail = i;
 	}
 	l->count++;
+	za_zone_sync(za, z);
 }
 
 static bool budget_allows_open(const struct zalloc *za)
@@ -127,6 +258,7 @@ static int unclaimed_add(struct zalloc *za, struct za_zone *z, uint64_t lo,
 		return -ENOMEM;
 	za->ur[za->nur++] = (struct za_range){ za_zidx(za, z), lo, hi };
 	z->nunclaimed++;
+	za_zone_sync(za, z);
 	return 0;
 }
 
@@ -165,6 +297,7 @@ void za_unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
 		}
 		k++;
 	}
+	za_zone_sync(za, z);
 }
 
 /* Queue a FULL zone without valid data for reset at the next commit. */
@@ -189,6 +322,7 @@ static void mark_full(struct zalloc *za, struct za_zone *z)
 	za_list_del(za, z);
 	za_set_cond(za, z, ZDEV_COND_FULL);
 	z->wp = z->start + z->capacity;
+	za_zone_sync(za, z);
 	za_queue_reset(za, z);
 }
 
@@ -208,7 +342,7 @@ static void make_free(struct zalloc *za, struct za_zone *z)
 		       za->first + za_zidx(za, z));
 		za_unclaimed_trim(za, z, z->start, z->start + za->zone_size);
 	}
-	za_list_add(za, z, ZA_L_FREE, false);
+	za_list_add(za, z, ZA_L_FREE, false);	/* syncs z */
 }
 
 static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
@@ -216,6 +350,7 @@ static void retire(struct zalloc *za, struct za_zone *z, uint8_t cond)
 	za_list_del(za, z);
 	za_set_cond(za, z, cond);
 	z->retired = true;
+	za_zone_sync(za, z);
 }
 
 /* Grant a lease on z (an open zone of cls with room, a CLOSED zone of cls, or
@@ -250,6 +385,7 @@ static void lease_zone(struct zalloc *za, struct za_zone *z,
 	out->cls = z->cls;
 	out->offset = z->wp;
 	out->len = z->lease_len;
+	za_zone_sync(za, z);
 }
 
 static void unlease(struct zalloc *za, struct za_zone *z)
@@ -260,6 +396,7 @@ static void unlease(struct zalloc *za, struct za_zone *z)
 	z->lease_len = 0;
 	za->leased_total--;
 	za->leased_cls[z->cls]--;
+	za_zone_sync(za, z);
 }
 
 /* May `who` write into z (an active or CLOSED zone of its class)?  The
@@ -376,6 +513,7 @@ static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 	pthread_mutex_lock(&za->mu);
 	z->busy = false;
 	za->nr_busy--;
+	za_zone_sync(za, z);
 	if (rc == 1) {		/* failed: mirror what the device says */
 		if (!close) {
 			za->zone_finishes--;
@@ -465,6 +603,7 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 	za->open_budget = g->max_open ? g->max_open - p->reserved_open
 				      : ZA_UNLIMITED;
 	za->max_stripe = p->max_stripe_width ? p->max_stripe_width : 1;
+	za->self_check = p->self_check;
 	za->commit_seq = 1;
 	for (int l = 0; l < ZA_L_NR; l++)
 		za->lists[l].head = za->lists[l].tail = ZA_NIL;
@@ -508,6 +647,7 @@ int zalloc_create(struct zdev *dev, const struct zalloc_params *p,
 			z->retired = true;
 		za_set_cond(za, z, d->cond);
 	}
+	sums_rebuild(za);
 	pthread_mutex_unlock(&za->mu);
 	free(rep);
 	*out = za;
@@ -647,6 +787,7 @@ int zalloc_mount_done(struct zalloc *za)
 			mark_full(za, v);
 		}
 	}
+	sums_rebuild(za);	/* every zone changed; mount is O(zones) anyway */
 	pthread_cond_broadcast(&za->cv);
 	pthread_mutex_unlock(&za->mu);
 	return first_err ? first_err : nreset;
@@ -728,6 +869,7 @@ static void valid_update(struct zalloc *za, uint64_t off, uint64_t len, bool add
 			if (z->valid == 0)
 				za_queue_reset(za, z);
 		}
+		za_zone_sync(za, z);
 		off += chunk;
 		len -= chunk;
 	}
@@ -793,6 +935,7 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 	}
 	v->busy = true;
 	za->nr_busy++;
+	za_zone_sync(za, v);
 	z = pick_open(za, cls, who);
 	if (!z)
 		z = pick_free(za, who);
@@ -883,6 +1026,7 @@ static void account_written(struct zalloc *za, struct za_zone *z, uint64_t n)
 		za->gc_bytes += n;
 		za->gc_class_bytes[z->cls] += n;
 	}
+	za_zone_sync(za, z);
 }
 
 /* After the lease on z ended: put z where it belongs. */
@@ -906,6 +1050,7 @@ static void settle(struct zalloc *za, struct za_zone *z, bool wrote)
 	} else if (!wrote && was_closed) {
 		za_set_cond(za, z, ZDEV_COND_CLOSED);
 	}
+	za_zone_sync(za, z);
 }
 
 static void release_error(struct zalloc *za, struct za_zone *z,
@@ -980,6 +1125,7 @@ static void release_error(struct zalloc *za, struct za_zone *z,
 	if (zdev_cond_active(z->cond) && zdev_cond_active(dz.cond) && dz.cond != z->cond)
 		za_set_cond(za, z, dz.cond);
 out:
+	za_zone_sync(za, z);
 	pthread_cond_broadcast(&za->cv);
 }
 
@@ -1084,6 +1230,7 @@ int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
 		za_list_del(za, z);
 		z->resetting = true;
 		za->nr_resetting++;
+		za_zone_sync(za, z);
 		todo[n++] = za_zidx(za, z);
 	}
 	pthread_mutex_unlock(&za->mu);
@@ -1105,6 +1252,7 @@ int zalloc_commit_end(struct zalloc *za, uint64_t ticket)
 		pthread_mutex_lock(&za->mu);
 		z->resetting = false;
 		za->nr_resetting--;
+		za_zone_sync(za, z);
 		if (rc == 0) {
 			z->resets++;
 			za->zone_resets++;
@@ -1155,6 +1303,36 @@ int zalloc_zone_info(struct zalloc *za, uint32_t zone, struct zalloc_zone_info *
 	return 0;
 }
 
+/* Capacity of the FREE zones only the collector may use (the first
+ * ZALLOC_GC_FLOOR of the list; none without GC). */
+static uint64_t gc_floor_bytes(const struct zalloc *za)
+{
+	uint64_t b = 0;
+	uint32_t k = 0;
+
+	if (!za->gc_enabled)
+		return 0;
+	for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL && k < ZALLOC_GC_FLOOR;
+	     i = za->z[i].next, k++)
+		b += za->z[i].capacity;
+	return b;
+}
+
+/* Bytes of FREE zones kept for the rest of the log's reserve. */
+static uint64_t log_keep_bytes(const struct zalloc *za)
+{
+	if (za->log_reserve <= za->nr_lent)
+		return 0;
+	return (uint64_t)(za->log_reserve - za->nr_lent) * za->max_cap;
+}
+
+uint64_t za_free_bytes(const struct zalloc *za)
+{
+	uint64_t f = za->sums.free - gc_floor_bytes(za);	/* FREE zones are in it */
+
+	return f - ZF_MIN(f, log_keep_bytes(za));
+}
+
 void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 {
 	za_assert_held(za);
@@ -1164,36 +1342,14 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	st->open_zones = za->nr_open;
 	st->active_zones = za->nr_active;
 	st->max_active_data = ZF_MIN(za->act_budget, za->nr);
-	for (uint32_t i = 0; i < za->nr; i++) {
-		struct za_zone *z = &za->z[i];
-
-		st->valid_bytes += z->valid;
-		if (z->retired)
-			continue;	/* not usable capacity */
-		if (z->lent) {
-			st->log_bytes += z->capacity;
-			continue;
-		}
-		st->capacity_bytes += z->capacity;
-		if (z->cond == ZDEV_COND_EMPTY || zdev_cond_active(z->cond))
-			st->free_bytes += za_zremain(z);
-		st->reclaimable_bytes += (z->wp - z->start) - ZF_MIN(z->valid, z->wp - z->start);
-	}
-	if (za->gc_enabled) {
-		uint32_t k = 0;
-
-		for (uint32_t i = za->lists[ZA_L_FREE].head; i != ZA_NIL && k < ZALLOC_GC_FLOOR;
-		     i = za->z[i].next, k++)
-			st->gc_floor_bytes += za->z[i].capacity;
-		st->free_bytes -= st->gc_floor_bytes;
-	}
+	st->valid_bytes = za->sums.valid;
+	st->capacity_bytes = za->sums.capacity;
+	st->reclaimable_bytes = za->sums.reclaimable;
+	st->gc_floor_bytes = gc_floor_bytes(za);
+	st->free_bytes = za_free_bytes(za);
 	st->log_zones = za->nr_lent;
 	st->log_reserve_zones = za->log_reserve;
-	if (za->log_reserve > za->nr_lent) {
-		uint64_t keep = (uint64_t)(za->log_reserve - za->nr_lent) * za->max_cap;
-		st->log_bytes += keep;
-		st->free_bytes -= ZF_MIN(st->free_bytes, keep);
-	}
+	st->log_bytes = za->sums.lent_cap + log_keep_bytes(za);
 	st->device_bytes_written = za->dev_bytes;
 	memcpy(st->class_bytes_written, za->class_bytes,
 	       sizeof(st->class_bytes_written));
@@ -1216,9 +1372,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	st->gc_active = za->gc_active;
 	for (int c = 0; c < ZALLOC_NR_CLASSES; c++)
 		st->class_life_bytes[c] = za->class_life[c];
-	for (uint32_t i = 0; i < za->nr; i++)
-		if (za_gc_candidate(&za->z[i], 0) && gc_gain_enough(za->z[i].capacity, za->z[i].valid, za->bs, true))
-			st->gc_reclaimable_bytes += za->z[i].capacity - za->z[i].valid;
+	st->gc_reclaimable_bytes = za->sums.gc_reclaim;
 	st->space_waiters = za->space_waiters;
 	st->space_need_bytes = za->space_need;
 }
@@ -1228,6 +1382,8 @@ void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)
 	if (!za || !st)
 		return;
 	pthread_mutex_lock(&za->mu);
+	if (za->self_check && check_locked(za))
+		abort();	/* the sums must equal a recount (tests) */
 	za_stats_locked(za, st);
 	pthread_mutex_unlock(&za->mu);
 }
@@ -1246,6 +1402,7 @@ int zalloc_lend(struct zalloc *za, uint32_t keep, uint32_t *zone)
 		za_list_del(za, z);
 		z->lent = true;
 		za->nr_lent++;
+		za_zone_sync(za, z);
 		*zone = za->first + i;
 		rc = 0;
 	}
@@ -1281,6 +1438,7 @@ int zalloc_lend_adopt(struct zalloc *za, uint32_t zone)
 		za_set_cond(za, z, ZDEV_COND_EMPTY);	/* the log's, not the budget's */
 		z->lent = true;
 		za->nr_lent++;
+		za_zone_sync(za, z);
 	}
 	pthread_mutex_unlock(&za->mu);
 	return rc;

@@ -71,6 +71,15 @@
  * no FULL zone the collector would copy (gc_policy.h: at least 1/64 dead),
  * or a collector without progress for the patience above.
  *
+ * Cost: what a request calls (acquire, release, valid_add/sub, stats,
+ * zalloc_wait_room) does not grow with the number of zones: the space
+ * figures are kept incrementally and zalloc_check() recounts them.  Only
+ * mount, zalloc_gc_pick() (the collector's choice) and zalloc_check() walk
+ * every zone, and a near-full device whose every collector candidate is
+ * backed off (zalloc_gc_done_backoff()) looks at their retry times.
+ * Acquires walk the open zones of a class (bounded by the active budget,
+ * or by the writers in flight without one).
+ *
  * Units: bytes everywhere; zones by index.
  * Thread safety: every function is thread-safe: one internal mutex, a leaf
  * lock (zalloc_priv.h).  Zone management I/O is done with it dropped where
@@ -113,6 +122,8 @@ struct zalloc_params {
 	uint32_t reserved_active;	/* active slots kept for others (>= 2 for mlog) */
 	uint32_t reserved_open;		/* open slots kept for others (>= 2 for mlog) */
 	uint32_t max_stripe_width;	/* upper bound on zones per class (>= 1) */
+	bool self_check;	/* every zalloc_get_stats() runs zalloc_check()
+				 * and aborts on a difference: O(zones), tests */
 };
 
 /* An exclusive right to write [offset, offset + len) of zone `zone`;
@@ -369,6 +380,14 @@ struct zalloc_stats {
 	uint32_t space_waiters;		/* writers in zalloc_wait_room() now */
 	uint64_t space_need_bytes;	/* bytes the largest of them needs */
 };
+/* O(1): every figure is kept incrementally (zalloc_check() recounts). */
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);
+
+/* Recount from scratch what the allocator keeps incrementally (free,
+ * valid, reclaimable and collector bytes, per zone and in total; the zone
+ * lists) and compare: 0, or -EUCLEAN with the differences logged.
+ * O(zones), takes the allocator's lock: for tests and fsck (and every
+ * zalloc_get_stats() with zalloc_params.self_check). */
+int zalloc_check(struct zalloc *za);
 
 #endif

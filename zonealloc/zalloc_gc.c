@@ -32,8 +32,11 @@ bool za_gc_possible(const struct zalloc *za)
 	uint64_t now;
 
 	za_assert_held(za);
-	if (!za->gc_enabled)
+	if (!za->gc_enabled || !za->sums.gc_cand)
 		return false;
+	if (za->sums.gc_cand > za->sums.gc_cand_backoff)
+		return true;	/* one without a retry time: possible now */
+	/* Every candidate was backed off once (rare): look at their times. */
 	now = zf_now_ns();
 	for (uint32_t i = 0; i < za->nr; i++)
 		if (za_gc_candidate(&za->z[i], now) && gc_gain_enough(za->z[i].capacity, za->z[i].valid, za->bs, true))
@@ -144,6 +147,7 @@ int zalloc_gc_pick(struct zalloc *za, bool greedy, const uint64_t *skip,
 	}
 	best = &za->z[za->views[k].id];
 	best->gc = true;
+	za_zone_sync(za, best);
 	za->gc_active++;
 	za->gc_runs++;
 	v->zone = za->first + za_zidx(za, best);
@@ -175,6 +179,7 @@ void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_n
 	} else {
 		z->gc = false;
 		z->gc_retry_ns = backoff_ns ? zf_now_ns() + backoff_ns : 0;
+		za_zone_sync(za, z);
 		za->gc_active--;
 		if (z->valid == 0)
 			za_queue_reset(za, z);

@@ -26,6 +26,13 @@
  * nothing written returns an EMPTY zone to FREE (and a CLOSED zone to
  * CLOSED), so the cache matches the device again.
  *
+ * Space sums: za->sums is the sum over the zones of their acct (struct
+ * za_sums), which za_zone_sync() recomputes from the zone's own fields
+ * after every change of them, so free, valid, reclaimable and collector
+ * figures cost O(1) per request whatever the number of zones.
+ * zalloc_check() recounts them from scratch (unit tests, fsck, and every
+ * zalloc_get_stats() with zalloc_params.self_check).
+ *
  * Reset stamps: commit_seq starts at 1.  A zone queued for reset records
  * stamp = commit_seq at queueing time; zalloc_commit_begin() returns
  * t = commit_seq and increments it.  So "queued before begin returned t" is
@@ -79,6 +86,20 @@ enum {
 	ZA_L_NR = ZA_L_CLASS + ZALLOC_NR_CLASSES,
 };
 
+/* Per-zone shares of the space figures, summed incrementally so that no
+ * request walks the zones (za_zone_sync()).  Bytes unless said otherwise. */
+struct za_sums {
+	uint64_t valid;		/* referenced bytes (every zone) */
+	uint64_t capacity;	/* capacity of usable zones (not retired or lent) */
+	uint64_t lent_cap;	/* capacity of zones lent to the log (not retired) */
+	uint64_t free;		/* room left in usable EMPTY or active zones */
+	uint64_t reclaimable;	/* written but unreferenced, usable zones */
+	uint64_t gc_reclaim;	/* capacity - valid of the collector's candidates
+				 * worth collecting (za_gc_candidate(z, 0)) */
+	uint32_t gc_cand;	/* zones: those candidates */
+	uint32_t gc_cand_backoff; /* zones: of them, with gc_retry_ns set */
+};
+
 struct za_zone {
 	uint64_t start;		/* [const] bytes, absolute */
 	uint64_t capacity;	/* [const] bytes */
@@ -111,6 +132,7 @@ struct za_zone {
 				 * not for ordinary writers (until reset) */
 	bool lent;		/* the metadata log's (zalloc_lend): on no
 				 * list, cond EMPTY in the budget's books */
+	struct za_sums acct;	/* its share of za->sums, as last synced */
 };
 
 struct za_list {
@@ -130,12 +152,16 @@ struct zalloc {
 	uint32_t open_budget;		/* [const] */
 	uint32_t max_stripe;		/* [const] */
 	uint64_t max_cap;		/* [const] largest zone capacity */
+	bool self_check;		/* [const] zalloc_params.self_check */
 	bool mounted;			/* [mu] zalloc_mount_done() ran */
 
 	struct za_zone *z;		/* [const] the array; elements [mu] */
 	struct za_list lists[ZA_L_NR];	/* [mu] */
 
 	uint32_t nr_open, nr_active;	/* [mu] budget books (za_set_cond) */
+	struct za_sums sums;		/* [mu] sum of every zone's acct: kept by
+					 * za_zone_sync() after each change of a
+					 * zone; zalloc_check() recounts */
 	uint32_t leased_total, leased_cls[ZALLOC_NR_CLASSES];	/* [mu] */
 	uint32_t nr_busy, nr_resetting;	/* [mu] I/O in flight */
 	uint32_t waiters;		/* [mu] acquirers blocked now */
@@ -203,6 +229,10 @@ static inline uint32_t za_zidx(const struct zalloc *za, const struct za_zone *z)
 }
 
 /* zalloc.c (all with za->mu held) */
+/* Bring z's share of za->sums up to date: call after every change of a
+ * field the shares read (cond, wp, valid, list, lease, busy, resetting,
+ * retired, lent, gc, gc_retry_ns, nunclaimed).  Idempotent, O(1). */
+void za_zone_sync(struct zalloc *za, struct za_zone *z);
 void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c);
 void za_list_del(struct zalloc *za, struct za_zone *z);
 void za_list_add(struct zalloc *za, struct za_zone *z, uint8_t list, bool at_head);
@@ -217,6 +247,8 @@ int za_try_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 
 /* zalloc.c, continued */
 void za_stats_locked(struct zalloc *za, struct zalloc_stats *st);
+/* zalloc_stats.free_bytes, O(1). */
+uint64_t za_free_bytes(const struct zalloc *za);
 
 /* zalloc_space.c (with za->mu held) */
 uint32_t za_free_usable(const struct zalloc *za, enum za_who who);

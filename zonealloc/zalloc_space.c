@@ -174,11 +174,8 @@ static int wait_commit(struct zalloc *za, struct za_wait *w)
 static int wait_gc_for_lease(struct zalloc *za, struct za_wait *w,
 			     enum za_who *who)
 {
-	struct zalloc_stats st;
-
 	w->commit_deadline = 0;
-	za_stats_locked(za, &st);
-	if (gc_patience_over(za, w, st.free_bytes)) {
+	if (gc_patience_over(za, w, za_free_bytes(za))) {
 		if (!za_free_usable(za, ZA_GRANT))
 			return -ENOSPC;
 		*who = ZA_GRANT;
@@ -252,21 +249,22 @@ int za_acquire_locked(struct zalloc *za, unsigned int cls,
 int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
 {
 	struct za_wait w = { 0 };
-	struct zalloc_stats st;
 	int ret = -ENOSPC;
 
 	if (!za || !r || !r->buffered)
 		return -EINVAL;
 	pthread_mutex_lock(&za->mu);
 	for (int attempt = 0;; attempt++) {
+		/* O(1): the sums (zalloc_priv.h), never a walk of the zones */
 		uint64_t need = r->buffered(r->arg) + r->bytes;
+		uint64_t free_bytes = za_free_bytes(za);
+		uint64_t pending = za->lists[ZA_L_PENDING].count + za->nr_resetting;
 
-		za_stats_locked(za, &st);
-		if (st.free_bytes >= need) {
+		if (free_bytes >= need) {
 			ret = 0;
 			break;
 		}
-		if (st.pending_resets && attempt < 2 && r->commit) {
+		if (pending && attempt < 2 && r->commit) {
 			int c;
 
 			pthread_mutex_unlock(&za->mu);
@@ -279,10 +277,10 @@ int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
 			break;		/* no collector: full means full */
 		/* Can the collector make room at all?  Valid data plus the
 		 * buffers must fit in the capacity. */
-		if (st.free_bytes + st.gc_reclaimable_bytes < need && !st.gc_active &&
-		    !st.pending_resets)
+		if (free_bytes + za->sums.gc_reclaim < need && !za->gc_active &&
+		    !pending)
 			break;
-		if (gc_patience_over(za, &w, st.free_bytes))
+		if (gc_patience_over(za, &w, free_bytes))
 			break;
 		za->space_waiters++;
 		za->space_need = ZF_MAX(za->space_need, r->bytes);

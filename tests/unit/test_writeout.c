@@ -421,6 +421,114 @@ START_TEST(writeout_error_reaches_fsync)
 }
 END_TEST
 
+/* fdatasync logs no INODE record for times: the size must come back from
+ * the extent and truncate records alone.  Appends of odd sizes, a write
+ * past the end over a hole, a truncate that grows the file and one that
+ * shrinks it, each followed by fdatasync; then the power fails.  And an
+ * fsync still makes the times durable. */
+START_TEST(fdatasync_keeps_size_and_data)
+{
+	uint64_t f = mkfile("d"), g = mkfile("t");
+	const size_t n = 64u << 10;
+	uint8_t *b = malloc(n), *r = malloc(n), *want = calloc(1, n);
+	struct stat st, at;
+	struct timespec ts = { 1000000, 0 };
+
+	fill(b, 0, n, 7);
+	ck_assert_int_eq(fs_write(fs, f, 0, b, 3000, false), 3000);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	ck_assert_int_eq(fs_write(fs, f, 3000, b + 3000, 5000, false), 5000);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	memcpy(want, b, 8000);
+	/* past the end: a hole [8000, 30000) */
+	ck_assert_int_eq(fs_write(fs, f, 30000, b + 30000, 100, false), 100);
+	memcpy(want + 30000, b + 30000, 100);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	/* a grown size through truncate, then a shrink inside the last block */
+	memset(&at, 0, sizeof(at));
+	at.st_size = 40000;
+	ck_assert_int_eq(fs_setattr(fs, f, &at, FS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	at.st_size = 30050;
+	ck_assert_int_eq(fs_setattr(fs, f, &at, FS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	/* an overwrite in the middle: no size change at all */
+	ck_assert_int_eq(fs_write(fs, f, 100, b + 5000, 200, false), 200);
+	memcpy(want + 100, b + 5000, 200);
+	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
+	/* fsync (not datasync) of another file: its times are durable */
+	ck_assert_int_eq(fs_write(fs, g, 0, b, 10, false), 10);
+	memset(&at, 0, sizeof(at));
+	at.st_mtim = ts;
+	ck_assert_int_eq(fs_setattr(fs, g, &at, FS_SET_MTIME, &st), 0);
+	ck_assert_int_eq(fs_fsync(fs, g, false), 0);
+	crash_and_remount();
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, 30050);
+	ck_assert_int_eq(fs_read(fs, f, 0, n, r), 30050);
+	ck_assert_int_eq(memcmp(r, want, 30050), 0);
+	ck_assert_int_eq(fs_getattr(fs, g, &st), 0);
+	ck_assert_int_eq(st.st_mtim.tv_sec, ts.tv_sec);
+	free(b);
+	free(r);
+	free(want);
+}
+END_TEST
+
+/* A chunk keeps its pages in slots in arrival order: pages written in a
+ * scrambled order, some punched and written again (the chunk is full of
+ * slots then and compacts), read back through the buffer, written out
+ * (from slots out of file order: gathered) and read back after a crash. */
+START_TEST(chunk_slots_out_of_order)
+{
+	const uint32_t bs = 4096, ppc = UNIT / bs;	/* 16 pages a chunk */
+	uint64_t f = mkfile("s");
+	uint8_t *want = calloc(1, 2 * UNIT), *r = malloc(2 * UNIT), *pg = malloc(bs);
+	uint32_t order[16] = { 9, 3, 14, 0, 7, 12, 1, 10, 5, 15, 2, 8, 11, 4, 6, 13 };
+
+	ck_assert_uint_eq(ppc, 16);
+	/* 15 of the 16 pages of chunk 0 (never complete: no write-out yet),
+	 * and one page of chunk 1 */
+	for (uint32_t k = 0; k < 15; k++) {
+		uint64_t off = (uint64_t)order[k] * bs;
+		fill(pg, off, bs, 1);
+		ck_assert_int_eq(fs_write(fs, f, off, pg, bs, false), (ssize_t)bs);
+		memcpy(want + off, pg, bs);
+	}
+	fill(pg, UNIT + 3 * bs, bs, 1);
+	ck_assert_int_eq(fs_write(fs, f, UNIT + 3 * bs, pg, bs, false), (ssize_t)bs);
+	memcpy(want + UNIT + 3 * bs, pg, bs);
+	/* punch 4 pages, then write them again, version 2 */
+	for (uint32_t k = 0; k < 4; k++) {
+		uint64_t off = (uint64_t)order[2 * k] * bs;
+		ck_assert_int_eq(fs_fallocate(fs, f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					      off, bs), 0);
+		memset(want + off, 0, bs);
+	}
+	ck_assert_int_eq(fs_read(fs, f, 0, 2 * UNIT, r), (ssize_t)(UNIT + 4 * bs));
+	ck_assert_int_eq(memcmp(r, want, UNIT + 4 * bs), 0);
+	for (uint32_t k = 0; k < 4; k++) {
+		uint64_t off = (uint64_t)order[2 * k] * bs;
+		fill(pg, off, bs, 2);
+		ck_assert_int_eq(fs_write(fs, f, off, pg, bs, false), (ssize_t)bs);
+		memcpy(want + off, pg, bs);
+	}
+	/* a partial overwrite inside a page already in a slot */
+	fill(pg, 7 * bs + 100, 300, 3);
+	ck_assert_int_eq(fs_write(fs, f, 7 * bs + 100, pg, 300, false), 300);
+	memcpy(want + 7 * bs + 100, pg, 300);
+	ck_assert_int_eq(fs_read(fs, f, 0, 2 * UNIT, r), (ssize_t)(UNIT + 4 * bs));
+	ck_assert_int_eq(memcmp(r, want, UNIT + 4 * bs), 0);
+	ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+	crash_and_remount();
+	ck_assert_int_eq(fs_read(fs, f, 0, 2 * UNIT, r), (ssize_t)(UNIT + 4 * bs));
+	ck_assert_int_eq(memcmp(r, want, UNIT + 4 * bs), 0);
+	free(want);
+	free(r);
+	free(pg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writeout");
@@ -430,6 +538,8 @@ int main(void)
 	tcase_add_loop_test(tc, concurrent_writers_crash, 0, 3);
 	tcase_add_test(tc, truncate_punch_during_writeout);
 	tcase_add_test(tc, writeout_error_reaches_fsync);
+	tcase_add_test(tc, fdatasync_keeps_size_and_data);
+	tcase_add_test(tc, chunk_slots_out_of_order);
 	suite_add_tcase(s, tc);
 
 	return tl_run(s);

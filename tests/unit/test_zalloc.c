@@ -53,6 +53,7 @@ static struct zalloc_params tparams(uint32_t first, uint32_t nr, uint32_t res,
 	struct zalloc_params p = {
 		.first_zone = first, .nr_zones = nr, .reserved_active = res,
 		.reserved_open = res, .max_stripe_width = stripe,
+		.self_check = true,	/* every zalloc_get_stats() recounts */
 	};
 	return p;
 }
@@ -98,6 +99,9 @@ static void tdev_std(struct tdev *t, uint32_t stripe)
 
 static void tdev_free(struct tdev *t)
 {
+	/* every test ends with the incremental sums equal to a recount */
+	if (t->za)
+		ck_assert_int_eq(zalloc_check(t->za), 0);
 	if (t->za)
 		zalloc_destroy(t->za);
 	if (t->dev)
@@ -1508,6 +1512,7 @@ START_TEST(threads_stress)
 		dcount(&t, FIRST, NDATA, &op, &ac);
 		ck_assert_uint_le(ac, BUDGET);
 		ck_assert_uint_le(op, BUDGET);
+		ck_assert_int_eq(zalloc_check(t.za), 0);	/* while they run */
 		usleep(2000);
 	}
 	int writes = 0;
@@ -2139,6 +2144,151 @@ START_TEST(discard_and_class_counters)
 }
 END_TEST
 
+/* The sums kept incrementally (free, valid, reclaimable, collector bytes)
+ * equal a full recount after every kind of step: leases written in part,
+ * releases with an error, valid bytes added and dropped, commits and
+ * resets, zones lent to the log and given back, victims picked, backed off
+ * and done, discards.  And they are the figures stats and waits use. */
+static struct { uint64_t off, len; } lv[256];
+static int nlv;
+static uint64_t live_bytes;
+
+/* Every live byte of the zone at start goes (valid_sub). */
+static void kill_zone(struct zalloc *za, uint64_t start)
+{
+	for (int k = 0; k < nlv;) {
+		if (lv[k].off >= start && lv[k].off < start + ZSZ) {
+			zalloc_valid_sub(za, lv[k].off, lv[k].len);
+			live_bytes -= lv[k].len;
+			lv[k] = lv[--nlv];
+		} else {
+			k++;
+		}
+	}
+}
+
+/* A collector that frees its victim by deleting what is in it (runs in
+ * the waiting writer's thread, za->mu dropped), so waits end quickly. */
+static void killer_kick(void *arg)
+{
+	struct zalloc *za = arg;
+	struct zalloc_gc_victim v;
+
+	if (zalloc_gc_pick(za, true, NULL, &v))
+		return;
+	kill_zone(za, v.start);
+	zalloc_gc_done(za, v.zone);
+	commit_cb_stress(za);
+}
+
+static void sums_step_check(struct tdev *t)
+{
+	struct zalloc_stats st;
+
+	ck_assert_int_eq(zalloc_check(t->za), 0);
+	zalloc_get_stats(t->za, &st);
+	/* the FREE zones kept for the log's reserve are out of free_bytes */
+	ck_assert_uint_eq(st.free_bytes + st.gc_floor_bytes + st.valid_bytes +
+			  st.reclaimable_bytes + st.log_bytes - st.log_zones * ZCAP,
+			  st.capacity_bytes);
+}
+
+START_TEST(sums_match_recount)
+{
+	struct tdev t;
+	uint32_t lent[4];
+	int nlent = 0;
+	unsigned int seed = 4242;
+
+	nlv = 0;
+	live_bytes = 0;
+	tdev_std(&t, 2);
+	zalloc_set_gc(t.za, 2, killer_kick, t.za);
+	zalloc_set_need_space_cb(t.za, commit_cb_stress, t.za);
+	zalloc_set_log_reserve(t.za, 2);
+	sums_step_check(&t);
+	for (int i = 0; i < 3000; i++) {
+		int op = (int)(rand_r(&seed) % 10);
+
+		if (op <= 3 && live_bytes < NDATA * ZCAP / 3) {
+			struct zalloc_lease l[2];
+			enum lifetime_class cls = (enum lifetime_class)(rand_r(&seed) % LIFETIME_NR);
+			int n = zalloc_acquire_many(t.za, cls, (1 + rand_r(&seed) % 64) * BS,
+						    2, l);
+
+			if (n == -ENOSPC)
+				continue;
+			ck_assert_int_gt(n, 0);
+			for (int k = 0; k < n; k++) {
+				uint64_t len = (rand_r(&seed) % (l[k].len / BS + 1)) * BS;
+
+				if (len)
+					lwrite(&t, &l[k], len);
+				if (rand_r(&seed) % 16 == 0) {
+					/* an error: zalloc asks the device */
+					zalloc_release(t.za, &l[k], len, -EIO);
+					continue;
+				}
+				zalloc_release(t.za, &l[k], len, 0);
+				if (!len)
+					continue;
+				if (nlv < 256 && rand_r(&seed) % 8) {
+					zalloc_valid_add(t.za, l[k].offset, len);
+					lv[nlv].off = l[k].offset;
+					lv[nlv].len = len;
+					nlv++;
+					live_bytes += len;
+				} else {
+					zalloc_discard(t.za, l[k].offset, len);
+				}
+			}
+		} else if (op <= 5 && nlv) {
+			int v = (int)(rand_r(&seed) % (unsigned)nlv);
+
+			zalloc_valid_sub(t.za, lv[v].off, lv[v].len);
+			live_bytes -= lv[v].len;
+			lv[v] = lv[--nlv];
+		} else if (op == 6) {
+			uint64_t tk = zalloc_commit_begin(t.za);
+
+			ck_assert_int_ge(zalloc_commit_end(t.za, tk), 0);
+		} else if (op == 7) {
+			if (nlent < 4 && rand_r(&seed) % 2 &&
+			    zalloc_lend(t.za, 3, &lent[nlent]) == 0)
+				nlent++;
+			else if (nlent) {
+				/* the log resets a zone before giving it back */
+				ck_assert_int_eq(zdev_zone_reset(t.dev, lent[nlent - 1]), 0);
+				zalloc_lend_return(t.za, lent[--nlent]);
+			}
+		} else if (op == 8) {
+			struct zalloc_gc_victim v;
+
+			if (zalloc_gc_pick(t.za, true, NULL, &v) == 0) {
+				sums_step_check(&t);
+				if (rand_r(&seed) % 2)
+					kill_zone(t.za, v.start);	/* died meanwhile */
+				zalloc_gc_done_backoff(t.za, v.zone,
+						       rand_r(&seed) % 2 ? 1000000000ull : 0);
+			}
+		} else {
+			struct zalloc_stats st;
+
+			zalloc_get_stats(t.za, &st);
+			ck_assert_uint_le(st.free_bytes, st.capacity_bytes);
+		}
+		sums_step_check(&t);
+	}
+	while (nlent) {
+		ck_assert_int_eq(zdev_zone_reset(t.dev, lent[nlent - 1]), 0);
+		zalloc_lend_return(t.za, lent[--nlent]);
+	}
+	zalloc_set_gc(t.za, 0, NULL, NULL);
+	sums_step_check(&t);
+	tdev_free(&t);
+}
+END_TEST
+
 static Suite *zalloc_suite(void)
 {
 	Suite *s = suite_create("zalloc");
@@ -2173,6 +2323,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, gc_reserve_and_patience);
 	tcase_add_test(tc, gc_floor_never_taken);
 	tcase_add_test(tc, discard_and_class_counters);
+	tcase_add_test(tc, sums_match_recount);
 	suite_add_tcase(s, tc);
 	return s;
 }

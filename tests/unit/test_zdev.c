@@ -864,6 +864,42 @@ START_TEST(test_power_loss_drops_unflushed)
 }
 END_TEST
 
+/* A flush visits only the zones written or finished since the last one
+ * (and, after an open, those the previous user left unflushed): every such
+ * zone's data survives a power loss, whatever the order of flushes,
+ * resets and reopens. */
+START_TEST(test_flush_covers_every_written_zone)
+{
+	uint32_t a = seqz(0), b = seqz(1), c = seqz(2), bs = g->block_size;
+	struct zdev_zone zn;
+
+	EMU_ONLY();
+	ck_assert_int_eq(wr(dev, zstart(a), 2 * bs, 1), 2 * bs);
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	ck_assert_int_eq(zdev_flush(dev), 0);	/* nothing new: still fine */
+	ck_assert_int_eq(wr(dev, zstart(b), bs, 2), bs);	/* left unflushed */
+	reopen();		/* a new user of the file: b is still unflushed */
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	ck_assert_int_eq(wr(dev, zstart(a) + 2 * bs, bs, 3), bs);
+	ck_assert_int_eq(zdev_zone_reset(dev, c), 0);
+	ck_assert_int_eq(wr(dev, zstart(c), 3 * bs, 4), 3 * bs);
+	ck_assert_int_eq(zdev_zone_finish(dev, c), 0);
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	reopen();
+	zn = zrep(a);
+	ck_assert_uint_eq(zn.wp, zn.start + 3 * bs);
+	check_data(dev, zn.start, 2 * bs, 1);
+	check_data(dev, zn.start + 2 * bs, bs, 3);
+	zn = zrep(b);
+	ck_assert_uint_eq(zn.wp, zn.start + bs);
+	check_data(dev, zn.start, bs, 2);
+	zn = zrep(c);
+	ck_assert_int_eq(zn.cond, ZDEV_COND_FULL);
+	check_data(dev, zn.start, 3 * bs, 4);
+}
+END_TEST
+
 START_TEST(test_power_loss_tear)
 {
 	uint32_t bs = g->block_size, nz = 8, partial = 0, nblk = 32;
@@ -1499,6 +1535,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_kill9_child);
 	tcase_add_test(tc, test_kill9_then_power_loss);
 	tcase_add_test(tc, test_power_loss_drops_unflushed);
+	tcase_add_test(tc, test_flush_covers_every_written_zone);
 	tcase_add_test(tc, test_power_loss_tear);
 	tcase_add_test(tc, test_power_loss_keeps_flushed_file);
 	tcase_add_test(tc, test_power_loss_tear_deterministic);
