@@ -707,15 +707,31 @@ static struct fs_inode *pin_reg(struct fs *fs, uint64_t ino, int *err)
 }
 
 
+/* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
+static bool range_buffered(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
+{
+	uint64_t i0 = from / fs->opts.stripe_unit, i1 = (to - 1) / fs->opts.stripe_unit;
+	for (struct fs_chunk *c = in->chunks; c && c->idx <= i1; c = c->next)
+		if (c->idx >= i0)
+			return true;
+	return false;
+}
+
+void fs_rbuf_put(struct fs_rbuf *rb)
+{
+	zdev_buf_free(rb->own);
+	fs_pf_data_put(rb->ref);
+	*rb = (struct fs_rbuf){ 0 };
+}
+
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
-		    void **bufp, size_t *startp)
+		    struct fs_rbuf *rb)
 {
 	int err;
 	struct fs_inode *in = pin_reg(fs, ino, &err);
 	ssize_t ret;
 
-	*bufp = NULL;
-	*startp = 0;
+	*rb = (struct fs_rbuf){ 0 };
 	if (!in)
 		return err;
 	pthread_rwlock_rdlock(&in->rw);
@@ -727,15 +743,23 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	size = (size_t)ZF_MIN((uint64_t)size, fsize - off);
 	uint64_t a0 = ZF_ALIGN_DOWN(off, fs->bs);
 	uint64_t a1 = ZF_ALIGN_UP(off + size, fs->bs);
+	/* Without buffered pages to lay over them, the bytes of a read-ahead
+	 * window are sent as they are (no copy). */
+	bool overlay = in->chunks && range_buffered(fs, in, a0, a1);
+	if (!overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb)) {
+		rb->p += off - a0;
+		ret = (ssize_t)size;
+		goto out;
+	}
 	uint8_t *bounce = zdev_buf_alloc(a1 - a0);
 	if (!bounce) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	ret = 0;
-	if (!fs_pf_read(fs, in, a0, a1 - a0, bounce))
+	if (!fs_pf_read(fs, in, a0, a1 - a0, bounce, NULL))
 		ret = read_extents(fs, in, a0, a1 - a0, bounce);
-	if (!ret && in->chunks) {
+	if (!ret && overlay) {
 		/* Buffered pages are newer than the device. */
 		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {
 			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
@@ -747,8 +771,8 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	if (ret) {
 		zdev_buf_free(bounce);
 	} else {
-		*bufp = bounce;
-		*startp = (size_t)(off - a0);
+		rb->own = bounce;
+		rb->p = bounce + (off - a0);
 		ret = (ssize_t)size;
 	}
 out:
@@ -759,12 +783,11 @@ out:
 
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
 {
-	void *b;
-	size_t start;
-	ssize_t ret = fs_read_buf(fs, ino, off, size, &b, &start);
+	struct fs_rbuf rb;
+	ssize_t ret = fs_read_buf(fs, ino, off, size, &rb);
 	if (ret > 0)
-		memcpy(buf, (uint8_t *)b + start, (size_t)ret);
-	zdev_buf_free(b);
+		memcpy(buf, rb.p, (size_t)ret);
+	fs_rbuf_put(&rb);
 	return ret;
 }
 
