@@ -117,14 +117,19 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	return c;
 }
 
-/* Make room for one more slot (the buffer doubles; a chunk whose pages
- * were dropped and added again may need more slots than pages: then it
- * is compacted first, in page order).  Returns the free slot or -ENOMEM. */
-static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
+/* Make room for one more slot (the buffer doubles, or grows at once to
+ * `want` more slots when the write adding pages brings that many: growing
+ * copies the pages held, so a 1 MiB write into an empty chunk would
+ * otherwise copy its pages about once more; a chunk whose pages were
+ * dropped and added again may need more slots than pages: then it is
+ * compacted first, in page order).  Returns the free slot or -ENOMEM. */
+static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c,
+			  uint32_t want)
 {
 	if (c->nslots < c->cap)
 		return (int)c->nslots++;
 	uint32_t cap = c->cap ? ZF_MIN(2 * c->cap, fs->pages_per_chunk) : 1;
+	cap = ZF_MAX(cap, (uint32_t)ZF_MIN((uint64_t)c->nslots + want, fs->pages_per_chunk));
 	if (cap == c->cap && c->npresent < c->cap)
 		cap = c->cap;	/* full size already: compact into a new one */
 	else if (cap == c->cap)
@@ -256,8 +261,10 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
 }
 
 /* Get the page of block `blk`, creating it (filled from the device, bytes
- * beyond the file size zeroed) if needed.  [RW excl] */
-static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill)
+ * beyond the file size zeroed) if needed; `want`: pages the caller is about
+ * to add to this chunk (room for them is made at once).  [RW excl] */
+static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
+			 uint32_t want)
 {
 	uint64_t idx = blk / fs->pages_per_chunk;
 	uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
@@ -266,7 +273,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 		return NULL;
 	if (page_present(c, pi))
 		return slot_buf(fs, c, pi);
-	int sl = chunk_slot_new(fs, in, c);
+	int sl = chunk_slot_new(fs, in, c, want);
 	if (sl < 0) {
 		if (c->npresent == 0)
 			chunk_free(fs, in, c);
@@ -297,7 +304,7 @@ static int zero_tail(struct fs *fs, struct fs_inode *in)
 {
 	if (in->size % fs->bs == 0)
 		return 0;
-	return page_get(fs, in, in->size / fs->bs, true) ? 0 : -ENOMEM;
+	return page_get(fs, in, in->size / fs->bs, true, 1) ? 0 : -ENOMEM;
 }
 
 /* ---- writing chunks to zones ---- */
@@ -854,7 +861,10 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
 		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
 		bool partial = bo != 0 || n != fs->bs;
-		uint8_t *p = page_get(fs, in, blk, partial);
+		/* pages of this write from blk to the end of its chunk */
+		uint64_t cend = ZF_MIN(end, (blk / fs->pages_per_chunk + 1) * fs->opts.stripe_unit);
+		uint32_t want = (uint32_t)((cend - blk * fs->bs + fs->bs - 1) / fs->bs);
+		uint8_t *p = page_get(fs, in, blk, partial, want);
 		if (!p) {
 			ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
 			break;
@@ -925,7 +935,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	bool shrink = size < in->size;
 	if (!shrink)
 		ret = zero_tail(fs, in);	/* bytes beyond the size only */
-	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true))
+	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true, 1))
 		ret = -ENOMEM;
 	if (ret)
 		return ret;
@@ -1032,7 +1042,7 @@ static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 		pos += n;
 	}
 	for (unsigned k = 0; k < nedge && !err; k++)
-		if (!page_get(fs, in, edge[k][0] / fs->bs, true))
+		if (!page_get(fs, in, edge[k][0] / fs->bs, true, 1))
 			err = -ENOMEM;
 	if (!err && b > a) {
 		pthread_mutex_lock(&fs->lock);
