@@ -753,7 +753,8 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	/* Without buffered pages to lay over them, the bytes of a read-ahead
 	 * window are sent as they are (no copy). */
 	bool overlay = in->chunks && range_buffered(fs, in, a0, a1);
-	if (!overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb)) {
+	bool hit = !overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb);
+	if (hit) {
 		rb->p += off - a0;
 		ret = (ssize_t)size;
 		goto out;
@@ -763,9 +764,10 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = 0;
-	if (!fs_pf_read(fs, in, a0, a1 - a0, bounce, NULL))
-		ret = read_extents(fs, in, a0, a1 - a0, bounce);
+	/* One fs_pf_read per READ: it counts sequential reads. */
+	if (overlay)
+		hit = fs_pf_read(fs, in, a0, a1 - a0, bounce, NULL);
+	ret = hit ? 0 : read_extents(fs, in, a0, a1 - a0, bounce);
 	if (!ret && overlay) {
 		/* Buffered pages are newer than the device. */
 		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {

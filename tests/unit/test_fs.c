@@ -436,6 +436,29 @@ START_TEST(read_buf_outlives_window)
 }
 END_TEST
 
+/* A sequential reader starting in the middle of a file gets read-ahead
+ * (each READ counts once towards "sequential", hit or miss). */
+START_TEST(prefetch_from_mid_file)
+{
+	const uint64_t K = 1024, size = 2048 * K;
+	pf_mount(64 * K);
+	uint64_t ino = create(FS_ROOT_INO, "mid");
+	uint8_t *a = malloc(size), *got = malloc(16 * K);
+	fill(a, size, 0, 3);
+	ck_assert_int_eq(fs_write(fs, ino, 0, a, size, false), size);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	for (uint64_t pos = 1024 * K; pos < 1536 * K; pos += 16 * K) {
+		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
+		ck_assert_int_eq(memcmp(got, a + pos, 16 * K), 0);
+	}
+	struct fs_stats st;
+	fs_get_stats(fs, &st);
+	ck_assert_uint_gt(st.prefetch_hits, 16);
+	free(a);
+	free(got);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fs");
@@ -452,6 +475,7 @@ int main(void)
 	tcase_add_test(tc, mkfs_refuses_existing);
 	tcase_add_test(tc, prefetch_windows_with_holes);
 	tcase_add_test(tc, read_buf_outlives_window);
+	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
