@@ -349,6 +349,19 @@ static void pf_mount(uint64_t window)
 	ck_assert_int_eq(fs_start(fs), 0);
 }
 
+/* Remount with 64 KiB windows and write a file of `size` bytes (seed) to
+ * the device; *data gets its bytes (malloc'ed). */
+static uint64_t pf_file(const char *name, uint64_t size, uint32_t seed, uint8_t **data)
+{
+	pf_mount(64 << 10);
+	uint64_t ino = create(FS_ROOT_INO, name);
+	*data = malloc(size);
+	fill(*data, size, 0, seed);
+	ck_assert_int_eq(fs_write(fs, ino, 0, *data, size, false), (ssize_t)size);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	return ino;
+}
+
 static uint64_t pf_bytes(void)
 {
 	struct fs_stats st;
@@ -398,13 +411,9 @@ END_TEST
 START_TEST(read_buf_outlives_window)
 {
 	const uint64_t K = 1024, size = 1024 * K;
-	pf_mount(64 * K);
-	uint64_t ino = create(FS_ROOT_INO, "ref");
-	uint8_t *a = malloc(size), *b = malloc(size), *got = malloc(size);
-	fill(a, size, 0, 1);
+	uint8_t *a, *b = malloc(size), *got = malloc(size);
+	uint64_t ino = pf_file("ref", size, 1, &a);
 	fill(b, size, 0, 2);
-	ck_assert_int_eq(fs_write(fs, ino, 0, a, size, false), size);
-	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
 	for (uint64_t pos = 0; pos < 256 * K; pos += 16 * K)	/* a sequential reader */
 		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
 	struct fs_rbuf rb;
@@ -441,12 +450,8 @@ END_TEST
 START_TEST(prefetch_from_mid_file)
 {
 	const uint64_t K = 1024, size = 2048 * K;
-	pf_mount(64 * K);
-	uint64_t ino = create(FS_ROOT_INO, "mid");
-	uint8_t *a = malloc(size), *got = malloc(16 * K);
-	fill(a, size, 0, 3);
-	ck_assert_int_eq(fs_write(fs, ino, 0, a, size, false), size);
-	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	uint8_t *a, *got = malloc(16 * K);
+	uint64_t ino = pf_file("mid", size, 3, &a);
 	for (uint64_t pos = 1024 * K; pos < 1536 * K; pos += 16 * K) {
 		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
 		ck_assert_int_eq(memcmp(got, a + pos, 16 * K), 0);
