@@ -74,8 +74,8 @@ struct fs_opts {
 	uint32_t stripe_width;		/* max zones per striped flush (default 4) */
 	uint32_t commit_interval_ms;	/* periodic commit (default 5000; 0 = off) */
 	uint32_t reorder_chunks;	/* complete chunks held for in-order writing (default 8) */
-	uint64_t prefetch_bytes;	/* bytes per prefetch buffer, 2 per sequential
-					 * reader (default 2 x stripe_width x stripe_unit;
+	uint64_t prefetch_bytes;	/* bytes per prefetch buffer, 4 per sequential
+					 * reader (default stripe_width x stripe_unit;
 					 * 0 = prefetch off) */
 	uint64_t prefetch_limit;	/* prefetch memory bound, daemon-wide (default 256 MiB) */
 	bool read_only;
@@ -141,10 +141,21 @@ int fs_open(struct fs *fs, uint64_t ino, int flags);
 int fs_release(struct fs *fs, uint64_t ino);
 
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf);
-/* The same without the final copy: *bufp (free with zdev_buf_free) holds the
- * bytes from *bufp + *startp on. */
+/* A read's bytes without the final copy: p points at them; own is a buffer
+ * of the read's own or NULL, ref a reference to a read-ahead buffer shared
+ * with other readers or NULL.  Read-only; release with fs_rbuf_put (any
+ * thread, no locks; safe on a zeroed or already released one). */
+struct fs_pf_data;
+struct fs_rbuf {
+	const uint8_t *p;
+	void *own;
+	struct fs_pf_data *ref;
+};
+void fs_rbuf_put(struct fs_rbuf *rb);
+/* fs_read without the final copy: rb (always to be released) holds the
+ * bytes read. */
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
-		    void **bufp, size_t *startp);
+		    struct fs_rbuf *rb);
 /* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill_suidgid);

@@ -117,14 +117,19 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	return c;
 }
 
-/* Make room for one more slot (the buffer doubles; a chunk whose pages
- * were dropped and added again may need more slots than pages: then it
- * is compacted first, in page order).  Returns the free slot or -ENOMEM. */
-static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
+/* Make room for one more slot (the buffer doubles, or grows at once to
+ * `want` more slots when the write adding pages brings that many: growing
+ * copies the pages held, so a 1 MiB write into an empty chunk would
+ * otherwise copy its pages about once more; a chunk whose pages were
+ * dropped and added again may need more slots than pages: then it is
+ * compacted first, in page order).  Returns the free slot or -ENOMEM. */
+static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c,
+			  uint32_t want)
 {
 	if (c->nslots < c->cap)
 		return (int)c->nslots++;
 	uint32_t cap = c->cap ? ZF_MIN(2 * c->cap, fs->pages_per_chunk) : 1;
+	cap = ZF_MAX(cap, (uint32_t)ZF_MIN((uint64_t)c->nslots + want, fs->pages_per_chunk));
 	if (cap == c->cap && c->npresent < c->cap)
 		cap = c->cap;	/* full size already: compact into a new one */
 	else if (cap == c->cap)
@@ -265,8 +270,10 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
 }
 
 /* Get the page of block `blk`, creating it (filled from the device, bytes
- * beyond the file size zeroed) if needed.  [RW excl] */
-static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill)
+ * beyond the file size zeroed) if needed; `want`: pages the caller is about
+ * to add to this chunk (room for them is made at once).  [RW excl] */
+static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
+			 uint32_t want)
 {
 	uint64_t idx = blk / fs->pages_per_chunk;
 	uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
@@ -275,7 +282,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 		return NULL;
 	if (page_present(c, pi))
 		return slot_buf(fs, c, pi);
-	int sl = chunk_slot_new(fs, in, c);
+	int sl = chunk_slot_new(fs, in, c, want);
 	if (sl < 0) {
 		if (c->npresent == 0)
 			chunk_free(fs, in, c);
@@ -306,7 +313,7 @@ static int zero_tail(struct fs *fs, struct fs_inode *in)
 {
 	if (in->size % fs->bs == 0)
 		return 0;
-	return page_get(fs, in, in->size / fs->bs, true) ? 0 : -ENOMEM;
+	return page_get(fs, in, in->size / fs->bs, true, 1) ? 0 : -ENOMEM;
 }
 
 /* ---- writing chunks to zones ---- */
@@ -716,15 +723,31 @@ static struct fs_inode *pin_reg(struct fs *fs, uint64_t ino, int *err)
 }
 
 
+/* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
+static bool range_buffered(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
+{
+	uint64_t i0 = from / fs->opts.stripe_unit, i1 = (to - 1) / fs->opts.stripe_unit;
+	for (struct fs_chunk *c = in->chunks; c && c->idx <= i1; c = c->next)
+		if (c->idx >= i0)
+			return true;
+	return false;
+}
+
+void fs_rbuf_put(struct fs_rbuf *rb)
+{
+	zdev_buf_free(rb->own);
+	fs_pf_data_put(rb->ref);
+	*rb = (struct fs_rbuf){ 0 };
+}
+
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
-		    void **bufp, size_t *startp)
+		    struct fs_rbuf *rb)
 {
 	int err;
 	struct fs_inode *in = pin_reg(fs, ino, &err);
 	ssize_t ret;
 
-	*bufp = NULL;
-	*startp = 0;
+	*rb = (struct fs_rbuf){ 0 };
 	if (!in)
 		return err;
 	pthread_rwlock_rdlock(&in->rw);
@@ -736,15 +759,25 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	size = (size_t)ZF_MIN((uint64_t)size, fsize - off);
 	uint64_t a0 = ZF_ALIGN_DOWN(off, fs->bs);
 	uint64_t a1 = ZF_ALIGN_UP(off + size, fs->bs);
+	/* Without buffered pages to lay over them, the bytes of a read-ahead
+	 * window are sent as they are (no copy). */
+	bool overlay = in->chunks && range_buffered(fs, in, a0, a1);
+	bool hit = !overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb);
+	if (hit) {
+		rb->p += off - a0;
+		ret = (ssize_t)size;
+		goto out;
+	}
 	uint8_t *bounce = zdev_buf_alloc(a1 - a0);
 	if (!bounce) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = 0;
-	if (!fs_pf_read(fs, in, a0, a1 - a0, bounce))
-		ret = read_extents(fs, in, a0, a1 - a0, bounce);
-	if (!ret && in->chunks) {
+	/* One fs_pf_read per READ: it counts sequential reads. */
+	if (overlay)
+		hit = fs_pf_read(fs, in, a0, a1 - a0, bounce, NULL);
+	ret = hit ? 0 : read_extents(fs, in, a0, a1 - a0, bounce);
+	if (!ret && overlay) {
 		/* Buffered pages are newer than the device. */
 		for (uint64_t blk = a0 / fs->bs; blk < a1 / fs->bs; blk++) {
 			struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
@@ -756,8 +789,8 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	if (ret) {
 		zdev_buf_free(bounce);
 	} else {
-		*bufp = bounce;
-		*startp = (size_t)(off - a0);
+		rb->own = bounce;
+		rb->p = bounce + (off - a0);
 		ret = (ssize_t)size;
 	}
 out:
@@ -768,12 +801,11 @@ out:
 
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
 {
-	void *b;
-	size_t start;
-	ssize_t ret = fs_read_buf(fs, ino, off, size, &b, &start);
+	struct fs_rbuf rb;
+	ssize_t ret = fs_read_buf(fs, ino, off, size, &rb);
 	if (ret > 0)
-		memcpy(buf, (uint8_t *)b + start, (size_t)ret);
-	zdev_buf_free(b);
+		memcpy(buf, rb.p, (size_t)ret);
+	fs_rbuf_put(&rb);
 	return ret;
 }
 
@@ -840,7 +872,10 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
 		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
 		bool partial = bo != 0 || n != fs->bs;
-		uint8_t *p = page_get(fs, in, blk, partial);
+		/* pages of this write from blk to the end of its chunk */
+		uint64_t cend = ZF_MIN(end, (blk / fs->pages_per_chunk + 1) * fs->opts.stripe_unit);
+		uint32_t want = (uint32_t)((cend - blk * fs->bs + fs->bs - 1) / fs->bs);
+		uint8_t *p = page_get(fs, in, blk, partial, want);
 		if (!p) {
 			ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
 			break;
@@ -911,7 +946,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	bool shrink = size < in->size;
 	if (!shrink)
 		ret = zero_tail(fs, in);	/* bytes beyond the size only */
-	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true))
+	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true, 1))
 		ret = -ENOMEM;
 	if (ret)
 		return ret;
@@ -1018,7 +1053,7 @@ static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 		pos += n;
 	}
 	for (unsigned k = 0; k < nedge && !err; k++)
-		if (!page_get(fs, in, edge[k][0] / fs->bs, true))
+		if (!page_get(fs, in, edge[k][0] / fs->bs, true, 1))
 			err = -ENOMEM;
 	if (!err && b > a) {
 		pthread_mutex_lock(&fs->lock);

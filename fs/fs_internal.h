@@ -89,12 +89,16 @@ struct fs_chunk {
 					 * read-only until it ends (fs_data.c) */
 };
 
-/* Prefetch state of one file (fs_prefetch.c). */
+/* Prefetch state of one file (fs_prefetch.c).  A buffer's bytes are a
+ * refcounted struct fs_pf_data: the buffer holds one reference, a fill in
+ * flight one, and every READ reply served from it one, so a buffer dropped
+ * while a reply still sends its bytes is freed by the last reply. */
+#define FS_PF_NBUF 4
+struct fs_pf_data;
 struct fs_pf_buf {
 	uint64_t off, len;	/* file bytes covered */
-	uint8_t *data;
+	struct fs_pf_data *data;	/* [pf->lock] one reference, or NULL */
 	int state;		/* empty, filling, ready */
-	bool orphaned;		/* dropped while filling: the worker frees it */
 };
 
 struct fs_prefetch {
@@ -103,7 +107,7 @@ struct fs_prefetch {
 	uint64_t last_end;	/* end of the previous read (bytes) */
 	uint32_t seq;		/* consecutive sequential reads */
 	uint64_t gen;		/* bumped by writes/truncates: stale fills die */
-	struct fs_pf_buf b[2];
+	struct fs_pf_buf b[FS_PF_NBUF];
 };
 
 struct fs_inode {
@@ -149,7 +153,8 @@ struct fs_inode {
 /* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
  * by a few threads. */
 struct fs_pf_pool {
-	uint64_t window;		/* bytes per buffer, 0 = off; set at start */
+	uint64_t window;		/* bytes per buffer (FS_PF_NBUF per file),
+					 * 0 = off; set at start */
 	_Atomic uint64_t bytes, hits, fills;	/* counters */
 	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
 	pthread_cond_t qcond;
@@ -467,9 +472,13 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st);	/* no locks */
 /* fs_prefetch.c */
 int fs_pf_start(struct fs *fs);
 void fs_pf_stop(struct fs *fs);
-/* Serve [a0, a0+len) (block-aligned) from prefetch buffers into out and
- * drive read-ahead; false = read it from the device. [in->rw shared] */
-bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out);
+/* Serve [a0, a0+len) (block-aligned) from prefetch buffers and drive
+ * read-ahead; false = read it from the device.  With out, the bytes are
+ * copied there; else *rb gets a reference to the buffer holding them
+ * (release with fs_rbuf_put).  [in->rw shared] */
+bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out,
+		struct fs_rbuf *rb);
+void fs_pf_data_put(struct fs_pf_data *d);	/* any thread, no locks */
 void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
 void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
 

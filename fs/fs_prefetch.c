@@ -1,28 +1,38 @@
-/* fs_prefetch — double-buffered read-ahead for sequential readers.
+/* fs_prefetch — read-ahead for sequential readers, several windows deep.
  *
  * Compaction reads whole tables front to back.  Per file we watch whether
  * reads continue where the previous one ended; after two such reads the file
- * gets two buffers of opts.prefetch_bytes each: while the reader consumes
- * one, the other is filled in the background from every zone the window
- * touches at once (one zdev_io_batch, so striped files are read from all
- * their zones in parallel).  Random readers get no prefetch and no extra I/O.
+ * gets FS_PF_NBUF buffers of opts.prefetch_bytes each, filled in the
+ * background in file order from every zone a window touches at once (one
+ * zdev_io_batch, so striped files are read from all their zones in
+ * parallel).  When the reader enters a buffer, the buffers behind it are
+ * refilled with the windows after the furthest one, so up to FS_PF_NBUF - 1
+ * fills are in flight ahead of the reader: a zone never idles while the
+ * reader still consumes an earlier window.  Random readers get no prefetch
+ * and no extra I/O.
  *
  * Consistency: each file has a generation, bumped (under the inode's rw lock
  * held exclusively) by every write, truncate and hole punch; a fill started
  * under an older generation is thrown away.  A fill reads device ranges
  * computed from the extent map while the reader held the rw lock; if those
  * extents die meanwhile, the generation has changed and the bytes are
- * discarded, so reading a zone that is being reset is harmless.
- * Buffered (dirty) pages are overlaid by fs_read_buf afterwards, as for
- * device reads.
+ * discarded, so reading a zone that is being reset is harmless.  Only the
+ * parts of a window no extent covers (holes) are zeroed; the device read
+ * fills the rest.  Buffered (dirty) pages are overlaid by fs_read_buf
+ * afterwards, as for device reads (on a copy: a window may be shared).
  *
- * Memory: fs->pf.bytes counts buffer bytes daemon-wide; no new buffer is
- * allocated past opts.prefetch_limit.
+ * Memory: a window's bytes are refcounted (struct fs_pf_data): the buffer,
+ * a fill in flight and each READ reply that sends them hold a reference, so
+ * a reply can send straight from the window while the window is dropped.
+ * fs->pf.bytes counts window bytes daemon-wide until the last reference
+ * goes; no new window is allocated past opts.prefetch_limit.
  * Threads: a small pool of workers does the fills.
  * Locking: in->pf->lock is a leaf lock (taken under in->rw, never the other
- * way round); the pool's queue lock is a leaf lock too.
+ * way round); the pool's queue lock is a leaf lock too; references are
+ * dropped with no lock needed.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,12 +44,19 @@
 
 enum { PF_EMPTY = 0, PF_FILLING = 1, PF_READY = 2 };
 
+/* The bytes of one window. */
+struct fs_pf_data {
+	_Atomic uint32_t refs;
+	struct fs *fs;		/* whose pf.bytes counts it */
+	uint8_t *buf;		/* fs->pf.window bytes */
+};
+
 struct pf_job {
 	struct pf_job *next;
 	struct fs_inode *in;	/* pinned */
 	int slot;
 	uint64_t gen;
-	uint8_t *data;
+	struct fs_pf_data *data;	/* the job's own reference */
 	uint32_t nreq;
 	struct zdev_req reqs[];
 };
@@ -49,44 +66,71 @@ static uint64_t window(struct fs *fs)
 	return fs->pf.window;
 }
 
-/* Free one buffer's memory. [pf->lock] */
-static void buf_drop(struct fs *fs, struct fs_pf_buf *b)
+static struct fs_pf_data *data_new(struct fs *fs)
 {
-	if (b->state == PF_READY && b->data) {
-		zdev_buf_free(b->data);
-		fs->pf.bytes -= window(fs);
+	struct fs_pf_data *d = malloc(sizeof(*d));
+	uint8_t *buf = zdev_buf_alloc(window(fs));
+	if (!d || !buf) {
+		free(d);
+		zdev_buf_free(buf);
+		return NULL;
 	}
-	if (b->state != PF_FILLING) {
-		b->data = NULL;
-		b->state = PF_EMPTY;
-	} else {
-		b->orphaned = true;	/* the worker frees it */
-	}
+	atomic_init(&d->refs, 1);
+	d->fs = fs;
+	d->buf = buf;
+	fs->pf.bytes += window(fs);
+	return d;
+}
+
+static struct fs_pf_data *data_get(struct fs_pf_data *d)
+{
+	atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+	return d;
+}
+
+void fs_pf_data_put(struct fs_pf_data *d)
+{
+	if (!d || atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	d->fs->pf.bytes -= window(d->fs);
+	zdev_buf_free(d->buf);
+	free(d);
+}
+
+/* Forget a buffer's window (a fill in flight keeps its own reference and
+ * finds the buffer no longer its own). [pf->lock] */
+static void buf_drop(struct fs_pf_buf *b)
+{
+	fs_pf_data_put(b->data);
+	b->data = NULL;
+	b->state = PF_EMPTY;
 	b->off = b->len = 0;
 }
 
 void fs_pf_invalidate(struct fs *fs, struct fs_inode *in)
 {
 	struct fs_prefetch *pf = in->pf;
+	(void)fs;
 	if (!pf)
 		return;
 	pthread_mutex_lock(&pf->lock);
 	pf->gen++;
 	pf->seq = 0;
-	for (int i = 0; i < 2; i++)
-		buf_drop(fs, &pf->b[i]);
+	for (int i = 0; i < FS_PF_NBUF; i++)
+		buf_drop(&pf->b[i]);
 	pthread_mutex_unlock(&pf->lock);
 }
 
 void fs_pf_free(struct fs *fs, struct fs_inode *in)
 {
 	struct fs_prefetch *pf = in->pf;
+	(void)fs;
 	if (!pf)
 		return;
 	/* Called when nothing references the inode: no fill is in flight
 	 * (fills pin the inode). */
-	for (int i = 0; i < 2; i++)
-		buf_drop(fs, &pf->b[i]);
+	for (int i = 0; i < FS_PF_NBUF; i++)
+		buf_drop(&pf->b[i]);
 	pthread_mutex_destroy(&pf->lock);
 	pthread_cond_destroy(&pf->cond);
 	free(pf);
@@ -120,20 +164,15 @@ static void *worker_main(void *arg)
 		struct fs_prefetch *pf = j->in->pf;
 		struct fs_pf_buf *b = &pf->b[j->slot];
 		pthread_mutex_lock(&pf->lock);
-		if (!err && !b->orphaned && pf->gen == j->gen && b->data == j->data) {
-			b->state = PF_READY;
-		} else {
-			if (b->data == j->data) {
-				b->data = NULL;
-				b->state = PF_EMPTY;
-				b->off = b->len = 0;
-			}
-			b->orphaned = false;
-			zdev_buf_free(j->data);
-			fs->pf.bytes -= window(fs);
+		if (b->data == j->data) {
+			if (!err && pf->gen == j->gen)
+				b->state = PF_READY;
+			else
+				buf_drop(b);
 		}
 		pthread_cond_broadcast(&pf->cond);
 		pthread_mutex_unlock(&pf->lock);
+		fs_pf_data_put(j->data);
 
 		pthread_mutex_lock(&fs->lock);
 		j->in->pins--;
@@ -150,7 +189,7 @@ int fs_pf_start(struct fs *fs)
 {
 	uint64_t w = fs->opts.prefetch_bytes;
 	if (w == UINT64_MAX)
-		w = 2ull * ZF_MAX(1u, fs->opts.stripe_width) * fs->opts.stripe_unit;
+		w = (uint64_t)ZF_MAX(1u, fs->opts.stripe_width) * fs->opts.stripe_unit;
 	fs->pf.window = ZF_ALIGN_UP(w, fs->bs);
 	if (fs->pf.window == 0 || fs->read_only)
 		return 0;
@@ -182,49 +221,53 @@ void fs_pf_stop(struct fs *fs)
 	pthread_cond_destroy(&fs->pf.qcond);
 }
 
-/* Start filling slot `slot` with [off, off+len). [in->rw shared, pf->lock] */
-static void schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off, uint64_t len)
+/* Start filling empty slot `slot` with [off, off+len); false if not
+ * started (memory limit, nothing on the device, too fragmented).
+ * [in->rw shared, pf->lock] */
+static bool schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off, uint64_t len)
 {
 	struct fs_prefetch *pf = in->pf;
 	struct fs_pf_buf *b = &pf->b[slot];
 	uint64_t end = off + len;
 
-	if (b->state == PF_FILLING || fs->pf.bytes + window(fs) > fs->opts.prefetch_limit)
-		return;
-	/* Device ranges of the window (holes stay zero). */
+	if (b->state != PF_EMPTY || fs->pf.bytes + window(fs) > fs->opts.prefetch_limit)
+		return false;
+	/* Device ranges of the window. */
 	size_t i = extmap_find(&in->map, off);
 	uint32_t n = 0;
 	for (size_t k = i; k < in->map.n && in->map.v[k].off < end && n < PF_MAX_REQS; k++)
 		n++;
 	if (n == 0 || n >= PF_MAX_REQS)
-		return;	/* nothing on the device, or too fragmented to bother */
+		return false;	/* nothing on the device, or too fragmented to bother */
 	struct pf_job *j = calloc(1, sizeof(*j) + n * sizeof(struct zdev_req));
-	uint8_t *data = zdev_buf_alloc(window(fs));
-	if (!j || !data) {
+	struct fs_pf_data *d = j ? data_new(fs) : NULL;
+	if (!d) {
 		free(j);
-		zdev_buf_free(data);
-		return;
+		return false;
 	}
-	memset(data, 0, len);
+	/* Zero only what no extent covers (holes, the tail after the last
+	 * extent); the device reads write the rest. */
+	uint64_t pos = off;
 	for (uint32_t q = 0; q < n; q++) {
 		const struct extmap_ext *e = &in->map.v[i + q];
 		uint64_t a = ZF_MAX(off, e->off), z = ZF_MIN(end, e->off + e->len);
+		if (a > pos)
+			memset(d->buf + (pos - off), 0, a - pos);
 		j->reqs[q] = (struct zdev_req){ .op = ZDEV_OP_READ, .offset = e->dev + (a - e->off),
-						.buf = data + (a - off), .len = z - a };
+						.buf = d->buf + (a - off), .len = z - a };
+		pos = z;
 	}
+	if (pos < end)
+		memset(d->buf + (pos - off), 0, end - pos);
 	j->nreq = n;
 	j->in = in;
 	j->slot = slot;
 	j->gen = pf->gen;
-	j->data = data;
-	if (b->state == PF_READY)
-		buf_drop(fs, b);
+	j->data = data_get(d);
 	b->off = off;
 	b->len = len;
-	b->data = data;
+	b->data = d;
 	b->state = PF_FILLING;
-	b->orphaned = false;
-	fs->pf.bytes += window(fs);
 	fs->pf.fills++;
 
 	pthread_mutex_lock(&fs->lock);
@@ -238,9 +281,45 @@ static void schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off,
 	*pp = j;
 	pthread_cond_signal(&fs->pf.qcond);
 	pthread_mutex_unlock(&fs->pf.qlock);
+	return true;
 }
 
-bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out)
+/* The reader is at a0 and wants read-ahead from `from` on: windows wholly
+ * behind a0 are done and windows not joined to the chain of windows held
+ * from `from` on are stale (the reader moved); both are dropped, and the
+ * free slots get the windows after that chain, in file order, up to the
+ * end of the file.  [in->rw shared, pf->lock] */
+static void refill(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t from, uint64_t fend)
+{
+	struct fs_prefetch *pf = in->pf;
+	uint64_t next = from, w = window(fs);
+
+	for (bool more = true; more;) {
+		more = false;
+		for (int i = 0; i < FS_PF_NBUF; i++) {
+			const struct fs_pf_buf *b = &pf->b[i];
+			if (b->state != PF_EMPTY && b->off <= next && next < b->off + b->len) {
+				next = b->off + b->len;
+				more = true;
+			}
+		}
+	}
+	for (int i = 0; i < FS_PF_NBUF; i++) {
+		struct fs_pf_buf *b = &pf->b[i];
+		if (b->state != PF_EMPTY && (b->off + b->len <= a0 || b->off >= next))
+			buf_drop(b);
+	}
+	for (int i = 0; i < FS_PF_NBUF && next < fend; i++) {
+		if (pf->b[i].state != PF_EMPTY)
+			continue;
+		if (!schedule(fs, in, i, next, ZF_MIN(w, fend - next)))
+			return;
+		next += pf->b[i].len;
+	}
+}
+
+bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, uint8_t *out,
+		struct fs_rbuf *rb)
 {
 	if (!fs->pf.nthreads)
 		return false;
@@ -265,7 +344,7 @@ bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, u
 		}
 	}
 	struct fs_prefetch *pf = in->pf;
-	uint64_t end = a0 + len, w = window(fs);
+	uint64_t end = a0 + len;
 	uint64_t fend = ZF_ALIGN_UP(in->size, fs->bs);
 	bool hit = false;
 
@@ -275,26 +354,29 @@ bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, u
 	pf->seq = sequential ? pf->seq + 1 : (a0 == 0 ? 1 : 0);
 	pf->last_end = end;
 	/* Serve from a buffer covering the whole request (wait if filling). */
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < FS_PF_NBUF; i++) {
 		struct fs_pf_buf *b = &pf->b[i];
 		while (b->state == PF_FILLING && a0 >= b->off && end <= b->off + b->len)
 			pthread_cond_wait(&pf->cond, &pf->lock);
 		if (b->state == PF_READY && a0 >= b->off && end <= b->off + b->len) {
-			memcpy(out, b->data + (a0 - b->off), len);
+			const uint8_t *src = b->data->buf + (a0 - b->off);
+			if (out) {
+				memcpy(out, src, len);
+			} else {
+				rb->p = src;
+				rb->own = NULL;
+				rb->ref = data_get(b->data);
+			}
 			hit = true;
 			fs->pf.hits++;
-			/* Reader entered this buffer: fill the other one next. */
-			uint64_t next = b->off + b->len;
-			struct fs_pf_buf *o = &pf->b[1 - i];
-			if (next < fend && !(o->state != PF_EMPTY && o->off == next))
-				schedule(fs, in, 1 - i, next, ZF_MIN(w, fend - next));
+			/* Keep FS_PF_NBUF windows going from here on. */
+			refill(fs, in, a0, a0, fend);
 			break;
 		}
 	}
 	if (!hit && pf->seq >= 2 && end < fend) {
-		/* Sequential and not covered: start both windows after this read. */
-		int slot = pf->b[0].state == PF_FILLING ? 1 : 0;
-		schedule(fs, in, slot, end, ZF_MIN(w, fend - end));
+		/* Sequential and not covered: read ahead from its end. */
+		refill(fs, in, a0, end, fend);
 	}
 	pthread_mutex_unlock(&pf->lock);
 	return hit;

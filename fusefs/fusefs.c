@@ -273,17 +273,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs *fs = fs_of(req);
 	uint32_t tid = (uint32_t)fuse_req_ctx(req)->pid;	/* req dies with the reply */
-	void *buf;
-	size_t start;
+	struct fs_rbuf rb;
 	(void)fi;
-	ssize_t n = fs_read_buf(fs, ino, (uint64_t)off, size, &buf, &start);
+	ssize_t n = fs_read_buf(fs, ino, (uint64_t)off, size, &rb);
 	if (n < 0) {
 		reply_err(req, (int)n);
 	} else {
-		fuse_reply_buf(req, n ? (char *)buf + start : NULL, (size_t)n);
+		/* The reply is written to the kernel before this returns, so
+		 * the bytes may be released right after it. */
+		fuse_reply_buf(req, n ? (const char *)rb.p : NULL, (size_t)n);
 		fs_note_read(fs, ino, tid, (uint64_t)n);
 	}
-	zdev_buf_free(buf);
+	fs_rbuf_put(&rb);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,

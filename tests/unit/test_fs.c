@@ -335,6 +335,135 @@ START_TEST(mkfs_refuses_existing)
 }
 END_TEST
 
+/* ---- read-ahead windows (fs_prefetch.c) ---- */
+
+static void pf_mount(uint64_t window)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	struct fs_opts o;
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 64ull << 20;
+	o.prefetch_bytes = window;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+}
+
+/* Remount with 64 KiB windows and write a file of `size` bytes (seed) to
+ * the device; *data gets its bytes (malloc'ed). */
+static uint64_t pf_file(const char *name, uint64_t size, uint32_t seed, uint8_t **data)
+{
+	pf_mount(64 << 10);
+	uint64_t ino = create(FS_ROOT_INO, name);
+	*data = malloc(size);
+	fill(*data, size, 0, seed);
+	ck_assert_int_eq(fs_write(fs, ino, 0, *data, size, false), (ssize_t)size);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	return ino;
+}
+
+static uint64_t pf_bytes(void)
+{
+	struct fs_stats st;
+	fs_get_stats(fs, &st);
+	return st.prefetch_bytes;
+}
+
+/* Windows are zeroed only where no extent covers them: holes inside a
+ * window, and the part of the file after its last extent, still read as
+ * zeros, also from memory that held another window's bytes before. */
+START_TEST(prefetch_windows_with_holes)
+{
+	const uint64_t K = 1024, size = 300 * K;
+	pf_mount(64 * K);
+	uint64_t ino = create(FS_ROOT_INO, "holes");
+	uint8_t *want = calloc(1, size), *got = malloc(size);
+	fill(want, 96 * K, 0, 7);			/* data [0, 96K) */
+	fill(want + 160 * K, 40 * K, 160 * K, 7);	/* hole, data [160K, 200K) */
+	ck_assert_int_eq(fs_write(fs, ino, 0, want, 96 * K, false), 96 * K);
+	ck_assert_int_eq(fs_write(fs, ino, 160 * K, want + 160 * K, 40 * K, false), 40 * K);
+	struct stat st, attr = { .st_size = (off_t)size };	/* hole up to EOF */
+	ck_assert_int_eq(fs_setattr(fs, ino, &attr, FS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	uint64_t hits0 = 0;
+	for (int pass = 0; pass < 3; pass++) {
+		memset(got, 0xEE, size);
+		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
+			uint64_t n = ZF_MIN(16 * K, size - pos);
+			ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got + pos), n);
+		}
+		ck_assert_int_eq(memcmp(got, want, size), 0);
+		struct fs_stats fst;
+		fs_get_stats(fs, &fst);
+		ck_assert_uint_gt(fst.prefetch_hits, hits0);	/* served by windows */
+		hits0 = fst.prefetch_hits;
+	}
+	free(want);
+	free(got);
+}
+END_TEST
+
+/* A READ reply served from a window refers to the window's bytes instead
+ * of a copy; the window may be dropped (a write invalidates it) while the
+ * reply still holds them: the bytes stay valid and unchanged until the
+ * reply releases them, and their memory is counted until then.  A read
+ * over buffered pages gets a copy of its own with the pages laid over. */
+START_TEST(read_buf_outlives_window)
+{
+	const uint64_t K = 1024, size = 1024 * K;
+	uint8_t *a, *b = malloc(size), *got = malloc(size);
+	uint64_t ino = pf_file("ref", size, 1, &a);
+	fill(b, size, 0, 2);
+	for (uint64_t pos = 0; pos < 256 * K; pos += 16 * K)	/* a sequential reader */
+		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
+	struct fs_rbuf rb;
+	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K + 100, 16 * K, &rb), 16 * K);
+	ck_assert_ptr_nonnull(rb.ref);			/* from a window */
+	ck_assert_ptr_null(rb.own);
+	ck_assert_int_eq(memcmp(rb.p, a + 256 * K + 100, 16 * K), 0);
+	/* The write drops every window; the reply's bytes live on. */
+	ck_assert_int_eq(fs_write(fs, ino, 256 * K, b + 256 * K, 64 * K, false), 64 * K);
+	ck_assert_uint_ge(pf_bytes(), 64 * K);
+	ck_assert_int_eq(memcmp(rb.p, a + 256 * K + 100, 16 * K), 0);
+	fs_rbuf_put(&rb);
+	fs_rbuf_put(&rb);				/* a released one is empty */
+	for (int i = 0; i < 200 && pf_bytes() > 0; i++)	/* fills in flight end */
+		usleep(5000);
+	ck_assert_uint_eq(pf_bytes(), 0);
+	/* Over buffered pages: a copy with the new bytes. */
+	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K, 64 * K, &rb), 64 * K);
+	ck_assert_ptr_nonnull(rb.own);
+	ck_assert_ptr_null(rb.ref);
+	ck_assert_int_eq(memcmp(rb.p, b + 256 * K, 64 * K), 0);
+	fs_rbuf_put(&rb);
+	/* Nothing read past the end; an empty one is released as well. */
+	ck_assert_int_eq(fs_read_buf(fs, ino, size, 4096, &rb), 0);
+	fs_rbuf_put(&rb);
+	free(a);
+	free(b);
+	free(got);
+}
+END_TEST
+
+/* A sequential reader starting in the middle of a file gets read-ahead
+ * (each READ counts once towards "sequential", hit or miss). */
+START_TEST(prefetch_from_mid_file)
+{
+	const uint64_t K = 1024, size = 2048 * K;
+	uint8_t *a, *got = malloc(16 * K);
+	uint64_t ino = pf_file("mid", size, 3, &a);
+	for (uint64_t pos = 1024 * K; pos < 1536 * K; pos += 16 * K) {
+		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
+		ck_assert_int_eq(memcmp(got, a + pos, 16 * K), 0);
+	}
+	struct fs_stats st;
+	fs_get_stats(fs, &st);
+	ck_assert_uint_gt(st.prefetch_hits, 16);
+	free(a);
+	free(got);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fs");
@@ -349,6 +478,9 @@ int main(void)
 	tcase_add_test(tc, enospc_then_recover);
 	tcase_add_test(tc, many_files_roll_the_log);
 	tcase_add_test(tc, mkfs_refuses_existing);
+	tcase_add_test(tc, prefetch_windows_with_holes);
+	tcase_add_test(tc, read_buf_outlives_window);
+	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }

@@ -529,6 +529,29 @@ START_TEST(chunk_slots_out_of_order)
 }
 END_TEST
 
+/* A write that adds pages to a chunk makes room for all of them at once
+ * (the buffer no longer doubles page by page, copying what it holds):
+ * 5 pages written at once take 5 pages of buffer; one more page doubles. */
+START_TEST(chunk_grows_to_the_write)
+{
+	const uint32_t bs = 4096;
+	uint64_t f = mkfile("grow");
+	uint8_t *b = malloc(6 * bs), *r = malloc(6 * bs);
+	fill(b, 0, 6 * bs, 1);
+	struct fs_stats st;
+	ck_assert_int_eq(fs_write(fs, f, 0, b, 5 * bs, false), (ssize_t)(5 * bs));
+	fs_get_stats(fs, &st);
+	ck_assert_uint_eq(st.buffer_bytes, 5 * bs);
+	ck_assert_int_eq(fs_write(fs, f, 5 * bs, b + 5 * bs, bs, false), (ssize_t)bs);
+	fs_get_stats(fs, &st);
+	ck_assert_uint_eq(st.buffer_bytes, 10 * bs);
+	ck_assert_int_eq(fs_read(fs, f, 0, 6 * bs, r), (ssize_t)(6 * bs));
+	ck_assert_int_eq(memcmp(r, b, 6 * bs), 0);
+	free(b);
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writeout");
@@ -540,6 +563,7 @@ int main(void)
 	tcase_add_test(tc, writeout_error_reaches_fsync);
 	tcase_add_test(tc, fdatasync_keeps_size_and_data);
 	tcase_add_test(tc, chunk_slots_out_of_order);
+	tcase_add_test(tc, chunk_grows_to_the_write);
 	suite_add_tcase(s, tc);
 
 	return tl_run(s);
