@@ -12,6 +12,7 @@ void extmap_init(struct extmap *m)
 {
 	m->v = NULL;
 	m->n = m->cap = 0;
+	m->bytes = 0;
 	m->boundary = 0;
 }
 
@@ -65,10 +66,7 @@ uint64_t extmap_end(const struct extmap *m)
 
 uint64_t extmap_bytes(const struct extmap *m)
 {
-	uint64_t sum = 0;
-	for (size_t i = 0; i < m->n; i++)
-		sum += m->v[i].len;
-	return sum;
+	return m->bytes;
 }
 
 static void insert_at(struct extmap *m, size_t i, const struct extmap_ext *e)
@@ -96,6 +94,7 @@ int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
 			.dev = e->dev + (end - e->off) };
 		if (drop)
 			drop(arg, e->dev + (off - e->off), end - off);
+		m->bytes -= end - off;
 		e->len = off - e->off;
 		insert_at(m, i + 1, &tail);
 		return 0;
@@ -106,12 +105,14 @@ int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
 		uint64_t cut = e->off + e->len - off;
 		if (drop)
 			drop(arg, e->dev + (off - e->off), cut);
+		m->bytes -= cut;
 		e->len -= cut;
 		first = last = i + 1;
 	}
 	while (last < m->n && m->v[last].off + m->v[last].len <= end) {
 		if (drop)
 			drop(arg, m->v[last].dev, m->v[last].len);
+		m->bytes -= m->v[last].len;
 		last++;
 	}
 	if (last < m->n && m->v[last].off < end) {	/* trim the tail extent's start */
@@ -119,6 +120,7 @@ int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
 		uint64_t cut = end - e->off;
 		if (drop)
 			drop(arg, e->dev, cut);
+		m->bytes -= cut;
 		e->off += cut;
 		e->dev += cut;
 		e->len -= cut;
@@ -130,6 +132,58 @@ int extmap_punch(struct extmap *m, uint64_t off, uint64_t len,
 	return 0;
 }
 
+/* Would the new extent {off, len, dev} merge with a neighbour: the extent
+ * ending at off (p, may be NULL) or the one starting at off + len (q)? */
+static bool would_merge(const struct extmap *m, const struct extmap_ext *p,
+			const struct extmap_ext *q, uint64_t off, uint64_t len, uint64_t dev)
+{
+	return (p && p->off + p->len == off && p->dev + p->len == dev &&
+		same_unit(m, p->dev, dev + len)) ||
+	       (q && q->off == off + len && q->dev == dev + len &&
+		same_unit(m, dev, q->dev + q->len));
+}
+
+/* The two shapes of a random overwrite, done without the punch-then-insert
+ * that moves the tail of the array twice: [off, off+len) is exactly one
+ * extent (its device range is replaced in place), or lies strictly inside
+ * one (split in three with one move of the tail).  Returns false, having
+ * changed nothing, for every other shape and whenever the new extent would
+ * merge with a neighbour (the general path keeps extents merged).  Room for
+ * two more entries is reserved by the caller. */
+static bool set_in_place(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
+			 extmap_drop_fn drop, void *arg)
+{
+	size_t i = extmap_find(m, off);
+	if (i >= m->n)
+		return false;
+	struct extmap_ext *e = &m->v[i];
+	uint64_t end = off + len, e_end = e->off + e->len;
+
+	if (e->off == off && e->len == len) {
+		if (would_merge(m, i ? &m->v[i - 1] : NULL, i + 1 < m->n ? &m->v[i + 1] : NULL,
+				off, len, dev))
+			return false;
+		if (drop)
+			drop(arg, e->dev, len);
+		e->dev = dev;
+		return true;
+	}
+	if (!(e->off < off && end < e_end))
+		return false;
+	struct extmap_ext head = { e->off, off - e->off, e->dev };
+	struct extmap_ext tail = { end, e_end - end, e->dev + (end - e->off) };
+	if (would_merge(m, &head, &tail, off, len, dev))
+		return false;
+	if (drop)
+		drop(arg, e->dev + (off - e->off), len);
+	memmove(&m->v[i + 3], &m->v[i + 1], (m->n - i - 1) * sizeof(*e));
+	m->v[i] = head;
+	m->v[i + 1] = (struct extmap_ext){ off, len, dev };
+	m->v[i + 2] = tail;
+	m->n += 2;
+	return true;
+}
+
 int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 	       extmap_drop_fn drop, void *arg)
 {
@@ -137,7 +191,10 @@ int extmap_set(struct extmap *m, uint64_t off, uint64_t len, uint64_t dev,
 		return 0;
 	if (extmap_reserve(m, 2))	/* punch may split (1) + the insert (1) */
 		return -ENOMEM;
+	if (set_in_place(m, off, len, dev, drop, arg))
+		return 0;
 	extmap_punch(m, off, len, drop, arg);	/* cannot fail: space reserved */
+	m->bytes += len;
 	size_t i = extmap_find(m, off);
 	struct extmap_ext e = { .off = off, .len = len, .dev = dev };
 	/* Merge with the previous extent when contiguous in file and device. */

@@ -11,7 +11,9 @@
  * would cross a multiple of `boundary` on the device (a zone boundary).
  * Units: bytes.  Holes are simply not mapped.
  * Thread safety: none; the owner (an inode) serialises access.
- * Complexity: lookup O(log n); set/punch O(log n + moved entries).
+ * Complexity: lookup O(log n); set/punch O(log n + moved entries), where
+ * an overwrite of exactly one extent moves none and a write into the middle
+ * of one extent moves the entries after it once; extmap_bytes O(1).
  */
 #ifndef ZONEFUSE_EXTMAP_H
 #define ZONEFUSE_EXTMAP_H
@@ -28,6 +30,7 @@ struct extmap_ext {
 struct extmap {
 	struct extmap_ext *v;
 	size_t n, cap;
+	uint64_t bytes;		/* sum of len over v[0..n) */
 	uint64_t boundary;	/* device bytes; extents never merge across a
 				 * multiple of it (zone size); 0 = no limit */
 };

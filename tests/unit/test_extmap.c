@@ -24,8 +24,12 @@ static void check_model(const struct extmap *m, const uint64_t *model)
 	for (size_t i = 0; i < m->n; i++) {
 		const struct extmap_ext *e = &m->v[i];
 		ck_assert_uint_gt(e->len, 0);
-		if (i)
-			ck_assert_uint_le(m->v[i - 1].off + m->v[i - 1].len, e->off);
+		if (i) {
+			const struct extmap_ext *p = &m->v[i - 1];
+			ck_assert_uint_le(p->off + p->len, e->off);
+			/* kept merged: no boundary is set in these tests */
+			ck_assert(!(p->off + p->len == e->off && p->dev + p->len == e->dev));
+		}
 		uint64_t bad = 0;
 		for (uint64_t b = 0; b < e->len; b++)
 			bad += model[e->off + b] != e->dev + b + 1;
@@ -36,6 +40,7 @@ static void check_model(const struct extmap *m, const uint64_t *model)
 	for (unsigned i = 0; i < SPACE; i++)
 		want += model[i] != 0;
 	ck_assert_uint_eq(mapped, want);
+	ck_assert_uint_eq(extmap_bytes(m), mapped);
 }
 
 START_TEST(random_ops_match_model)
@@ -77,6 +82,52 @@ START_TEST(random_ops_match_model)
 		check_model(&m, model);
 	}
 	extmap_free(&m);
+}
+END_TEST
+
+/* Block-sized writes and punches, as the write-out makes them: most hit
+ * exactly one extent or the inside of one (the in-place paths of
+ * extmap_set), some are contiguous on the device with a neighbour. */
+START_TEST(block_overwrites_match_model)
+{
+	static uint64_t model[SPACE];
+	struct extmap m;
+	uint64_t dev_next = 100000;
+	const uint64_t B = 16;
+
+	memset(model, 0, sizeof(model));
+	extmap_init(&m);
+	srand(777 + (unsigned)_i);
+	ck_assert_int_eq(extmap_set(&m, 0, SPACE, 50000, NULL, NULL), 0);
+	for (uint64_t b = 0; b < SPACE; b++)
+		model[b] = 50000 + b + 1;
+	for (int step = 0; step < 4000; step++) {
+		uint64_t off = (uint64_t)(rand() % (int)(SPACE / B)) * B;
+		uint64_t len = B * (1 + (uint64_t)(rand() % 3 == 0));
+		if (off + len > SPACE)
+			len = SPACE - off;
+		uint64_t replaced = 0;
+		dropped = 0;
+		if (rand() % 8) {
+			for (uint64_t b = 0; b < len; b++) {
+				replaced += model[off + b] != 0;
+				model[off + b] = dev_next + b + 1;
+			}
+			ck_assert_int_eq(extmap_set(&m, off, len, dev_next, count_drop, NULL), 0);
+			ck_assert_uint_eq(dropped, replaced);
+			dev_next += len + (uint64_t)(rand() % 2) * B;
+		} else {
+			for (uint64_t b = 0; b < len; b++) {
+				replaced += model[off + b] != 0;
+				model[off + b] = 0;
+			}
+			ck_assert_int_eq(extmap_punch(&m, off, len, count_drop, NULL), 0);
+			ck_assert_uint_eq(dropped, replaced);
+		}
+		check_model(&m, model);
+	}
+	extmap_free(&m);
+	ck_assert_uint_eq(extmap_bytes(&m), 0);
 }
 END_TEST
 
@@ -157,6 +208,7 @@ int main(void)
 	Suite *s = suite_create("extmap");
 	TCase *tc = tcase_create("core");
 	tcase_add_loop_test(tc, random_ops_match_model, 0, 4);
+	tcase_add_loop_test(tc, block_overwrites_match_model, 0, 4);
 	tcase_add_test(tc, merge_contiguous_appends);
 	tcase_add_loop_test(tc, reserve_then_change_never_allocates, 0, 2);
 	suite_add_tcase(s, tc);
