@@ -809,6 +809,50 @@ START_TEST(enomem_gc_repoint_log_agrees)
 }
 END_TEST
 
+/* A copy whose COPY record cannot be appended fails and shares nothing:
+ * dst stays empty, no block gains a reference, and after a crash the log
+ * agrees (fsck checks the reference counts). */
+START_TEST(failed_copy_shares_nothing)
+{
+	uint64_t src = mkfile("src"), dst = mkfile("dst");
+	put(src, 0, 4 * BS, 11);
+	ck_assert_int_eq(fs_fsync(fs, src, false), 0);
+	fill_meta_log();
+	ssize_t r = fs_copy_file_range(fs, src, 0, dst, 0, 4 * BS, 0);
+	ck_assert_msg(r < 0, "copy with a log that takes no record: %zd", r);
+	struct stat st;
+	ck_assert_int_eq(fs_getattr(fs, dst, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	ck_assert_int_eq(fs_check_shares(fs, tl_fsck_print, NULL), 0);
+	crash_remount();
+	ck_assert_int_eq(fs_getattr(fs, dst, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	uint8_t b[BS];
+	ck_assert_int_eq(fs_read(fs, src, 3 * BS, BS, b), BS);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(b[i], byte_at(11, 3 * BS + i));
+}
+END_TEST
+
+/* No memory for dst's extent map when a copy shares a block into it: no
+ * COPY record may reach the log that memory does not apply. */
+START_TEST(enomem_copy_log_agrees)
+{
+	uint64_t src = mkfile("src");
+	put(src, 0, BS, 11);
+	ck_assert_int_eq(fs_fsync(fs, src, false), 0);
+	uint64_t dst = seven_extents("x", 1);
+	arm_map(dst, 7);
+	ssize_t r = fs_copy_file_range(fs, src, 0, dst, 13 * BS, BS, 0);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_int_eq(fs_check_shares(fs, tl_fsck_print, NULL), 0);
+	log_matches_memory(dst);
+	expect_seven_blocks(dst);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -845,6 +889,8 @@ int main(void)
 	tcase_add_test(tc, enomem_write_extent_log_agrees);
 	tcase_add_test(tc, enomem_punch_log_agrees);
 	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
+	tcase_add_test(tc, failed_copy_shares_nothing);
+	tcase_add_test(tc, enomem_copy_log_agrees);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
