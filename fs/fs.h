@@ -143,19 +143,33 @@ int fs_release(struct fs *fs, uint64_t ino);
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf);
 /* A read's bytes without the final copy: p points at them; own is a buffer
  * of the read's own or NULL, ref a reference to a read-ahead buffer shared
- * with other readers or NULL.  Read-only; release with fs_rbuf_put (any
- * thread, no locks; safe on a zeroed or already released one). */
+ * with other readers or NULL.  Or, only when asked for (FS_READ_FD), no
+ * bytes at all but where they lie: at_fd, and the read's bytes are
+ * [fd_off, fd_off + n) of the device's file fd, which the caller moves
+ * itself (splice); the file stays read-locked meanwhile (held), so that
+ * no write, truncate or collector move of it can free those bytes.
+ * Read-only; release with fs_rbuf_put, promptly with at_fd (any thread;
+ * safe on a zeroed or already released one). */
 struct fs_pf_data;
+struct fs_inode;
 struct fs_rbuf {
 	const uint8_t *p;
 	void *own;
 	struct fs_pf_data *ref;
+	bool at_fd;
+	int fd;
+	uint64_t fd_off;		/* bytes */
+	struct fs *fs;			/* with held */
+	struct fs_inode *held;		/* pinned and read-locked, or NULL */
 };
 void fs_rbuf_put(struct fs_rbuf *rb);
 /* fs_read without the final copy: rb (always to be released) holds the
- * bytes read. */
+ * bytes read.  flags: FS_READ_FD lets rb be a file range (above): for a
+ * read within one extent with no buffered page over it, from a device
+ * whose bytes are a plain file (zdev_read_fd). */
+#define FS_READ_FD 1u
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
-		    struct fs_rbuf *rb);
+		    unsigned flags, struct fs_rbuf *rb);
 /* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill_suidgid);

@@ -737,11 +737,34 @@ void fs_rbuf_put(struct fs_rbuf *rb)
 {
 	zdev_buf_free(rb->own);
 	fs_pf_data_put(rb->ref);
+	if (rb->held) {
+		pthread_rwlock_unlock(&rb->held->rw);
+		fs_inode_unpin(rb->fs, rb->held);
+	}
 	*rb = (struct fs_rbuf){ 0 };
 }
 
+/* The read [off, off+size) as a range of the device's file, when one
+ * extent holds all of it.  [RW shared] */
+static bool read_at_fd(struct fs *fs, struct fs_inode *in, uint64_t off, size_t size,
+		       struct fs_rbuf *rb)
+{
+	size_t i = extmap_find(&in->map, off);
+	if (i >= in->map.n)
+		return false;
+	const struct extmap_ext *e = &in->map.v[i];
+	if (e->off > off || off + size > e->off + e->len)
+		return false;
+	int fd = zdev_read_fd(fs->dev, e->dev + (off - e->off), size, &rb->fd_off);
+	if (fd < 0)
+		return false;
+	rb->at_fd = true;
+	rb->fd = fd;
+	return true;
+}
+
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
-		    struct fs_rbuf *rb)
+		    unsigned flags, struct fs_rbuf *rb)
 {
 	int err;
 	struct fs_inode *in = pin_reg(fs, ino, &err);
@@ -762,6 +785,11 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	/* Without buffered pages to lay over them, the bytes of a read-ahead
 	 * window are sent as they are (no copy). */
 	bool overlay = in->chunks && range_buffered(fs, in, a0, a1);
+	if ((flags & FS_READ_FD) && !overlay && read_at_fd(fs, in, off, size, rb)) {
+		rb->fs = fs;
+		rb->held = in;	/* read-locked and pinned until fs_rbuf_put */
+		return (ssize_t)size;
+	}
 	bool hit = !overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb);
 	if (hit) {
 		rb->p += off - a0;
@@ -802,7 +830,7 @@ out:
 ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *buf)
 {
 	struct fs_rbuf rb;
-	ssize_t ret = fs_read_buf(fs, ino, off, size, &rb);
+	ssize_t ret = fs_read_buf(fs, ino, off, size, 0, &rb);
 	if (ret > 0)
 		memcpy(buf, rb.p, (size_t)ret);
 	fs_rbuf_put(&rb);

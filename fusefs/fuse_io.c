@@ -5,7 +5,9 @@
  *   - lift the write/setattr "kill set-id bits" flags into a per-thread
  *     flag the handler takes (fusefs_io_take_kill_suidgid);
  *   - time each request from its read to its reply (fs_stats.h);
- *   - read and reply on the calling worker's own /dev/fuse clone (loop.h).
+ *   - read and reply on the calling worker's own /dev/fuse clone (loop.h),
+ *     also for replies libfuse splices (READs from the device's file);
+ *   - tell how large a READ reply libfuse can splice (fusefs_io_splice_fit).
  * libfuse passes the session's userdata (struct fusefs) to the callbacks.
  * Thread safety: per-thread state for the request being served; the INIT
  * fields of struct fusefs are atomics (INIT is served before any other).
@@ -13,6 +15,8 @@
 #include "fusefs/fusefs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <sys/uio.h>
@@ -137,9 +141,53 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return writev(tls_fd >= 0 ? tls_fd : fd, iov, count);
 }
 
+/* A reply libfuse splices from its pipe (fuse_reply_data of a file range,
+ * op_read): on this worker's descriptor, timed like a written one. */
+static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
+			      size_t len, unsigned int flags, void *userdata)
+{
+	(void)userdata;
+	ssize_t n = splice(fdin, offin, tls_fd >= 0 ? tls_fd : fdout, offout, len, flags);
+	if (lat_unique && n > 0) {
+		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
+		lat_unique = 0;
+	}
+	return n;
+}
+
+/* libfuse splices a reply of n bytes only into a pipe of n + 3 pages (it
+ * grows its pipe to that), and the kernel grows a pipe past
+ * /proc/sys/fs/pipe-max-size only for CAP_SYS_RESOURCE. */
+static bool pipe_holds(int fd, size_t n)
+{
+	size_t sz = n + 3 * (size_t)sysconf(_SC_PAGESIZE) + sizeof(struct fuse_out_header);
+	return sz <= INT_MAX && fcntl(fd, F_SETPIPE_SZ, (int)sz) >= 0;
+}
+
+size_t fusefs_io_splice_fit(size_t want)
+{
+	const size_t min = 64u << 10;
+	int p[2];
+	size_t n = want;
+
+	if (want < min || pipe2(p, O_CLOEXEC))
+		return 0;
+	if (!pipe_holds(p[0], n)) {
+		n = (size_t)1 << (63 - __builtin_clzll((unsigned long long)want));
+		if (n == want)
+			n /= 2;
+		while (n >= min && !pipe_holds(p[0], n))
+			n /= 2;
+	}
+	close(p[0]);
+	close(p[1]);
+	return n >= min ? n : 0;
+}
+
 int fusefs_install_io(struct fuse_session *se, struct fusefs *ff)
 {
-	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+	static const struct fuse_custom_io io = {
+		.read = io_read, .writev = io_writev, .splice_send = io_splice_send };
 	(void)ff;	/* the callbacks get it as the session's userdata */
 	int fd = fuse_session_fd(se);
 	if (fd < 0)

@@ -79,7 +79,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 	else
 		zf_warn("the kernel offers no POSIX ACL support: ACLs are stored but not enforced");
+	/* READ replies spliced from the device's file (op_read). */
+	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->max_write = 1u << 20;
+	if (ff->conf.max_read)
+		conn->max_read = ff->conf.max_read;	/* must match the mount's */
 	if (ff->conf.max_readahead)
 		conn->max_readahead = ff->conf.max_readahead;
 	conn->max_background = 64;
@@ -275,15 +280,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint32_t tid = (uint32_t)fuse_req_ctx(req)->pid;	/* req dies with the reply */
 	struct fs_rbuf rb;
 	(void)fi;
-	ssize_t n = fs_read_buf(fs, ino, (uint64_t)off, size, &rb);
+	ssize_t n = fs_read_buf(fs, ino, (uint64_t)off, size, FS_READ_FD, &rb);
 	if (n < 0) {
 		reply_err(req, (int)n);
+	} else if (rb.at_fd) {
+		/* libfuse splices the bytes from the device's file into the
+		 * reply (no copy through a buffer; a small reply it reads and
+		 * writes); no FUSE_BUF_SPLICE_MOVE: the pages are the device's. */
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT((size_t)n);
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = rb.fd;
+		bv.buf[0].pos = (off_t)rb.fd_off;
+		fuse_reply_data(req, &bv, 0);
+		fs_note_read(fs, ino, tid, (uint64_t)n);
 	} else {
-		/* The reply is written to the kernel before this returns, so
-		 * the bytes may be released right after it. */
 		fuse_reply_buf(req, n ? (const char *)rb.p : NULL, (size_t)n);
 		fs_note_read(fs, ino, tid, (uint64_t)n);
 	}
+	/* The reply is written to the kernel before fuse_reply_* returns, so
+	 * the bytes may be released right after it. */
 	fs_rbuf_put(&rb);
 }
 

@@ -23,6 +23,7 @@ struct fusefs_conf {
 	double attr_timeout;	/* seconds */
 	double entry_timeout;	/* seconds */
 	unsigned int max_readahead;	/* bytes */
+	unsigned int max_read;		/* bytes per READ; 0 = max_write */
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
 };
 
@@ -45,5 +46,9 @@ bool fusefs_io_take_kill_suidgid(void);
  * on the descriptor libfuse passes).  A reply must leave on the descriptor
  * its request was read from: loop.c's workers each set their clone. */
 void fusefs_io_set_thread_fd(int fd);
+/* fuse_io.c: the largest READ reply (bytes, <= want) that libfuse can
+ * splice here (op_read): `want`, or the largest power of two below it, or
+ * 0 when not even 64 KiB fits. */
+size_t fusefs_io_splice_fit(size_t want);
 
 #endif

@@ -48,6 +48,7 @@ struct conf {
 	int gc_mbps;		/* -1 = default */
 	char *placement;	/* "on" | "off" */
 	unsigned readahead_kb;
+	unsigned max_read;	/* 0 = default */
 	int prefetch_kb;	/* -1 = default */
 	int no_killpriv;
 	char *bdi_limit;	/* "global" | "strict" | "off"; NULL = global */
@@ -73,6 +74,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("gc_mbps=%d", gc_mbps),
 	OPT("placement=%s", placement),
 	OPT("readahead_kb=%u", readahead_kb),
+	OPT("max_read=%u", max_read),
 	OPT("prefetch_kb=%d", prefetch_kb),
 	OPT("no_killpriv", no_killpriv),
 	OPT("bdi_limit=%s", bdi_limit),
@@ -126,6 +128,8 @@ static void usage(const char *prog)
 	       "                           (default 128, 0 = unbounded; GC for waiting writers\n"
 	       "                           is never slowed)\n"
 	       "    -o readahead_kb=N      max kernel readahead per request (default 1024)\n"
+	       "    -o max_read=BYTES      bytes per READ request (default 1 MiB; 512 KiB on\n"
+	       "                           an emulated device when a pipe cannot hold 1 MiB)\n"
 	       "    -o prefetch_kb=N       per-buffer read-ahead for sequential readers, four\n"
 	       "                           buffers per file (default stripe_width x\n"
 	       "                           stripe_unit; 0 = off)\n"
@@ -689,6 +693,35 @@ static void detach_done(int fd, unsigned char status)
 	close(fd);
 }
 
+/* The bytes per READ, which the mount and libfuse's INIT must agree on.
+ * READs of a device whose bytes are a plain file are spliced into the
+ * reply (op_read), which libfuse does only when its pipe holds the whole
+ * reply: where the pipe cannot grow to a 1 MiB READ (no CAP_SYS_RESOURCE
+ * beyond /proc/sys/fs/pipe-max-size), READs are capped at the largest
+ * power of two that fits, so that one still lies within one stripe unit's
+ * extent and is spliced instead of copied through a buffer.  An explicit
+ * -o max_read wins.  0 or -errno. */
+static int set_max_read(struct daemon *d, struct fuse_args *args)
+{
+	const size_t full = 1u << 20;	/* max_write: the kernel's READ size */
+	unsigned int mr = d->c.max_read;
+	char opt[32];
+
+	if (!mr && zdev_reads_as_file(d->dev)) {
+		size_t fit = fusefs_io_splice_fit(full);
+		if (fit && fit < full) {
+			mr = (unsigned int)fit;
+			zf_info("READs capped at %u KiB (-o max_read) so that they are spliced: "
+				"a pipe cannot hold a 1 MiB reply here", mr >> 10);
+		}
+	}
+	if (!mr)
+		return 0;
+	d->ff.conf.max_read = mr;
+	snprintf(opt, sizeof(opt), "-omax_read=%u", mr);
+	return fuse_opt_add_arg(args, opt) ? -ENOMEM : 0;
+}
+
 static int run_session(struct daemon *d, struct fuse_args *args)
 {
 	static struct fuse_lowlevel_ops ops;
@@ -701,6 +734,8 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	d->ff.conf.entry_timeout = 5.0;
 	d->ff.conf.max_readahead = (d->c.readahead_kb ? d->c.readahead_kb : 1024) * 1024u;
 	d->ff.conf.killpriv = !d->c.no_killpriv;
+	if (set_max_read(d, args))
+		return 1;
 
 	se = fuse_session_new(args, &ops, sizeof(ops), &d->ff);
 	if (!se)

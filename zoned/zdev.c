@@ -228,6 +228,27 @@ ssize_t zdev_read(struct zdev *dev, uint64_t offset, void *buf, size_t len)
 	return ret;
 }
 
+int zdev_read_fd(struct zdev *dev, uint64_t offset, size_t len, uint64_t *file_off)
+{
+	if (!dev || !file_off || len == 0 || offset >= dev->geo.size ||
+	    len > dev->geo.size - offset)
+		return -EINVAL;
+	if (!dev->ops->read_fd)
+		return -EOPNOTSUPP;
+	int fd = dev->ops->read_fd(dev, offset, len, file_off);
+	if (fd >= 0) {
+		dev->st_reads++;
+		dev->st_bytes_read += len;
+	}
+	return fd;
+}
+
+bool zdev_reads_as_file(struct zdev *dev)
+{
+	uint64_t o;
+	return dev && dev->ops->read_fd && dev->ops->read_fd(dev, 0, 0, &o) >= 0;
+}
+
 int zdev_flush(struct zdev *dev)
 {
 	int ret;

@@ -141,6 +141,20 @@ int zdev_reset_all(struct zdev *dev);
 ssize_t zdev_write(struct zdev *dev, uint64_t offset, const void *buf, size_t len);
 ssize_t zdev_read(struct zdev *dev, uint64_t offset, void *buf, size_t len);
 
+/* Where device bytes [offset, offset+len) lie in a plain file, for a reader
+ * that moves them itself (splice(2) into a FUSE reply saves the copy
+ * through a buffer): returns that file's descriptor and sets *file_off, or
+ * -EOPNOTSUPP when the bytes are not plain file contents or must go through
+ * zdev_read: a real device, a range that crosses a zone or its write
+ * pointer, the emulator's performance model, an injected read fault.  No
+ * alignment is required.  The descriptor stays open until zdev_close; the
+ * bytes stay what they are until the zone is reset, which the caller must
+ * exclude until it has moved them.  Counted as one read. */
+int zdev_read_fd(struct zdev *dev, uint64_t offset, size_t len, uint64_t *file_off);
+/* Whether zdev_read_fd can ever succeed on this device (the emulator
+ * without its performance model). */
+bool zdev_reads_as_file(struct zdev *dev);
+
 /* Persist the volatile write cache: after it returns 0, every write that
  * completed before the call survives a power loss. */
 int zdev_flush(struct zdev *dev);

@@ -39,6 +39,9 @@ struct zdev_ops {
 	/* reqs[] are already validated (bounds, alignment); the backend sets
 	 * each ->result.  Returns 0, or -errno if nothing could be submitted. */
 	int (*io_batch)(struct zdev *dev, struct zdev_req **reqs, unsigned int nr);
+	/* Optional (NULL = -EOPNOTSUPP); the range is within the device;
+	 * len 0 asks whether any range could be (fd or -EOPNOTSUPP). */
+	int (*read_fd)(struct zdev *dev, uint64_t off, size_t len, uint64_t *file_off);
 };
 
 struct zdev {

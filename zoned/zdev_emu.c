@@ -725,6 +725,37 @@ static ssize_t emu_read(struct zdev *dev, uint64_t off, void *buf, size_t len)
 	return ret;
 }
 
+/* Bytes below a zone's write pointer (or in a conventional zone) are the
+ * backing file's, at data_off.  The model must charge every read and an
+ * armed read fault must fire, so both keep reads on do_read. */
+static int emu_read_fd(struct zdev *dev, uint64_t off, size_t len, uint64_t *file_off)
+{
+	struct emu *e = E(dev);
+	uint32_t z = (uint32_t)(off / e->hdr.zone_size);
+
+	if (atomic_load(&e->dead))
+		return -EIO;
+	if (e->model_on || off + len > zstart(e, z) + e->hdr.zone_size)
+		return -EOPNOTSUPP;
+	if (len == 0)
+		return e->fd;
+	pthread_mutex_lock(&e->fault_lock);
+	bool armed = e->fault[ZDEV_FAULT_READ].count != 0;
+	pthread_mutex_unlock(&e->fault_lock);
+	if (armed)
+		return -EOPNOTSUPP;
+	if (!zconv(e, z)) {
+		pthread_mutex_lock(&e->st_lock);
+		bool ok = e->zs[z].cond != ZDEV_COND_OFFLINE &&
+			  off + len <= zstart(e, z) + e->zs[z].wp;
+		pthread_mutex_unlock(&e->st_lock);
+		if (!ok)
+			return -EOPNOTSUPP;
+	}
+	*file_off = e->data_off + off;
+	return e->fd;
+}
+
 static int emu_io_batch(struct zdev *dev, struct zdev_req **reqs, unsigned int nr)
 {
 	struct emu *e = E(dev);
@@ -1383,4 +1414,5 @@ static const struct zdev_ops emu_ops = {
 	.read = emu_read,
 	.flush = emu_flush,
 	.io_batch = emu_io_batch,
+	.read_fd = emu_read_fd,
 };

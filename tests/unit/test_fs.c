@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"	/* struct fs_inode: the lock a file range holds */
 #include "testlib.h"
 
 static struct tl_dev td;
@@ -417,7 +419,7 @@ START_TEST(read_buf_outlives_window)
 	for (uint64_t pos = 0; pos < 256 * K; pos += 16 * K)	/* a sequential reader */
 		ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
 	struct fs_rbuf rb;
-	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K + 100, 16 * K, &rb), 16 * K);
+	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K + 100, 16 * K, 0, &rb), 16 * K);
 	ck_assert_ptr_nonnull(rb.ref);			/* from a window */
 	ck_assert_ptr_null(rb.own);
 	ck_assert_int_eq(memcmp(rb.p, a + 256 * K + 100, 16 * K), 0);
@@ -431,13 +433,71 @@ START_TEST(read_buf_outlives_window)
 		usleep(5000);
 	ck_assert_uint_eq(pf_bytes(), 0);
 	/* Over buffered pages: a copy with the new bytes. */
-	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K, 64 * K, &rb), 64 * K);
+	ck_assert_int_eq(fs_read_buf(fs, ino, 256 * K, 64 * K, 0, &rb), 64 * K);
 	ck_assert_ptr_nonnull(rb.own);
 	ck_assert_ptr_null(rb.ref);
 	ck_assert_int_eq(memcmp(rb.p, b + 256 * K, 64 * K), 0);
 	fs_rbuf_put(&rb);
 	/* Nothing read past the end; an empty one is released as well. */
-	ck_assert_int_eq(fs_read_buf(fs, ino, size, 4096, &rb), 0);
+	ck_assert_int_eq(fs_read_buf(fs, ino, size, 4096, 0, &rb), 0);
+	fs_rbuf_put(&rb);
+	free(a);
+	free(b);
+	free(got);
+}
+END_TEST
+
+/* FS_READ_FD: a read inside one written-out extent is handed back as a
+ * range of the device's file, whose bytes are the file's, with the file
+ * read-locked until the release; over buffered pages, past the end of an
+ * extent or without the flag it is a copy as before. */
+START_TEST(read_buf_at_fd)
+{
+	const uint64_t K = 1024, size = 1024 * K;
+	uint8_t *a, *b = malloc(64 * K), *got = malloc(size);
+	uint64_t ino = pf_file("fd", size, 3, &a);
+	struct fs_rbuf rb;
+
+	ck_assert_int_eq(fs_read_buf(fs, ino, 4096 + 7, 200 * K, FS_READ_FD, &rb), 200 * K);
+	ck_assert(rb.at_fd);
+	ck_assert_ptr_null(rb.p);
+	ck_assert_ptr_nonnull(rb.held);
+	ck_assert_int_eq(pread(rb.fd, got, 200 * K, (off_t)rb.fd_off), (ssize_t)(200 * K));
+	ck_assert_int_eq(memcmp(got, a + 4096 + 7, 200 * K), 0);
+	/* the lock is held: a writer would wait; none may change the bytes */
+	ck_assert_int_ne(pthread_rwlock_trywrlock(&rb.held->rw), 0);
+	fs_rbuf_put(&rb);
+	ck_assert(!rb.at_fd);
+	/* trimmed at the end of the file, like any read */
+	ck_assert_int_eq(fs_read_buf(fs, ino, size - 100, 4096, FS_READ_FD, &rb), 100);
+	ck_assert(rb.at_fd);
+	ck_assert_int_eq(pread(rb.fd, got, 100, (off_t)rb.fd_off), 100);
+	ck_assert_int_eq(memcmp(got, a + size - 100, 100), 0);
+	fs_rbuf_put(&rb);
+	/* buffered pages are newer than the device: a copy with them */
+	fill(b, 64 * K, 0, 4);
+	ck_assert_int_eq(fs_write(fs, ino, 128 * K, b, 64 * K, false), 64 * K);
+	ck_assert_int_eq(fs_read_buf(fs, ino, 100 * K, 64 * K, FS_READ_FD, &rb), 64 * K);
+	ck_assert(!rb.at_fd);
+	ck_assert_ptr_null(rb.held);
+	ck_assert_int_eq(memcmp(rb.p, a + 100 * K, 28 * K), 0);
+	ck_assert_int_eq(memcmp(rb.p + 28 * K, b, 36 * K), 0);
+	fs_rbuf_put(&rb);
+	/* once written out, the new bytes are in another extent: a read over
+	 * both is a copy, one inside the new extent a file range again */
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_int_eq(fs_read_buf(fs, ino, 100 * K, 64 * K, FS_READ_FD, &rb), 64 * K);
+	ck_assert(!rb.at_fd);
+	ck_assert_int_eq(memcmp(rb.p + 28 * K, b, 36 * K), 0);
+	fs_rbuf_put(&rb);
+	ck_assert_int_eq(fs_read_buf(fs, ino, 128 * K, 64 * K, FS_READ_FD, &rb), 64 * K);
+	ck_assert(rb.at_fd);
+	ck_assert_int_eq(pread(rb.fd, got, 64 * K, (off_t)rb.fd_off), (ssize_t)(64 * K));
+	ck_assert_int_eq(memcmp(got, b, 64 * K), 0);
+	fs_rbuf_put(&rb);
+	/* without the flag, never */
+	ck_assert_int_eq(fs_read_buf(fs, ino, 4096, 4096, 0, &rb), 4096);
+	ck_assert(!rb.at_fd);
 	fs_rbuf_put(&rb);
 	free(a);
 	free(b);
@@ -480,6 +540,7 @@ int main(void)
 	tcase_add_test(tc, mkfs_refuses_existing);
 	tcase_add_test(tc, prefetch_windows_with_holes);
 	tcase_add_test(tc, read_buf_outlives_window);
+	tcase_add_test(tc, read_buf_at_fd);
 	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
 	return tl_run(s);

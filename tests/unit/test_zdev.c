@@ -1253,6 +1253,65 @@ START_TEST(test_fault_injection)
 }
 END_TEST
 
+/* zdev_read_fd: the file range of bytes below the write pointer of one
+ * zone (or in a conventional zone) holds exactly what was written; ranges
+ * crossing the write pointer or a zone, an armed read fault and the
+ * performance model send the reader to zdev_read. */
+START_TEST(test_read_fd)
+{
+	uint32_t z = seqz(0), bs = g->block_size;
+	char *got = zdev_buf_alloc(4 * bs), *want = zdev_buf_alloc(4 * bs);
+	uint64_t fo = 0;
+	int fd;
+
+	EMU_ONLY();
+	ck_assert(zdev_reads_as_file(dev));
+	ck_assert_int_eq(wr(dev, zstart(z), 3 * bs, 7), 3 * bs);
+	pattern(want, 3 * bs, 7);
+	fd = zdev_read_fd(dev, zstart(z) + 100, 2 * bs, &fo);	/* unaligned is fine */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, got, 2 * bs, (off_t)fo), (ssize_t)(2 * bs));
+	ck_assert_int_eq(memcmp(got, want + 100, 2 * bs), 0);
+	/* up to the write pointer, not past it */
+	ck_assert_int_ge(zdev_read_fd(dev, zstart(z), 3 * bs, &fo), 0);
+	ck_assert_int_eq(zdev_read_fd(dev, zstart(z), 3 * bs + 1, &fo), -EOPNOTSUPP);
+	ck_assert_int_eq(zdev_read_fd(dev, zstart(z + 1), bs, &fo), -EOPNOTSUPP);
+	/* not across zones, even both written (conventional zones 0 and 1) */
+	ck_assert_int_eq(wr(dev, zstart(1) - bs, 2 * bs, 8), 2 * bs);
+	ck_assert_int_ge(zdev_read_fd(dev, zstart(1) - bs, bs, &fo), 0);
+	ck_assert_int_eq(zdev_read_fd(dev, zstart(1) - bs, 2 * bs, &fo), -EOPNOTSUPP);
+	/* an armed read fault fires on the normal path */
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 1, -EIO), 0);
+	ck_assert_int_eq(zdev_read_fd(dev, zstart(z), bs, &fo), -EOPNOTSUPP);
+	ck_assert_int_eq(zdev_read(dev, zstart(z), got, bs), -EIO);
+	ck_assert_int_ge(zdev_read_fd(dev, zstart(z), bs, &fo), 0);
+	/* a reset zone has nothing to give */
+	ck_assert_int_eq(zdev_zone_reset(dev, z), 0);
+	ck_assert_int_eq(zdev_read_fd(dev, zstart(z), bs, &fo), -EOPNOTSUPP);
+	/* bad arguments */
+	ck_assert_int_eq(zdev_read_fd(dev, g->size, bs, &fo), -EINVAL);
+	ck_assert_int_eq(zdev_read_fd(dev, 0, 0, &fo), -EINVAL);
+	ck_assert_int_eq(zdev_read_fd(NULL, 0, bs, &fo), -EINVAL);
+	/* with the performance model on, every read is charged: none by fd */
+	{
+		struct zdev_emu_params p = fixture_params;
+		char path[PATH_MAX];
+		struct zdev *d;
+
+		p.zone_read_mbps = 200;
+		path_in_tmp(path, "model-fd.emu");
+		create_emu(path, &p);
+		ck_assert_int_eq(zdev_open(path, NULL, &d), 0);
+		ck_assert(!zdev_reads_as_file(d));
+		ck_assert_int_eq(wr(d, 2 * p.zone_size, bs, 9), bs);
+		ck_assert_int_eq(zdev_read_fd(d, 2 * p.zone_size, bs, &fo), -EOPNOTSUPP);
+		zdev_close(d);
+	}
+	zdev_buf_free(got);
+	zdev_buf_free(want);
+}
+END_TEST
+
 START_TEST(test_conventional_zones)
 {
 	uint32_t bs = g->block_size;
@@ -1545,6 +1604,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_io_batch_many);
 	tcase_add_test(tc, test_concurrent_zones);
 	tcase_add_test(tc, test_fault_injection);
+	tcase_add_test(tc, test_read_fd);
 	tcase_add_test(tc, test_conventional_zones);
 	tcase_add_test(tc, test_bad_files);
 	tcase_add_test(tc, test_read_only_handle);
