@@ -6,8 +6,9 @@
  *   [4096, data_off)       zone state table: nr_zones x struct emu_zstate,
  *                          mapped MAP_SHARED so that every state change is
  *                          in the page cache at once and survives kill -9
- *   [data_off, +size)      zone data, data_off aligned to 1 MiB; sparse,
- *                          reset punches holes (FALLOC_FL_PUNCH_HOLE)
+ *   [data_off, +size)      zone data, data_off aligned to 1 MiB; sparse:
+ *                          what lies past a zone's write pointer is punched
+ *                          (FALLOC_FL_PUNCH_HOLE) when the handle closes
  *
  * Zone rules (same errno as Linux reports for a real zoned device; the
  * transitions follow null_blk, drivers/block/null_blk/zoned.c, except where
@@ -120,6 +121,9 @@ _Static_assert(sizeof(struct emu_hdr) == 136, "emu_hdr layout");
 /* Zone state flags. */
 #define ZS_FINISHED 0x01	/* FULL by a finish command (durable) */
 #define ZS_DIRTY 0x02		/* data may have been written since the last reset */
+#define ZS_STALE 0x04		/* reset (or finished) with data in it: bytes of the
+				 * old data may lie in the file past the write
+				 * pointer until the close punches them */
 
 struct emu_zstate {
 	uint64_t wp;		/* bytes from the zone start */
@@ -810,7 +814,12 @@ static int emu_flush(struct zdev *dev)
 
 /* ---- zone management ----------------------------------------------------- */
 
-static int reset_zone_locked(struct emu *e, uint32_t z, bool *punch)
+/* A reset punches nothing: the zone's old bytes stay in the file, unread
+ * (reads past the write pointer are zeros) and overwritten in place by the
+ * zone's next writes, so a zone cycle costs the backing file no page
+ * freed and allocated again, as it costs a real device no erase-time
+ * write.  They are punched when the handle closes (punch_stale). */
+static int reset_zone_locked(struct emu *e, uint32_t z)
 {
 	struct emu_zstate *s = &e->zs[z];
 
@@ -824,7 +833,8 @@ static int reset_zone_locked(struct emu *e, uint32_t z, bool *punch)
 	default:
 		return -EIO;
 	}
-	*punch = s->cond != ZDEV_COND_EMPTY || (s->flags & ZS_DIRTY);
+	if (s->cond != ZDEV_COND_EMPTY || (s->flags & ZS_DIRTY))
+		s->flags |= ZS_STALE;
 	s->wp = 0;
 	s->dwp = 0;
 	s->flags &= (uint8_t)~ZS_FINISHED;
@@ -832,29 +842,54 @@ static int reset_zone_locked(struct emu *e, uint32_t z, bool *punch)
 	return 0;
 }
 
-/* Called with zlock[z] held, after the state was reset. */
-static int punch_zone(struct emu *e, uint32_t z)
+/* Punch the zone's bytes from `from` to its end: old data a reset left
+ * (ZS_STALE).  Called with zlock[z] held. */
+static int punch_from(struct emu *e, uint32_t z, uint64_t from)
 {
-	int ret = zero_range(e->fd, e->data_off + zstart(e, z), e->hdr.zone_size);
+	int ret = zero_range(e->fd, e->data_off + zstart(e, z) + from,
+			     e->hdr.zone_size - from);
 
 	if (ret == 0) {
 		pthread_mutex_lock(&e->st_lock);
+		e->zs[z].flags &= (uint8_t)~ZS_STALE;
 		if (e->zs[z].wp == 0)
-			e->zs[z].flags = 0;
+			e->zs[z].flags &= (uint8_t)~ZS_DIRTY;
 		pthread_mutex_unlock(&e->st_lock);
 	}
 	return ret;
 }
 
+/* At close of a read-write handle: the file keeps no zone's old data past
+ * its write pointer (the image is as sparse as its live data). */
+static void punch_stale(struct emu *e)
+{
+	for (uint32_t z = e->hdr.nr_conv_zones; z < e->hdr.nr_zones; z++) {
+		pthread_mutex_lock(&e->zlock[z]);
+		pthread_mutex_lock(&e->st_lock);
+		bool stale = (e->zs[z].flags & ZS_STALE) != 0;
+		uint64_t wp = e->zs[z].wp;
+		pthread_mutex_unlock(&e->st_lock);
+		if (stale) {
+			int r = punch_from(e, z, wp);
+			if (r)
+				zf_warn("zdev: cannot punch the old data of zone %u: %s",
+					z, strerror(-r));
+		}
+		pthread_mutex_unlock(&e->zlock[z]);
+	}
+}
+
+/* *punch: a finish over old data asks the caller to punch from there (a
+ * finished zone reads zeros where nothing was written). */
 static int zone_op_locked(struct emu *e, enum zdev_zone_op op, uint32_t z,
-			  bool *punch)
+			  uint64_t *punch)
 {
 	struct emu_zstate *s = &e->zs[z];
 	int ret;
 
 	switch (op) {
 	case ZDEV_ZOP_RESET:
-		return reset_zone_locked(e, z, punch);
+		return reset_zone_locked(e, z);
 	case ZDEV_ZOP_OPEN:
 		switch (s->cond) {
 		case ZDEV_COND_EXP_OPEN:
@@ -907,6 +942,8 @@ static int zone_op_locked(struct emu *e, enum zdev_zone_op op, uint32_t z,
 		default:
 			return -EIO;
 		}
+		if (s->flags & ZS_STALE)
+			*punch = s->wp;
 		s->flags |= ZS_FINISHED;
 		s->wp = e->hdr.zone_capacity;
 		s->cond = ZDEV_COND_FULL;
@@ -919,7 +956,7 @@ static int zone_op_locked(struct emu *e, enum zdev_zone_op op, uint32_t z,
 static int emu_zone_op(struct zdev *dev, enum zdev_zone_op op, uint32_t z)
 {
 	struct emu *e = E(dev);
-	bool punch = false;
+	uint64_t punch = UINT64_MAX;
 	int ret;
 
 	if (zconv(e, z))
@@ -936,8 +973,8 @@ static int emu_zone_op(struct zdev *dev, enum zdev_zone_op op, uint32_t z)
 	else
 		ret = zone_op_locked(e, op, z, &punch);
 	pthread_mutex_unlock(&e->st_lock);
-	if (ret == 0 && punch)
-		ret = punch_zone(e, z);
+	if (ret == 0 && punch != UINT64_MAX)
+		ret = punch_from(e, z, punch);
 	pthread_mutex_unlock(&e->zlock[z]);
 	if (ret == 0)
 		model_latency(e);
@@ -953,18 +990,14 @@ static int emu_reset_all(struct zdev *dev)
 	if (ret)
 		return ret;
 	for (uint32_t z = e->hdr.nr_conv_zones; z < e->hdr.nr_zones; z++) {
-		bool punch = false;
-
 		pthread_mutex_lock(&e->zlock[z]);
 		pthread_mutex_lock(&e->st_lock);
 		if (atomic_load(&e->dead))
 			ret = -EIO;
 		else if (e->zs[z].cond != ZDEV_COND_READONLY &&
 			 e->zs[z].cond != ZDEV_COND_OFFLINE)
-			ret = reset_zone_locked(e, z, &punch);
+			ret = reset_zone_locked(e, z);
 		pthread_mutex_unlock(&e->st_lock);
-		if (ret == 0 && punch)
-			ret = punch_zone(e, z);
 		pthread_mutex_unlock(&e->zlock[z]);
 		if (ret)
 			return ret;
@@ -1225,7 +1258,11 @@ int zdev_emu_backend_open(struct zdev *dev, const char *path,
 
 static void emu_close(struct zdev *dev)
 {
-	emu_free(E(dev));
+	struct emu *e = E(dev);
+
+	if (!e->read_only)
+		punch_stale(e);
+	emu_free(e);
 	dev->priv = NULL;
 }
 

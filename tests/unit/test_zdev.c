@@ -1312,6 +1312,52 @@ START_TEST(test_read_fd)
 }
 END_TEST
 
+/* A reset leaves the zone's old bytes in the file (no page freed and
+ * allocated again per zone cycle) but never lets them be read: zeros past
+ * the write pointer, the new bytes over them, zeros in a finished zone's
+ * unwritten part; the close punches them, so the file at rest holds only
+ * live data. */
+START_TEST(test_reset_punches_at_close)
+{
+	uint32_t z = seqz(1), bs = g->block_size;
+	char *buf = zdev_buf_alloc(4 * bs);
+	uint64_t fo = 0;
+	int fd;
+
+	EMU_ONLY();
+	ck_assert_int_eq(wr(dev, zstart(z), 4 * bs, 11), 4 * bs);
+	fd = zdev_read_fd(dev, zstart(z), bs, &fo);	/* the zone's place in the file */
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(zdev_zone_reset(dev, z), 0);
+	/* still in the file, not readable */
+	ck_assert_int_eq(lseek(fd, (off_t)fo, SEEK_DATA), (off_t)fo);
+	ck_assert_int_eq(zdev_read(dev, zstart(z), buf, 4 * bs), 4 * bs);
+	ck_assert(all_zero(buf, 4 * bs));
+	/* overwritten in place; a finish reads zeros where nothing was written */
+	ck_assert_int_eq(wr(dev, zstart(z), bs, 12), bs);
+	ck_assert_int_eq(zdev_zone_finish(dev, z), 0);
+	ck_assert_int_eq(zdev_read(dev, zstart(z), buf, 4 * bs), 4 * bs);
+	ck_assert(pattern_ok(buf, bs, 12));
+	ck_assert(all_zero(buf + bs, 3 * bs));
+	/* a zone reset again and left empty: punched at close */
+	uint32_t y = seqz(2);
+	ck_assert_int_eq(wr(dev, zstart(y), 4 * bs, 13), 4 * bs);
+	uint64_t fy = fo + (zstart(y) - zstart(z));
+	ck_assert_int_eq(zdev_zone_reset(dev, y), 0);
+	reopen();
+	fd = open(devpath, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	off_t d = lseek(fd, (off_t)fy, SEEK_DATA);
+	ck_assert(d < 0 || d >= (off_t)(fy + g->zone_size));
+	d = lseek(fd, (off_t)(fo + bs), SEEK_DATA);	/* past zone z's one block */
+	ck_assert(d < 0 || d >= (off_t)(fo + g->zone_size));
+	close(fd);
+	ck_assert_int_eq(zdev_read(dev, zstart(z), buf, bs), bs);
+	ck_assert(pattern_ok(buf, bs, 12));
+	zdev_buf_free(buf);
+}
+END_TEST
+
 START_TEST(test_conventional_zones)
 {
 	uint32_t bs = g->block_size;
@@ -1605,6 +1651,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_concurrent_zones);
 	tcase_add_test(tc, test_fault_injection);
 	tcase_add_test(tc, test_read_fd);
+	tcase_add_test(tc, test_reset_punches_at_close);
 	tcase_add_test(tc, test_conventional_zones);
 	tcase_add_test(tc, test_bad_files);
 	tcase_add_test(tc, test_read_only_handle);
