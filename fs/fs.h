@@ -173,6 +173,22 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 /* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would. */
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill_suidgid);
+/* A WRITE payload the write buffer may keep instead of copying: base is
+ * zdev_buf_alloc'd (device-aligned), refcounted; freed with the last
+ * reference.  Any thread. */
+struct fs_donor {
+	uint8_t *base;
+	size_t len;			/* bytes at base */
+	_Atomic unsigned int refs;
+};
+struct fs_donor *fs_donor_new(size_t len);	/* one reference, or NULL */
+void fs_donor_put(struct fs_donor *d);		/* NULL is fine */
+/* fs_write of d->base[0, size): every whole write-buffer chunk (stripe_unit
+ * bytes at a multiple of it, not buffered yet) takes its bytes in place,
+ * with a reference to d, instead of a copy; the rest is copied.  Whether d
+ * was kept shows in d->refs. */
+ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
+			 size_t size, bool kill_suidgid);
 /* Write out this file's buffers (no commit). */
 int fs_flush(struct fs *fs, uint64_t ino);
 /* Write out the file's buffers and commit the log. */

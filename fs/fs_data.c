@@ -55,6 +55,7 @@
  * write-out) while holding inode->rw.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,75 @@ static uint8_t *slot_buf(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 static uint8_t *chunk_page(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 {
 	return page_present(c, i) ? slot_buf(fs, c, i) : NULL;
+}
+
+/* Donors whose last reference went, kept for the next WRITE: a buffer the
+ * kernel copies a payload into must otherwise be faulted in page by page
+ * (a fresh allocation each time: the last one is a write-buffer chunk
+ * now).  Bounded; only buffers of the one size the receivers use. */
+#define DONOR_POOL 8
+static struct {
+	pthread_mutex_t lock;
+	struct fs_donor *v[DONOR_POOL];
+	unsigned int n;
+	size_t len;
+} donor_pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+struct fs_donor *fs_donor_new(size_t len)
+{
+	struct fs_donor *d = NULL;
+	pthread_mutex_lock(&donor_pool.lock);
+	if (donor_pool.n && donor_pool.len == len)
+		d = donor_pool.v[--donor_pool.n];
+	pthread_mutex_unlock(&donor_pool.lock);
+	if (!d) {
+		d = malloc(sizeof(*d));
+		if (!d)
+			return NULL;
+		d->base = zdev_buf_alloc(len);
+		if (!d->base) {
+			free(d);
+			return NULL;
+		}
+		d->len = len;
+	}
+	atomic_init(&d->refs, 1);
+	return d;
+}
+
+void fs_donor_put(struct fs_donor *d)
+{
+	if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&donor_pool.lock);
+	if (donor_pool.n && donor_pool.len != d->len) {
+		while (donor_pool.n) {	/* another size now: the old ones go */
+			struct fs_donor *o = donor_pool.v[--donor_pool.n];
+			zdev_buf_free(o->base);
+			free(o);
+		}
+	}
+	if (donor_pool.n < DONOR_POOL) {
+		donor_pool.len = d->len;
+		donor_pool.v[donor_pool.n++] = d;
+		d = NULL;
+	}
+	pthread_mutex_unlock(&donor_pool.lock);
+	if (d) {
+		zdev_buf_free(d->base);
+		free(d);
+	}
+}
+
+/* The chunk's buffer goes: its own, or its reference to a donor. */
+static void chunk_buf_release(struct fs_chunk *c)
+{
+	if (c->donor)
+		fs_donor_put(c->donor);
+	else
+		zdev_buf_free(c->buf);
+	c->donor = NULL;
+	c->buf = NULL;
 }
 
 static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t idx)
@@ -144,7 +214,7 @@ static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c
 		memcpy(nb + (size_t)n * fs->bs, slot_buf(fs, c, i), fs->bs);
 		c->slot[i] = n++;
 	}
-	zdev_buf_free(c->buf);
+	chunk_buf_release(c);
 	c->nslots = n;
 	uint64_t added = (uint64_t)(cap - c->cap) * fs->bs;
 	in->buffered += added;
@@ -152,6 +222,30 @@ static int chunk_slot_new(struct fs *fs, struct fs_inode *in, struct fs_chunk *c
 	c->buf = nb;
 	c->cap = cap;
 	return (int)c->nslots++;
+}
+
+/* A new chunk idx whose pages are all at p, inside donor d (a reference is
+ * taken): a whole chunk written at once is buffered without a copy.
+ * [RW excl] */
+static int chunk_adopt(struct fs *fs, struct fs_inode *in, uint64_t idx,
+		       struct fs_donor *d, uint8_t *p)
+{
+	struct fs_chunk *c = chunk_get(fs, in, idx);
+	if (!c)
+		return -ENOMEM;
+	uint32_t n = fs->pages_per_chunk;
+	atomic_fetch_add(&d->refs, 1);
+	c->donor = d;
+	c->buf = p;
+	c->cap = c->nslots = c->npresent = n;
+	for (uint32_t i = 0; i < n; i++)
+		c->slot[i] = i;
+	memset(c->present, 0, (n + 63) / 64 * sizeof(uint64_t));
+	for (uint32_t i = 0; i < n; i++)
+		c->present[i / 64] |= 1ull << (i % 64);
+	in->buffered += fs->opts.stripe_unit;
+	fs->buffered += fs->opts.stripe_unit;
+	return 0;
 }
 
 static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
@@ -164,7 +258,7 @@ static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 	uint64_t bytes = (uint64_t)c->cap * fs->bs;
 	in->buffered -= bytes;
 	fs->buffered -= bytes;
-	zdev_buf_free(c->buf);
+	chunk_buf_release(c);
 	free(c->present);
 	free(c->slot);
 	free(c);
@@ -863,8 +957,8 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
 	return ret;
 }
 
-ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-		 size_t size, bool kill)
+static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
+			    struct fs_donor *donor, size_t size, bool kill)
 {
 	int err;
 	struct fs_inode *in;
@@ -895,8 +989,17 @@ ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 	if (off > in->size && (ret = zero_tail(fs, in)))
 		goto unlock;
 	const uint8_t *src = buf;
-	uint64_t pos = off, end = off + size;
+	uint64_t pos = off, end = off + size, su = fs->opts.stripe_unit;
 	while (pos < end) {
+		if (donor && pos % su == 0 && end - pos >= su && pos + su <= (1ull << 50) &&
+		    !chunk_find(in, pos / su)) {
+			if (chunk_adopt(fs, in, pos / su, donor, donor->base + (pos - off))) {
+				ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
+				break;
+			}
+			pos += su;
+			continue;
+		}
 		uint64_t blk = pos / fs->bs, bo = pos % fs->bs;
 		uint64_t n = ZF_MIN(end - pos, fs->bs - bo);
 		bool partial = bo != 0 || n != fs->bs;
@@ -942,6 +1045,18 @@ unlock:
 unpin_out:
 	fs_inode_unpin(fs, in);
 	return ret;
+}
+
+ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
+		 size_t size, bool kill)
+{
+	return write_common(fs, ino, off, buf, NULL, size, kill);
+}
+
+ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
+			 size_t size, bool kill)
+{
+	return write_common(fs, ino, off, d->base, d, size, kill);
 }
 
 /* Zero bytes [from, to) of block blk's buffered page, if it is buffered.

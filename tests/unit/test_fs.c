@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -507,6 +508,70 @@ END_TEST
 
 /* A sequential reader starting in the middle of a file gets read-ahead
  * (each READ counts once towards "sequential", hit or miss). */
+/* fs_write_donated: a whole chunk's worth of payload at a chunk boundary
+ * becomes the write buffer's chunk in place (the donor is kept until the
+ * chunk is written out); anything else is copied.  The bytes read back,
+ * survive overwrites, truncates and a remount either way. */
+START_TEST(write_donated_chunks)
+{
+	const uint64_t su = fs->opts.stripe_unit, bs = 4096;
+	uint64_t ino = create(FS_ROOT_INO, "donated");
+	uint8_t *want = calloc(1, 4 * su), *got = malloc(4 * su);
+	struct fs_donor *d = fs_donor_new(su);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_uint_eq(d->len, su);
+
+	/* chunk 1, whole: kept */
+	fill(d->base, su, su, 5);
+	memcpy(want + su, d->base, su);
+	ck_assert_int_eq(fs_write_donated(fs, ino, su, d, su, false), (ssize_t)su);
+	ck_assert_uint_eq(atomic_load(&d->refs), 2);
+	ck_assert_int_eq(fs_read(fs, ino, 0, 2 * su, got), (ssize_t)(2 * su));
+	ck_assert_int_eq(memcmp(got, want, 2 * su), 0);
+	/* the caller's reference goes; the chunk still holds the bytes, and a
+	 * plain write over part of it changes them in place */
+	fs_donor_put(d);
+	fill(want + su + 3 * bs, bs, su + 3 * bs, 6);
+	ck_assert_int_eq(fs_write(fs, ino, su + 3 * bs, want + su + 3 * bs, bs, false), (ssize_t)bs);
+	/* misaligned: copied, not kept */
+	d = fs_donor_new(su);
+	ck_assert_ptr_nonnull(d);
+	fill(d->base, su, 2 * su + bs, 7);
+	memcpy(want + 2 * su + bs, d->base, su);
+	ck_assert_int_eq(fs_write_donated(fs, ino, 2 * su + bs, d, su, false), (ssize_t)su);
+	ck_assert_uint_eq(atomic_load(&d->refs), 1);
+	/* over a chunk already buffered (chunk 2 has pages now): copied */
+	fill(d->base, su, 2 * su, 8);
+	memcpy(want + 2 * su, d->base, su);
+	ck_assert_int_eq(fs_write_donated(fs, ino, 2 * su, d, su, false), (ssize_t)su);
+	ck_assert_uint_eq(atomic_load(&d->refs), 1);
+	ck_assert_int_eq(fs_read(fs, ino, 0, 4 * su, got), (ssize_t)(3 * su + bs));
+	ck_assert_int_eq(memcmp(got, want, 3 * su + bs), 0);
+	/* a truncate into a donated chunk drops its tail pages; adding them
+	 * back compacts the chunk into a buffer of its own */
+	fill(d->base, su, 0, 9);
+	memcpy(want, d->base, su);
+	ck_assert_int_eq(fs_write_donated(fs, ino, 0, d, su, false), (ssize_t)su);
+	ck_assert_uint_eq(atomic_load(&d->refs), 2);
+	struct stat attr = { .st_size = (off_t)(su / 2) }, st;
+	ck_assert_int_eq(fs_setattr(fs, ino, &attr, FS_SET_SIZE, &st), 0);
+	memset(want + su / 2, 0, 4 * su - su / 2);
+	fill(want + su / 2 + bs, bs, su / 2 + bs, 10);
+	ck_assert_int_eq(fs_write(fs, ino, su / 2 + bs, want + su / 2 + bs, bs, false), (ssize_t)bs);
+	ck_assert_int_eq(fs_read(fs, ino, 0, su, got), (ssize_t)(su / 2 + 2 * bs));
+	ck_assert_int_eq(memcmp(got, want, su / 2 + 2 * bs), 0);
+	/* written out: every chunk's reference to the donor is gone */
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_uint_eq(atomic_load(&d->refs), 1);
+	fs_donor_put(d);
+	remount();
+	ck_assert_int_eq(fs_read(fs, ino, 0, su, got), (ssize_t)(su / 2 + 2 * bs));
+	ck_assert_int_eq(memcmp(got, want, su / 2 + 2 * bs), 0);
+	free(want);
+	free(got);
+}
+END_TEST
+
 START_TEST(prefetch_from_mid_file)
 {
 	const uint64_t K = 1024, size = 2048 * K;
@@ -541,6 +606,7 @@ int main(void)
 	tcase_add_test(tc, prefetch_windows_with_holes);
 	tcase_add_test(tc, read_buf_outlives_window);
 	tcase_add_test(tc, read_buf_at_fd);
+	tcase_add_test(tc, write_donated_chunks);
 	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
