@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <linux/fuse.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -73,15 +74,14 @@ static unsigned int lat_kind(uint32_t opcode)
 	}
 }
 
-static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+/* What the reader notes of a request it read (n >= the header): its
+ * start time, the kill-set-id flag, the INIT.  buf holds the header and at
+ * least the fixed part of the arguments that are used here. */
+static void note_request(struct fusefs *ff, const void *buf, size_t n)
 {
-	struct fusefs *ff = userdata;
-	ssize_t n = read(tls_fd >= 0 ? tls_fd : fd, buf, len);
-	if (n < (ssize_t)sizeof(struct fuse_in_header))
-		return n;
 	const struct fuse_in_header *h = buf;
 	const char *arg = (const char *)buf + sizeof(*h);
-	size_t alen = (size_t)n - sizeof(*h);
+	size_t alen = n - sizeof(*h);
 
 	lat_unique = 0;
 	if (h->opcode != FUSE_FORGET && h->opcode != FUSE_BATCH_FORGET &&
@@ -114,7 +114,51 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	default:
 		break;
 	}
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(tls_fd >= 0 ? tls_fd : fd, buf, len);
+	if (n >= (ssize_t)sizeof(struct fuse_in_header))
+		note_request(userdata, buf, (size_t)n);
 	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata);
+
+/* The WRITE's header and fixed arguments go to rx->flat, its payload to
+ * the donor's buffer (page-aligned at its start); any other request that
+ * overflows into the donor is moved back behind its header. */
+#define WRITE_HDR (sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in))
+_Static_assert(WRITE_HDR == 80, "fuse_write_in of protocol 7.9+");
+
+int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx)
+{
+	if (!rx->donor && !(rx->donor = fs_donor_new(FUSEFS_RX_PAYLOAD)))
+		return -ENOMEM;
+	struct iovec iov[2] = {
+		{ rx->flat, WRITE_HDR },
+		{ rx->donor->base, FUSEFS_RX_PAYLOAD },
+	};
+	ssize_t n = readv(tls_fd, iov, 2);
+	if (n < 0)
+		return -errno;
+	if (n < (ssize_t)sizeof(struct fuse_in_header))
+		return n == 0 ? -ENODEV : -EIO;
+	const struct fuse_in_header *h = (const void *)rx->flat;
+	const struct fuse_write_in *w = (const void *)(rx->flat + sizeof(*h));
+	rx->n = (size_t)n;
+	rx->is_write = h->opcode == FUSE_WRITE && (size_t)n > WRITE_HDR &&
+		       (size_t)n == WRITE_HDR + w->size;
+	if (!rx->is_write && (size_t)n > WRITE_HDR)
+		memcpy(rx->flat + WRITE_HDR, rx->donor->base, (size_t)n - WRITE_HDR);
+	note_request(ff, rx->flat, rx->is_write ? WRITE_HDR : (size_t)n);
+	return (int)n;
+}
+
+void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count)
+{
+	(void)io_writev(tls_fd, iov, count, ff);
 }
 
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)

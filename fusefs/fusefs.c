@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -316,6 +317,27 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		reply_err(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
+}
+
+void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
+{
+	const struct fuse_in_header *h = (const void *)rx->flat;
+	const struct fuse_write_in *w = (const void *)(rx->flat + sizeof(*h));
+	bool kill = fusefs_io_take_kill_suidgid();
+	ssize_t n = w->offset > (uint64_t)INT64_MAX ? -EINVAL :
+		fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor, w->size, kill);
+	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
+	struct fuse_out_header oh = {
+		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),
+		.error = n < 0 ? (int32_t)n : 0,
+		.unique = h->unique,
+	};
+	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &wo, sizeof(wo) } };
+	fusefs_io_send(ff, iov, n < 0 ? 1 : 2);
+	if (atomic_load(&rx->donor->refs) > 1) {	/* kept by the write buffer */
+		fs_donor_put(rx->donor);
+		rx->donor = NULL;
+	}
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

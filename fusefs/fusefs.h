@@ -46,6 +46,29 @@ bool fusefs_io_take_kill_suidgid(void);
  * on the descriptor libfuse passes).  A reply must leave on the descriptor
  * its request was read from: loop.c's workers each set their clone. */
 void fusefs_io_set_thread_fd(int fd);
+/* fuse_io.c: a worker's receive buffers (loop.c): flat holds a request
+ * as libfuse wants it (FUSEFS_RX_FLAT bytes), except a WRITE's payload,
+ * which lands in donor->base, page-aligned, so that the write buffer may
+ * keep it (fs_write_donated).  A donor kept by the fs is replaced at the
+ * next receive. */
+#define FUSEFS_RX_PAYLOAD (1u << 20)	/* = max_write (op_init) */
+#define FUSEFS_RX_FLAT (FUSEFS_RX_PAYLOAD + 4096u)
+struct fusefs_rx {
+	char *flat;
+	struct fs_donor *donor;	/* one reference, or NULL */
+	size_t n;		/* bytes of the request read */
+	bool is_write;		/* a WRITE with its payload in donor->base */
+};
+/* Read one request on this thread's descriptor (as io_read does: timing,
+ * flags, INIT).  Returns its length, or -errno (-ENODEV: unmounted). */
+int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx);
+/* Send a reply on this thread's descriptor (as io_writev does). */
+struct iovec;
+void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);
+/* fusefs.c: serve a WRITE received by fusefs_io_receive (rx->is_write),
+ * without libfuse, and reply to it. */
+void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx);
+
 /* fuse_io.c: the largest READ reply (bytes, <= want) that libfuse can
  * splice here (op_read): `want`, or the largest power of two below it, or
  * 0 when not even 64 KiB fits. */

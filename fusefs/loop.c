@@ -57,6 +57,7 @@ struct worker {
 	int fd;			/* own /dev/fuse clone, or -1 = the session's */
 	int err;		/* -errno of the read that stopped it, 0 */
 	struct fuse_session *se;
+	struct fusefs *ff;
 	sem_t *stopped;		/* posted when the worker returns */
 };
 
@@ -76,44 +77,56 @@ static int clone_dev(int session_fd)
 	return fd;
 }
 
-static void free_buf(void *p)
+static void free_rx(void *p)
 {
-	free(((struct fuse_buf *)p)->mem);
+	struct fusefs_rx *rx = p;
+	free(rx->flat);
+	fs_donor_put(rx->donor);
 }
 
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct fuse_buf buf = { .mem = NULL };
+	struct fusefs_rx rx = { .flat = malloc(FUSEFS_RX_FLAT) };
 	bool held = false;
 	int old;
 
-	fusefs_io_set_thread_fd(w->fd);
+	fusefs_io_set_thread_fd(w->fd >= 0 ? w->fd : fuse_session_fd(w->se));
 	/* Cancelled only while waiting to read or blocked in read(): the main
 	 * thread stops the workers that the end of the session did not wake. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-	pthread_cleanup_push(free_buf, &buf);
+	pthread_cleanup_push(free_rx, &rx);
 	pthread_cleanup_push(unlock_reader, &held);
-	while (!fuse_session_exited(w->se)) {
+	if (!rx.flat)
+		w->err = -ENOMEM;
+	while (rx.flat && !fuse_session_exited(w->se)) {
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
 		if (!held) {
 			pthread_mutex_lock(&reader_lock);	/* not a cancellation point */
 			held = true;
 			pthread_testcancel();
 		}
-		int n = fuse_session_receive_buf(w->se, &buf);
+		int n = fusefs_io_receive(w->ff, &rx);
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;	/* a signal, or an interrupted request */
-		if (n <= 0) {	/* 0: unmounted (libfuse exited the session) */
+		if (n == -ENODEV) {	/* unmounted */
+			fuse_session_exit(w->se);
+			break;
+		}
+		if (n < 0) {
 			w->err = n;
 			break;
 		}
-		if (may_block(&buf)) {
+		struct fuse_buf buf = { .mem = rx.flat, .size = rx.n };
+		if (rx.is_write || may_block(&buf)) {
 			held = false;
 			pthread_mutex_unlock(&reader_lock);
 		}
-		fuse_session_process_buf(w->se, &buf);
+		if (rx.is_write)
+			fusefs_write_direct(w->ff, &rx);
+		else
+			fuse_session_process_buf(w->se, &buf);
 	}
 	pthread_cleanup_pop(1);
 	pthread_cleanup_pop(1);
@@ -131,7 +144,7 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	if (sem_init(&stopped, 0, 0))
 		return -errno;
 	for (unsigned i = 0; i < n; i++) {
-		w[i] = (struct worker){ .fd = -1, .se = se, .stopped = &stopped };
+		w[i] = (struct worker){ .fd = -1, .se = se, .ff = c->ff, .stopped = &stopped };
 		if (c->clone_fd && i > 0) {
 			r = clone_dev(sfd);
 			if (r < 0)

@@ -11,6 +11,10 @@
  * fallocate, release, READs over 32 KiB, which are readahead), so a
  * blocking request holds only its own worker.  No thread is started or
  * stopped while serving.
+ * A worker reads each request itself (fusefs_io_receive) so that a WRITE's
+ * payload lands page-aligned in a buffer the write buffer may keep instead
+ * of copying it (fs_write_donated); WRITEs are served without libfuse
+ * (fusefs_write_direct), everything else by libfuse from the same read.
  * Invariants: every worker replies to what it read before it reads again
  * (the handlers reply synchronously); the loop returns only when every
  * worker has stopped.
@@ -30,6 +34,7 @@
 struct fusefs_loop_conf {
 	unsigned int workers;	/* 1..FUSEFS_LOOP_MAX_WORKERS */
 	bool clone_fd;		/* a /dev/fuse clone per worker (else one shared fd) */
+	struct fusefs *ff;	/* the session's userdata: WRITEs are served here */
 };
 
 /* Serves se until it is unmounted or exited (a signal).  0, or -errno of

@@ -601,6 +601,7 @@ static int serve(struct fuse_session *se, const struct daemon *d)
 		struct fusefs_loop_conf lc = {
 			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
 			.clone_fd = true,
+			.ff = (struct fusefs *)&d->ff,
 		};
 		return fusefs_loop_run(se, &lc);
 	}
