@@ -42,6 +42,7 @@ churn_files=250
 churn_loops=2
 db_num=300000
 db_sync_num=20000
+db_runs=3
 value_size=400
 iot_num=100000
 iot_runs=3
@@ -77,6 +78,7 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --churn-loops N       churn rounds [$churn_loops; quick 1]
   --db-num N            db_bench --num [$db_num; quick 50000]
   --db-sync-num N       db_bench fillrandom --sync=1 --num [$db_sync_num; quick 5000]
+  --db-runs N           db_bench runs per target, alternating, median reported [$db_runs; quick 1]
   --value-size B        db_bench --value_size [$value_size]
   --iot-num N           zf-leveldb iot ops per configuration [$iot_num; quick 20000]
   --iot-runs N          runs per configuration, median reported [$iot_runs; quick 1]
@@ -116,6 +118,7 @@ while [ $# -gt 0 ]; do
 	--churn-loops) churn_loops=$2; shift ;;
 	--db-num) db_num=$2; shift ;;
 	--db-sync-num) db_sync_num=$2; shift ;;
+	--db-runs) db_runs=$2; shift ;;
 	--value-size) value_size=$2; shift ;;
 	--iot-num) iot_num=$2; shift ;;
 	--iot-runs) iot_runs=$2; shift ;;
@@ -153,6 +156,7 @@ if [ $quick -eq 1 ]; then
 	quick_default --md-files md_files 2000
 	quick_default --md-runs md_runs 1
 	quick_default --db-sync-num db_sync_num 5000
+	quick_default --db-runs db_runs 1
 	quick_default --stripe-mib stripe_mib 192
 fi
 for p in ${parts//,/ }; do
@@ -162,7 +166,7 @@ for t in ${fio_targets//,/ }; do
 	case "$t" in zonefuse | ext4 | tmpfs | passthrough | null) ;;
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
 done
-for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$stripe_mib" "$churn_files" "$churn_loops" \
+for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$db_runs" "$stripe_mib" "$churn_files" "$churn_loops" \
 	"$md_files" "$md_runs" ${md_threads//,/ }; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
@@ -440,6 +444,7 @@ stop_target() { # name, tag for the stats file
 
 # row GROUP NAME UNIT TARGET VALUE
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 
 # ---- 1. fio -------------------------------------------------------------------
@@ -530,7 +535,7 @@ run_db_bench() { # target [sync]: sync = fillrandom --sync=1 only
 	fi
 	while read -r b v; do
 		[ -z "${2:-}" ] || b="$b --sync=1"
-		case "$b" in fillrandom* | overwrite | readrandom) row rocksdb "$b" ops/s "$1" "$v" ;; esac
+		case "$b" in fillrandom* | overwrite | readrandom) printf '%s\t%s\t%s\n' "$1" "$b" "$v" >>"$db_vals" ;; esac
 	done < <(awk '$2 == ":" && / ops\/sec / { for (i = 3; i <= NF; i++) if ($i == "ops/sec") print $1, $(i - 1) }' "$o.clean")
 	grep -E '^(fillrandom|overwrite|readrandom) +:' "$o.clean" | sed "s/^/bench:   $1  /" | tee -a "$blog" >&2
 	rm -rf "${tdir[$1]}/rocksdb"
@@ -538,12 +543,22 @@ run_db_bench() { # target [sync]: sync = fillrandom --sync=1 only
 if has_part dbbench; then
 	start_target zonefuse
 	start_target ext4
-	for t in zonefuse ext4; do
-		msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size (load $(load))"
-		run_db_bench "$t"
-		msg "RocksDB db_bench fillrandom --sync=1 on $t: --num=$db_sync_num (load $(load))"
-		run_db_bench "$t" sync
+	db_vals=$out/logs/db_bench-values.tsv
+	: >"$db_vals"
+	for ((r = 1; r <= db_runs; r++)); do
+		for t in zonefuse ext4; do
+			msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size, run $r of $db_runs (load $(load))"
+			run_db_bench "$t"
+			msg "RocksDB db_bench fillrandom --sync=1 on $t: --num=$db_sync_num, run $r of $db_runs (load $(load))"
+			run_db_bench "$t" sync
+		done
 	done
+	# each row: the median of its runs
+	while IFS=$'\t' read -r t b; do
+		v=$(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals" | median)
+		row rocksdb "$b" ops/s "$t" "$v"
+		msg "  db_bench $b on $t: $(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { printf "%s ", $3 }' "$db_vals")(median $v)"
+	done < <(cut -f1,2 "$db_vals" | awk '!seen[$0]++')
 	# the daemon's peak RSS over both runs (VmHWM), against buffer_mb + 64 MiB
 	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${pids[zonefuse]}/status")
 	buf_mb=$(sed -n 's/.*buffer_mb=\([0-9]*\).*/\1/p' <<<"$mount_opts")
@@ -556,7 +571,6 @@ fi
 # ---- 3. LevelDB IoT ingest ---------------------------------------------------------
 # median of N runs per configuration, each on a fresh database, zonefuse and
 # ext4 taking turns
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 iot_v=
 iot_once() { # target threads sensors: sets iot_v to ops/s
 	local line v
@@ -706,7 +720,7 @@ BENCH_SECONDS=$(($(date +%s) - T0))
 rand_unit=
 [[ ! "$rand_runtime" =~ ^[0-9]+$ ]] || rand_unit=" s"
 BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime}${rand_unit}; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
-BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh)"
+BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh), median of $db_runs runs per target, alternating"
 BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of $iot_runs runs per configuration"
 has_part fio || BENCH_FIO="not run"
 has_part dbbench || BENCH_DB="not run"
