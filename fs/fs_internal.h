@@ -82,7 +82,7 @@ struct fs_chunk {
 	uint32_t cap;			/* page slots the buffer holds */
 	uint32_t nslots;		/* slots handed out (<= cap) */
 	uint8_t *buf;			/* cap * bs bytes: pages in slots */
-	struct fs_donor *donor;		/* buf lies in this donated WRITE
+	struct fs_donor *donor;		/* [RW] buf lies in this donated WRITE
 					 * payload (one reference), or NULL:
 					 * buf is the chunk's own */
 	uint32_t *slot;			/* per page of the chunk: its slot in

@@ -7,7 +7,10 @@
  *   - time each request from its read to its reply (fs_stats.h);
  *   - read and reply on the calling worker's own /dev/fuse clone (loop.h),
  *     also for replies libfuse splices (READs from the device's file);
- *   - tell how large a READ reply libfuse can splice (fusefs_io_splice_fit).
+ *   - tell how large a READ reply libfuse can splice (fusefs_io_splice_fit);
+ *   - for the zf loop, read a request itself (fusefs_io_receive: a WRITE's
+ *     payload lands page-aligned in a donor buffer the write buffer may
+ *     keep) and send a reply libfuse did not build (fusefs_io_send).
  * libfuse passes the session's userdata (struct fusefs) to the callbacks.
  * Thread safety: per-thread state for the request being served; the INIT
  * fields of struct fusefs are atomics (INIT is served before any other).
