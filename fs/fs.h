@@ -254,6 +254,8 @@ void fs_note_read(struct fs *fs, uint64_t ino, uint32_t tid, uint64_t bytes);
 /* Counters for stats and tests. */
 struct fs_stats {
 	uint64_t user_bytes_written;	/* bytes accepted by fs_write */
+	uint64_t zero_copy_write_bytes;	/* of those, kept as donated chunks (no copy) */
+	uint64_t zero_copy_read_bytes;	/* bytes read as file ranges (FS_READ_FD) */
 	uint64_t data_bytes_written;	/* file data bytes written to zones */
 	uint64_t meta_bytes_written;	/* metadata log bytes written */
 	uint64_t buffer_bytes;		/* bytes held in write buffers now */

@@ -882,6 +882,7 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	if ((flags & FS_READ_FD) && !overlay && read_at_fd(fs, in, off, size, rb)) {
 		rb->fs = fs;
 		rb->held = in;	/* read-locked and pinned until fs_rbuf_put */
+		fs->zc_read_bytes += size;
 		return (ssize_t)size;
 	}
 	bool hit = !overlay && fs_pf_read(fs, in, a0, a1 - a0, NULL, rb);
@@ -998,6 +999,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 				break;
 			}
 			pos += su;
+			fs->zc_write_bytes += su;
 			continue;
 		}
 		uint64_t blk = pos / fs->bs, bo = pos % fs->bs;

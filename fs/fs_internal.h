@@ -237,6 +237,8 @@ struct fs {
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
+	_Atomic uint64_t zc_write_bytes;	/* fs_write bytes buffered as donated chunks */
+	_Atomic uint64_t zc_read_bytes;		/* read bytes handed out as file ranges */
 	_Atomic uint64_t commits;
 	_Atomic uint64_t meta_errors;	/* failed metadata commits and snapshots */
 

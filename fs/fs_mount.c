@@ -62,6 +62,8 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	mlog_get_stats(fs->mlog, &ms);
 	memset(st, 0, sizeof(*st));
 	st->user_bytes_written = fs->user_bytes;
+	st->zero_copy_write_bytes = fs->zc_write_bytes;
+	st->zero_copy_read_bytes = fs->zc_read_bytes;
 	st->data_bytes_written = fs->data_bytes;
 	st->meta_bytes_written = ms.bytes_written;
 	st->buffer_bytes = fs->buffered;

@@ -446,6 +446,8 @@ static void render_written(struct fs_text *t, const struct fs_stats *fst,
 
 	/* bytes written since mount */
 	KV("user_bytes_written", fst->user_bytes_written);
+	KV("zero_copy_write_bytes", fst->zero_copy_write_bytes);
+	KV("zero_copy_read_bytes", fst->zero_copy_read_bytes);
 	KV("data_bytes_written", fst->data_bytes_written);
 	KV("meta_bytes_written", fst->meta_bytes_written);
 	KV("gc_bytes_written", gc_bytes);
