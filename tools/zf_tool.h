@@ -292,17 +292,19 @@ static inline void zf_busy_text(const char *path, char *buf, size_t len)
  * still writes its last commit and holds the device until it exits.  When
  * the holder of path is a zonefuse daemon with no mount of path left, waits
  * up to timeout_ms for it to exit (saying so on stderr after a second):
- * 0 once it is gone, -EBUSY if it is still mounted, is not a zonefuse
- * daemon, or outlives the wait. */
+ * 0 once it is gone (also when no zonefuse holds path any more: the open
+ * that failed may have raced with its exit, so the caller tries once
+ * more), -EBUSY if it is still mounted or outlives the wait. */
 static inline int zf_wait_unmounting(const char *prog, const char *path, unsigned timeout_ms)
 {
 	pid_t pid;
 	char comm[64], dir[PATH_MAX];
 	bool said = false;
 
-	if (zf_find_holder(path, "zonefuse", &pid, comm, sizeof(comm)) != 0 ||
-	    zf_find_mount_of(path, dir, sizeof(dir)) == 0)
+	if (zf_find_mount_of(path, dir, sizeof(dir)) == 0)
 		return -EBUSY;
+	if (zf_find_holder(path, "zonefuse", &pid, comm, sizeof(comm)) != 0)
+		return 0;
 	for (unsigned ms = 0; ms < timeout_ms; ms += 20) {
 		struct stat want;
 		if (stat(path, &want) != 0 || !zf_pid_holds(pid, &want))
