@@ -95,7 +95,7 @@ static uint8_t *chunk_page(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 /* Donors whose last reference went, kept for the next WRITE: a buffer the
  * kernel copies a payload into must otherwise be faulted in page by page
  * (a fresh allocation each time: the last one is a write-buffer chunk
- * now).  Bounded; only buffers of the one size the receivers use. */
+ * now).  Bounded; only buffers of one size (the receivers use one). */
 #define DONOR_POOL 8
 static struct {
 	pthread_mutex_t lock;
@@ -131,14 +131,7 @@ void fs_donor_put(struct fs_donor *d)
 	if (!d || atomic_fetch_sub(&d->refs, 1) != 1)
 		return;
 	pthread_mutex_lock(&donor_pool.lock);
-	if (donor_pool.n && donor_pool.len != d->len) {
-		while (donor_pool.n) {	/* another size now: the old ones go */
-			struct fs_donor *o = donor_pool.v[--donor_pool.n];
-			zdev_buf_free(o->base);
-			free(o);
-		}
-	}
-	if (donor_pool.n < DONOR_POOL) {
+	if (donor_pool.n < DONOR_POOL && (donor_pool.n == 0 || donor_pool.len == d->len)) {
 		donor_pool.len = d->len;
 		donor_pool.v[donor_pool.n++] = d;
 		d = NULL;
@@ -238,11 +231,10 @@ static int chunk_adopt(struct fs *fs, struct fs_inode *in, uint64_t idx,
 	c->donor = d;
 	c->buf = p;
 	c->cap = c->nslots = c->npresent = n;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		c->slot[i] = i;
-	memset(c->present, 0, (n + 63) / 64 * sizeof(uint64_t));
-	for (uint32_t i = 0; i < n; i++)
 		c->present[i / 64] |= 1ull << (i % 64);
+	}
 	in->buffered += fs->opts.stripe_unit;
 	fs->buffered += fs->opts.stripe_unit;
 	return 0;
@@ -992,8 +984,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	const uint8_t *src = buf;
 	uint64_t pos = off, end = off + size, su = fs->opts.stripe_unit;
 	while (pos < end) {
-		if (donor && pos % su == 0 && end - pos >= su && pos + su <= (1ull << 50) &&
-		    !chunk_find(in, pos / su)) {
+		if (donor && pos % su == 0 && end - pos >= su && !chunk_find(in, pos / su)) {
 			if (chunk_adopt(fs, in, pos / su, donor, donor->base + (pos - off))) {
 				ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
 				break;
