@@ -137,13 +137,15 @@ _Static_assert(WRITE_HDR == 80, "fuse_write_in of protocol 7.9+");
 
 int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx)
 {
-	if (!rx->donor && !(rx->donor = fs_donor_new(FUSEFS_RX_PAYLOAD)))
-		return -ENOMEM;
+	if (!rx->donor)
+		rx->donor = fs_donor_new(FUSEFS_RX_PAYLOAD);
+	/* Without memory for a payload buffer the whole request goes to flat
+	 * and a WRITE to libfuse, which copies it: the session goes on. */
 	struct iovec iov[2] = {
-		{ rx->flat, WRITE_HDR },
-		{ rx->donor->base, FUSEFS_RX_PAYLOAD },
+		{ rx->flat, rx->donor ? WRITE_HDR : FUSEFS_RX_FLAT },
+		{ rx->donor ? rx->donor->base : NULL, rx->donor ? FUSEFS_RX_PAYLOAD : 0 },
 	};
-	ssize_t n = readv(tls_fd, iov, 2);
+	ssize_t n = readv(tls_fd, iov, rx->donor ? 2 : 1);
 	if (n < 0)
 		return -errno;
 	if (n < (ssize_t)sizeof(struct fuse_in_header))
@@ -151,9 +153,9 @@ int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx)
 	const struct fuse_in_header *h = (const void *)rx->flat;
 	const struct fuse_write_in *w = (const void *)(rx->flat + sizeof(*h));
 	rx->n = (size_t)n;
-	rx->is_write = h->opcode == FUSE_WRITE && (size_t)n > WRITE_HDR &&
+	rx->is_write = rx->donor && h->opcode == FUSE_WRITE && (size_t)n > WRITE_HDR &&
 		       (size_t)n == WRITE_HDR + w->size;
-	if (!rx->is_write && (size_t)n > WRITE_HDR)
+	if (rx->donor && !rx->is_write && (size_t)n > WRITE_HDR)
 		memcpy(rx->flat + WRITE_HDR, rx->donor->base, (size_t)n - WRITE_HDR);
 	note_request(ff, rx->flat, rx->is_write ? WRITE_HDR : (size_t)n);
 	return (int)n;

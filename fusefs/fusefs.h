@@ -60,7 +60,9 @@ struct fusefs_rx {
 	bool is_write;		/* a WRITE with its payload in donor->base */
 };
 /* Read one request on this thread's descriptor (as io_read does: timing,
- * flags, INIT).  Returns its length, or -errno (-ENODEV: unmounted). */
+ * flags, INIT).  Returns its length, or -errno (-ENODEV: unmounted).  With
+ * no memory for a donor the request is read whole into flat (is_write
+ * false: libfuse serves it, copying). */
 int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx);
 /* Send a reply on this thread's descriptor (as io_writev does). */
 struct iovec;

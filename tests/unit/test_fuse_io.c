@@ -1,0 +1,146 @@
+/* Unit tests for the zf loop's own receive (fusefs/fuse_io.c), on a pipe
+ * standing in for /dev/fuse: a WRITE's payload lands page-aligned in the
+ * donor, any other request whole in the flat buffer, and without memory
+ * for a donor a WRITE is read whole into the flat buffer for libfuse
+ * (the session goes on instead of ending). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* RTLD_NEXT */
+#endif
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "fusefs/fusefs.h"
+#include "testlib.h"
+
+/* posix_memalign (zdev_buf_alloc's) fails while this is set. */
+static atomic_bool fail_memalign;
+
+int posix_memalign(void **p, size_t align, size_t n)
+{
+	static int (*next)(void **, size_t, size_t);
+
+	if (fail_memalign)
+		return ENOMEM;
+	if (!next) {
+		*(void **)&next = dlsym(RTLD_NEXT, "posix_memalign");	/* POSIX idiom */
+		if (!next)
+			abort();
+	}
+	return next(p, align, n);
+}
+
+static int pfd[2];
+static struct fusefs ff;
+static struct fusefs_rx rx;
+
+static void setup(void)
+{
+	ck_assert_int_eq(pipe(pfd), 0);
+	fusefs_io_set_thread_fd(pfd[0]);
+	rx = (struct fusefs_rx){ .flat = malloc(FUSEFS_RX_FLAT) };
+	ck_assert_ptr_nonnull(rx.flat);
+}
+
+static void teardown(void)
+{
+	fail_memalign = false;
+	free(rx.flat);
+	fs_donor_put(rx.donor);
+	close(pfd[0]);
+	close(pfd[1]);
+	fusefs_io_set_thread_fd(-1);
+}
+
+/* A WRITE of n payload bytes of value v at offset off, in one pipe write. */
+static size_t send_write(uint32_t n, uint8_t v, uint64_t off)
+{
+	size_t len = sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in) + n;
+	uint8_t *b = calloc(1, len);
+	struct fuse_in_header *h = (void *)b;
+	struct fuse_write_in *w = (void *)(h + 1);
+	*h = (struct fuse_in_header){ .len = (uint32_t)len, .opcode = FUSE_WRITE,
+				      .unique = 7, .nodeid = 5 };
+	*w = (struct fuse_write_in){ .offset = off, .size = n };
+	memset(w + 1, v, n);
+	ck_assert_int_eq(write(pfd[1], b, len), (ssize_t)len);
+	free(b);
+	return len;
+}
+
+START_TEST(write_payload_in_donor)
+{
+	size_t len = send_write(8192, 0xab, 1 << 20);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert(rx.is_write);
+	ck_assert_ptr_nonnull(rx.donor);
+	ck_assert_uint_eq((uintptr_t)rx.donor->base % 4096, 0);
+	for (int i = 0; i < 8192; i++)
+		ck_assert_uint_eq(rx.donor->base[i], 0xab);
+	const struct fuse_write_in *w = (const void *)(rx.flat + sizeof(struct fuse_in_header));
+	ck_assert_uint_eq(w->offset, 1 << 20);
+	ck_assert_uint_eq(w->size, 8192);
+}
+END_TEST
+
+START_TEST(other_request_whole_in_flat)
+{
+	uint8_t b[300];
+	struct fuse_in_header *h = (void *)b;
+	for (size_t i = sizeof(*h); i < sizeof(b); i++)
+		b[i] = (uint8_t)i;
+	*h = (struct fuse_in_header){ .len = sizeof(b), .opcode = FUSE_SETXATTR, .unique = 9 };
+	ck_assert_int_eq(write(pfd[1], b, sizeof(b)), (ssize_t)sizeof(b));
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)sizeof(b));
+	ck_assert(!rx.is_write);
+	ck_assert_int_eq(memcmp(rx.flat, b, sizeof(b)), 0);
+}
+END_TEST
+
+START_TEST(no_donor_memory_reads_into_flat)
+{
+	fail_memalign = true;
+	size_t len = send_write(4096, 0x5a, 0);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert_ptr_null(rx.donor);
+	ck_assert(!rx.is_write);		/* libfuse serves it */
+	size_t hdr = sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in);
+	for (size_t i = 0; i < 4096; i++)
+		ck_assert_uint_eq((uint8_t)rx.flat[hdr + i], 0x5a);
+	/* memory back: the next WRITE gets a donor again */
+	fail_memalign = false;
+	len = send_write(4096, 0x11, 4096);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert(rx.is_write);
+	ck_assert_uint_eq(rx.donor->base[0], 0x11);
+}
+END_TEST
+
+START_TEST(unmount_and_short_reads)
+{
+	close(pfd[1]);
+	pfd[1] = open("/dev/null", O_WRONLY);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), -ENODEV);	/* EOF */
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fuse_io");
+	TCase *tc = tcase_create("receive");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, write_payload_in_donor);
+	tcase_add_test(tc, other_request_whole_in_flat);
+	tcase_add_test(tc, no_donor_memory_reads_into_flat);
+	tcase_add_test(tc, unmount_and_short_reads);
+	suite_add_tcase(s, tc);
+	return tl_run(s);
+}
