@@ -54,6 +54,15 @@ void fusefs_io_set_thread_fd(int fd)
 static _Thread_local uint64_t lat_unique, lat_t0;
 static _Thread_local unsigned int lat_op;
 
+/* The request being timed got its reply. */
+static void lat_end(void)
+{
+	if (lat_unique) {
+		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
+		lat_unique = 0;
+	}
+}
+
 static unsigned int lat_kind(uint32_t opcode)
 {
 	switch (opcode) {
@@ -170,10 +179,8 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fusefs *ff = userdata;
 	if (lat_unique && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((struct fuse_out_header *)iov[0].iov_base)->unique == lat_unique) {
-		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
-		lat_unique = 0;
-	}
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == lat_unique)
+		lat_end();
 	uint64_t u = ff->init_unique;
 	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
 		struct fuse_out_header *oh = iov[0].iov_base;
@@ -197,10 +204,8 @@ static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
 {
 	(void)userdata;
 	ssize_t n = splice(fdin, offin, tls_fd >= 0 ? tls_fd : fdout, offout, len, flags);
-	if (lat_unique && n > 0) {
-		fs_lat_record(lat_op, zf_now_ns() - lat_t0);
-		lat_unique = 0;
-	}
+	if (n > 0)
+		lat_end();
 	return n;
 }
 
