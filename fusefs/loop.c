@@ -6,6 +6,7 @@
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -59,6 +60,7 @@ struct worker {
 	struct fuse_session *se;
 	struct fusefs *ff;
 	sem_t *stopped;		/* posted when the worker returns */
+	atomic_bool *unmounted;	/* set by a worker whose read found the mount gone */
 };
 
 /* A clone of the session's /dev/fuse descriptor; -errno if the kernel or
@@ -111,6 +113,7 @@ static void *worker_main(void *arg)
 		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;	/* a signal, or an interrupted request */
 		if (n == -ENODEV) {	/* unmounted */
+			*w->unmounted = true;
 			fuse_session_exit(w->se);
 			break;
 		}
@@ -140,11 +143,13 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	unsigned n = ZF_MAX(1u, ZF_MIN(c->workers, (unsigned)FUSEFS_LOOP_MAX_WORKERS));
 	int sfd = fuse_session_fd(se), ret = 0, r;
 	sem_t stopped;
+	atomic_bool unmounted = false;
 
 	if (sem_init(&stopped, 0, 0))
 		return -errno;
 	for (unsigned i = 0; i < n; i++) {
-		w[i] = (struct worker){ .fd = -1, .se = se, .ff = c->ff, .stopped = &stopped };
+		w[i] = (struct worker){ .fd = -1, .se = se, .ff = c->ff, .stopped = &stopped,
+					.unmounted = &unmounted };
 		if (c->clone_fd && i > 0) {
 			r = clone_dev(sfd);
 			if (r < 0)
@@ -167,12 +172,22 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 		}
 		w[i].started = true;
 	}
-	/* The first worker to stop ends the session (unmount reaches every
-	 * worker at once; a signal only the thread that took it). */
-	while (sem_wait(&stopped) != 0 && errno == EINTR && !fuse_session_exited(se))
-		;
-	fuse_session_exit(se);
+	/* The first worker to stop ends the session.  An unmount reaches
+	 * every worker (each read finds the mount gone), so they all return
+	 * by themselves; a signal wakes only the thread that took it, so the
+	 * others are cancelled where they wait to read. */
+	unsigned int started = 0, gone = 0;
 	for (unsigned i = 0; i < n; i++)
+		started += w[i].started;
+	int sw;
+	while ((sw = sem_wait(&stopped)) != 0 && errno == EINTR && !fuse_session_exited(se))
+		;
+	gone = sw == 0;
+	fuse_session_exit(se);
+	while (unmounted && gone < started)
+		if (sem_wait(&stopped) == 0)
+			gone++;
+	for (unsigned i = 0; i < n && gone < started; i++)
 		if (w[i].started)
 			pthread_cancel(w[i].thread);
 	for (unsigned i = 0; i < n; i++) {
