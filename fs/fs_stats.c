@@ -70,6 +70,13 @@ void fs_lat_record(unsigned int op, uint64_t ns)
 		;
 }
 
+static _Atomic uint64_t uring_requests;
+
+void fs_lat_count_uring(void)
+{
+	atomic_fetch_add_explicit(&uring_requests, 1, memory_order_relaxed);
+}
+
 void fs_lat_get(unsigned int op, struct fs_lat_summary *out)
 {
 	uint64_t h[LAT_BUCKETS], total = 0;
@@ -528,6 +535,7 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("opt_buffer_bytes", fs->opts.buffer_bytes);
 	KV("prefetch_window_bytes", fs->pf.window);
 	/* request latency (FUSE requests answered by this daemon) */
+	KV("fuse_uring_requests", atomic_load_explicit(&uring_requests, memory_order_relaxed));
 	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
 		struct fs_lat_summary s;
 		const char *nm = fs_lat_op_name(op);

@@ -55,6 +55,8 @@ enum fs_lat_op {
 const char *fs_lat_op_name(unsigned int op);	/* "read"...; "?" if out of range */
 /* Account one request of kind op that took ns nanoseconds. */
 void fs_lat_record(unsigned int op, uint64_t ns);
+/* Account one request that came over io_uring instead of /dev/fuse. */
+void fs_lat_count_uring(void);
 
 struct fs_lat_summary {
 	uint64_t count;

@@ -10,7 +10,10 @@
  *   - tell how large a READ reply libfuse can splice (fusefs_io_splice_fit);
  *   - for the zf loop, read a request itself (fusefs_io_receive: a WRITE's
  *     payload lands page-aligned in a donor buffer the write buffer may
- *     keep) and send a reply libfuse did not build (fusefs_io_send).
+ *     keep) and send a reply libfuse did not build (fusefs_io_send);
+ *   - offer FUSE_OVER_IO_URING in the INIT reply when uring.c is ready,
+ *     and put the reply to a request fetched from a ring entry into that
+ *     entry (fusefs_io_ring_begin) instead of writing it to /dev/fuse.
  * libfuse passes the session's userdata (struct fusefs) to the callbacks.
  * Thread safety: per-thread state for the request being served; the INIT
  * fields of struct fusefs are atomics (INIT is served before any other).
@@ -43,6 +46,9 @@ bool fusefs_io_take_kill_suidgid(void)
 /* The descriptor this thread reads requests from and replies on (loop.c:
  * a worker's own clone of /dev/fuse); -1 = the one libfuse passes. */
 static _Thread_local int tls_fd = -1;
+
+/* The ring entry whose request this thread serves (uring.c), or NULL. */
+static _Thread_local struct fusefs_ring_reply *tls_ring;
 
 void fusefs_io_set_thread_fd(int fd)
 {
@@ -108,6 +114,9 @@ static void note_request(struct fusefs *ff, const void *buf, size_t n)
 		if (alen >= offsetof(struct fuse_init_in, flags2)) {
 			const struct fuse_init_in *in = (const void *)arg;
 			ff->init_offered = (in->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+			ff->uring_offered = (in->flags & FUSE_INIT_EXT) &&
+					    alen >= offsetof(struct fuse_init_in, flags2) + 4 &&
+					    (in->flags2 & FUSEFS_OVER_IO_URING_HI);
 			ff->init_unique = h->unique;
 		}
 		break;
@@ -175,26 +184,116 @@ void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count)
 	(void)io_writev(tls_fd, iov, count, ff);
 }
 
+void fusefs_io_ring_begin(struct fusefs *ff, struct fusefs_ring_reply *r,
+			  const void *req, size_t n)
+{
+	r->done = false;
+	r->len = 0;
+	tls_ring = r;
+	note_request(ff, req, n);
+	fs_lat_count_uring();
+}
+
+void fusefs_io_ring_end(void)
+{
+	tls_ring = NULL;
+}
+
+/* The reply to the ring entry's request: header and arguments into the
+ * entry.  Arguments that do not fit (never: the kernel sizes the payload
+ * buffer for its largest request) become -EIO. */
+static ssize_t ring_reply(struct fusefs_ring_reply *r, const struct iovec *iov, int count)
+{
+	struct fuse_out_header oh = *(const struct fuse_out_header *)iov[0].iov_base;
+	size_t len = 0, total = iov[0].iov_len;
+
+	for (int i = 1; i < count; i++)
+		total += iov[i].iov_len;
+	if (total - iov[0].iov_len > r->cap) {
+		oh.error = -EIO;
+	} else {
+		for (int i = 1; i < count; i++) {
+			memmove(r->payload + len, iov[i].iov_base, iov[i].iov_len);
+			len += iov[i].iov_len;
+		}
+	}
+	oh.len = (uint32_t)(sizeof(oh) + len);
+	memcpy(r->out, &oh, sizeof(oh));
+	r->len = (uint32_t)len;
+	r->done = true;
+	lat_end();
+	return (ssize_t)total;
+}
+
+/* The INIT reply: the extensions the kernel offered and zonefuse takes,
+ * which libfuse 3.14 does not know. */
+static void init_reply(struct fusefs *ff, struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	struct fuse_init_out *out = count >= 2 ? iov[1].iov_base : NULL;
+	size_t olen = count >= 2 ? iov[1].iov_len : 0;
+
+	if (oh->error != 0 || !out)
+		return;
+	if (ff->init_offered && ff->conf.killpriv &&
+	    olen >= offsetof(struct fuse_init_out, max_background)) {
+		out->flags |= FUSE_HANDLE_KILLPRIV_V2;
+		ff->killpriv_active = true;
+	}
+	if (ff->uring_offered && ff->uring_want &&
+	    olen >= offsetof(struct fuse_init_out, flags2) + 4) {
+		out->flags |= FUSE_INIT_EXT;
+		out->flags2 |= FUSEFS_OVER_IO_URING_HI;
+		ff->uring_taken = true;
+	}
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fusefs *ff = userdata;
-	if (lat_unique && count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
-	    ((struct fuse_out_header *)iov[0].iov_base)->unique == lat_unique)
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	bool hdr = count >= 1 && iov[0].iov_len >= sizeof(*oh);
+
+	if (hdr && tls_ring && !tls_ring->done && oh->unique == tls_ring->unique)
+		return ring_reply(tls_ring, iov, count);
+	if (hdr && lat_unique && oh->unique == lat_unique)
 		lat_end();
 	uint64_t u = ff->init_unique;
-	if (u && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
-		struct fuse_out_header *oh = iov[0].iov_base;
-		if (oh->unique == u) {
-			ff->init_unique = 0;
-			if (oh->error == 0 && ff->init_offered && ff->conf.killpriv &&
-			    iov[1].iov_len >= offsetof(struct fuse_init_out, max_background)) {
-				struct fuse_init_out *out = iov[1].iov_base;
-				out->flags |= FUSE_HANDLE_KILLPRIV_V2;
-				ff->killpriv_active = true;
-			}
-		}
+	bool init = hdr && u && oh->unique == u;
+	if (init)
+		init_reply(ff, iov, count);
+	ssize_t n = writev(tls_fd >= 0 ? tls_fd : fd, iov, count);
+	if (init) {
+		/* The kernel has taken the INIT reply when writev returns: ring
+		 * entries may register from now on. */
+		ff->init_unique = 0;
+		ff->init_answered = true;
 	}
-	return writev(tls_fd >= 0 ? tls_fd : fd, iov, count);
+	return n;
+}
+
+/* A spliced reply for a ring entry's request: libfuse's pipe holds the
+ * header and then the arguments; both are read into the entry. */
+static ssize_t ring_splice(struct fusefs_ring_reply *r, int pipe_fd, size_t len)
+{
+	struct fuse_out_header oh;
+	size_t got = 0, want = len > sizeof(oh) ? len - sizeof(oh) : 0;
+
+	if (len < sizeof(oh) || want > r->cap ||
+	    read(pipe_fd, &oh, sizeof(oh)) != (ssize_t)sizeof(oh)) {
+		errno = EIO;
+		return -1;
+	}
+	while (got < want) {
+		ssize_t n = read(pipe_fd, r->payload + got, want - got);
+		if (n <= 0) {
+			errno = n < 0 ? errno : EIO;
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	struct iovec iov[2] = { { &oh, sizeof(oh) }, { r->payload, want } };
+	return ring_reply(r, iov, 2);	/* the second segment is already in place */
 }
 
 /* A reply libfuse splices from its pipe (fuse_reply_data of a file range,
@@ -203,6 +302,8 @@ static ssize_t io_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
 			      size_t len, unsigned int flags, void *userdata)
 {
 	(void)userdata;
+	if (tls_ring && !tls_ring->done && !offin)
+		return ring_splice(tls_ring, fdin, len);
 	ssize_t n = splice(fdin, offin, tls_fd >= 0 ? tls_fd : fdout, offout, len, flags);
 	if (n > 0)
 		lat_end();

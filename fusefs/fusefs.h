@@ -8,7 +8,7 @@
  * clears set-id bits itself on write, truncate and chown.
  *
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
- * libfuse's with -s / -o fuse_loop=mt);
+ * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
  * all state is in struct fs (thread-safe) and in per-thread request flags.
  */
 #ifndef ZONEFUSE_FUSEFS_H
@@ -33,7 +33,15 @@ struct fusefs {
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */
+	_Atomic bool init_answered;	/* fuse_io.c: the kernel took the INIT reply */
+	_Atomic bool uring_want;	/* uring.c: rings are ready, offer io_uring */
+	_Atomic bool uring_offered;	/* fuse_io.c: INIT offered FUSE_OVER_IO_URING */
+	_Atomic bool uring_taken;	/* fuse_io.c: the INIT reply took it */
 };
+
+/* FUSE_OVER_IO_URING (1 << 41 of the 64 INIT flags) as a bit of flags2;
+ * Debian 12's <linux/fuse.h> predates it. */
+#define FUSEFS_OVER_IO_URING_HI (1u << 9)
 
 extern const struct fuse_lowlevel_ops fusefs_ops;
 
@@ -70,6 +78,24 @@ void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);
 /* fusefs.c: serve a WRITE received by fusefs_io_receive (rx->is_write),
  * without libfuse, and reply to it. */
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx);
+
+/* fuse_io.c: the reply to a request fetched from an io_uring entry
+ * (uring.c) goes into the entry.  Between begin and end, on this thread,
+ * libfuse's reply to `unique` is copied there (header to out, arguments
+ * to payload, done set) instead of being written to /dev/fuse; begin also
+ * notes the request as a read one is noted (timing, flags).  req holds the
+ * request as libfuse wants it, n bytes. */
+struct fusefs_ring_reply {
+	uint64_t unique;	/* the request's */
+	void *out;		/* room for a struct fuse_out_header */
+	char *payload;		/* the reply's arguments go here */
+	size_t cap;		/* bytes */
+	uint32_t len;		/* bytes of arguments written */
+	bool done;		/* a reply was written */
+};
+void fusefs_io_ring_begin(struct fusefs *ff, struct fusefs_ring_reply *r,
+			  const void *req, size_t n);
+void fusefs_io_ring_end(void);
 
 /* fuse_io.c: the largest READ reply (bytes, <= want) that libfuse can
  * splice here (op_read): `want`, or the largest power of two below it, or

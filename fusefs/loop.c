@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fusefs/uring.h"
 
 /* Only the worker holding this reads from /dev/fuse; it gives it up
  * before serving a request that may block, so that another worker reads
@@ -147,6 +148,15 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 
 	if (sem_init(&stopped, 0, 0))
 		return -errno;
+	struct fusefs_uring *ring = NULL;
+	if (c->uring_per_queue) {
+		r = fusefs_uring_new(se, c->ff, c->uring_per_queue, &ring);
+		if (!r)
+			r = fusefs_uring_start(ring);
+		if (r && r != -EOPNOTSUPP)	/* which fusefs_uring_new explains */
+			zf_info("io_uring transport not used (%s): requests come over /dev/fuse",
+				strerror(-r));
+	}
 	for (unsigned i = 0; i < n; i++) {
 		w[i] = (struct worker){ .fd = -1, .se = se, .ff = c->ff, .stopped = &stopped,
 					.unmounted = &unmounted };
@@ -165,6 +175,8 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 				close(w[i].fd);
 			w[i].fd = -1;
 			if (i == 0) {
+				fuse_session_exit(se);
+				fusefs_uring_stop(ring);
 				sem_destroy(&stopped);
 				return -r;
 			}
@@ -199,6 +211,7 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 		if (w[i].fd >= 0)
 			close(w[i].fd);
 	}
+	fusefs_uring_stop(ring);	/* the session has exited: they return */
 	sem_destroy(&stopped);
 	return ret;
 }

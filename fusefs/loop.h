@@ -15,6 +15,8 @@
  * payload lands page-aligned in a buffer the write buffer may keep instead
  * of copying it (fs_write_donated); WRITEs are served without libfuse
  * (fusefs_write_direct), everything else by libfuse from the same read.
+ * With uring_per_queue, uring.h's threads also serve, started before the
+ * first read so that the INIT reply can offer the kernel io_uring.
  * Invariants: every worker replies to what it read before it reads again
  * (the handlers reply synchronously); the loop returns only when every
  * worker has stopped.
@@ -34,6 +36,7 @@
 struct fusefs_loop_conf {
 	unsigned int workers;	/* 1..FUSEFS_LOOP_MAX_WORKERS */
 	bool clone_fd;		/* a /dev/fuse clone per worker (else one shared fd) */
+	unsigned int uring_per_queue;	/* io_uring threads per CPU (uring.h); 0 = none */
 	struct fusefs *ff;	/* the session's userdata: WRITEs are served here */
 };
 

@@ -55,6 +55,7 @@ struct conf {
 	int bdi_max_mb;		/* -1 = default */
 	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
 	unsigned fuse_workers;	/* 0 = default */
+	unsigned fuse_uring;	/* io_uring threads per CPU; 0 = /dev/fuse only */
 	int ro;
 	int show_help, show_version;
 	int verbose;
@@ -81,6 +82,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("bdi_max_mb=%d", bdi_max_mb),
 	OPT("fuse_loop=%s", fuse_loop),
 	OPT("fuse_workers=%u", fuse_workers),
+	OPT("fuse_uring=%u", fuse_uring),
 	OPT("zf_verbose", verbose),
 	OPT("log=%s", log),
 	FUSE_OPT_KEY("fsname=", 'n'),
@@ -144,6 +146,10 @@ static void usage(const char *prog)
 	       "                           (libfuse's multithreaded loop); -s: libfuse's\n"
 	       "                           single-threaded loop\n"
 	       "    -o fuse_workers=N      workers of the zf loop (default 4)\n"
+	       "    -o fuse_uring=N        zf loop: take requests over io_uring as well, N\n"
+	       "                           threads per CPU (default 0 = off; needs Linux\n"
+	       "                           >= 6.14 with fuse.enable_uring=Y, else /dev/fuse\n"
+	       "                           alone serves, as it does FORGETs and INTERRUPTs)\n"
 	       "    -o log=syslog|stderr|FILE  where messages go (default: standard error\n"
 	       "                           with -f; in the background syslog when /dev/log\n"
 	       "                           exists, else a file named before detaching)\n"
@@ -392,6 +398,10 @@ static int build_fs_opts(struct daemon *d)
 		fprintf(stderr, "zonefuse: fuse_loop must be zf or mt, not '%s'\n", c->fuse_loop);
 		return -EINVAL;
 	}
+	if (c->fuse_uring > 16) {
+		fprintf(stderr, "zonefuse: fuse_uring is at most 16 threads per CPU\n");
+		return -EINVAL;
+	}
 	if (c->fuse_workers > FUSEFS_LOOP_MAX_WORKERS) {
 		fprintf(stderr, "zonefuse: fuse_workers is at most %d\n", FUSEFS_LOOP_MAX_WORKERS);
 		return -EINVAL;
@@ -595,12 +605,16 @@ static void op_destroy_close(void *userdata)
 static int serve(struct fuse_session *se, const struct daemon *d)
 {
 	const struct fuse_cmdline_opts *opts = &d->opts;
+	bool zf = !opts->singlethread && (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf"));
+	if (d->c.fuse_uring && !zf)
+		zf_warn("-o fuse_uring applies to the zf loop only: requests come over /dev/fuse");
 	if (opts->singlethread)
 		return fuse_session_loop(se);
 	if (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf")) {
 		struct fusefs_loop_conf lc = {
 			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
 			.clone_fd = true,
+			.uring_per_queue = d->c.fuse_uring,
 			.ff = (struct fusefs *)&d->ff,
 		};
 		return fusefs_loop_run(se, &lc);

@@ -23,7 +23,9 @@
 #
 # Environment: ZF_BUILD_DIR, ZF_SRC_DIR, ZF_TMPDIR (where the work dir goes,
 # default $TMPDIR or /tmp), ZF_MOUNT_TIMEOUT (s, default 15),
-# ZF_UMOUNT_TIMEOUT (s, default 60), ZF_LOG_ALLOW, ZF_KEEP.
+# ZF_UMOUNT_TIMEOUT (s, default 60), ZF_LOG_ALLOW, ZF_KEEP, ZF_MOUNT_EXTRA
+# (daemon arguments added to every mount, e.g. "-o fuse_uring=2" to run a
+# suite over another transport).
 
 ZF_SRC_DIR=${ZF_SRC_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 ZF_BUILD_DIR=${ZF_BUILD_DIR:-$ZF_SRC_DIR/build}
@@ -149,6 +151,8 @@ zf_daemon_alive() {
 zf_mount() {
 	[ -n "$ZF_WORK" ] || zf_fail "zf_mount before zf_setup"
 	zf_is_mounted && zf_fail "zf_mount: $ZF_MNT is already mounted"
+	# shellcheck disable=SC2086 # ZF_MOUNT_EXTRA is words
+	set -- "$@" ${ZF_MOUNT_EXTRA:-}
 	echo "=== $(date '+%F %T') zonefuse $ZF_DEV $ZF_MNT -f $*" >>"$ZF_LOG"
 	"$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f "$@" >>"$ZF_LOG" 2>&1 &
 	ZF_PID=$!

@@ -2,7 +2,10 @@
  * standing in for /dev/fuse: a WRITE's payload lands page-aligned in the
  * donor, any other request whole in the flat buffer, and without memory
  * for a donor a WRITE is read whole into the flat buffer for libfuse
- * (the session goes on instead of ending). */
+ * (the session goes on instead of ending).  And the replies: one to the
+ * request of an io_uring entry goes into the entry, any other to the
+ * descriptor; the INIT reply takes io_uring only when offered and
+ * wanted. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* RTLD_NEXT */
 #endif
@@ -132,6 +135,109 @@ START_TEST(unmount_and_short_reads)
 }
 END_TEST
 
+/* A reply (header + arguments split over two segments) sent as libfuse
+ * sends it. */
+static void send_reply(uint64_t unique, int32_t err, const char *a, const char *b)
+{
+	struct fuse_out_header oh = { .len = (uint32_t)(sizeof(oh) + strlen(a) + strlen(b)),
+				      .error = err, .unique = unique };
+	struct iovec iov[3] = { { &oh, sizeof(oh) }, { (void *)a, strlen(a) },
+				{ (void *)b, strlen(b) } };
+	fusefs_io_send(&ff, iov, err ? 1 : 3);
+}
+
+START_TEST(ring_reply_into_entry)
+{
+	char out[sizeof(struct fuse_out_header)], payload[64];
+	char req[sizeof(struct fuse_in_header) + 8] = { 0 };
+	struct fuse_in_header *h = (void *)req;
+	*h = (struct fuse_in_header){ .len = sizeof(req), .opcode = FUSE_GETATTR, .unique = 41 };
+	struct fusefs_ring_reply r = { .unique = 41, .out = out, .payload = payload,
+				       .cap = sizeof(payload) };
+
+	fusefs_io_set_thread_fd(pfd[1]);
+	fusefs_io_ring_begin(&ff, &r, req, sizeof(req));
+	/* a reply to another request (a notification) still goes out */
+	send_reply(40, 0, "not", "-mine");
+	ck_assert(!r.done);
+	send_reply(41, 0, "hello ", "ring");
+	fusefs_io_ring_end();
+	ck_assert(r.done);
+	ck_assert_uint_eq(r.len, 10);
+	ck_assert_int_eq(memcmp(payload, "hello ring", 10), 0);
+	struct fuse_out_header oh;
+	memcpy(&oh, out, sizeof(oh));
+	ck_assert_uint_eq(oh.unique, 41);
+	ck_assert_int_eq(oh.error, 0);
+	char got[64];
+	ssize_t n = read(pfd[0], got, sizeof(got));
+	ck_assert_int_eq(n, (ssize_t)(sizeof(oh) + 8));
+	ck_assert_int_eq(memcmp(got + sizeof(oh), "not-mine", 8), 0);
+
+	/* an error reply, and arguments larger than the entry: -EIO */
+	fusefs_io_ring_begin(&ff, &r, req, sizeof(req));
+	send_reply(41, -ENOENT, "", "");
+	ck_assert(r.done);
+	ck_assert_uint_eq(r.len, 0);
+	memcpy(&oh, out, sizeof(oh));
+	ck_assert_int_eq(oh.error, -ENOENT);
+	r.cap = 4;
+	fusefs_io_ring_begin(&ff, &r, req, sizeof(req));
+	send_reply(41, 0, "too ", "long");
+	fusefs_io_ring_end();
+	memcpy(&oh, out, sizeof(oh));
+	ck_assert_int_eq(oh.error, -EIO);
+	ck_assert_uint_eq(r.len, 0);
+}
+END_TEST
+
+/* The INIT request as the kernel sends it, with or without the io_uring
+ * offer; then libfuse's reply through fuse_io: returns the reply's flags
+ * as written to the descriptor. */
+static void init_round(bool offer, bool want, uint32_t *flags, uint32_t *flags2)
+{
+	uint8_t b[sizeof(struct fuse_in_header) + sizeof(struct fuse_init_in)] = { 0 };
+	struct fuse_in_header *h = (void *)b;
+	struct fuse_init_in *in = (void *)(h + 1);
+	*h = (struct fuse_in_header){ .len = sizeof(b), .opcode = FUSE_INIT, .unique = 1 };
+	in->major = 7;
+	in->minor = 38;
+	in->flags = FUSE_INIT_EXT;
+	in->flags2 = offer ? FUSEFS_OVER_IO_URING_HI : 0;
+	ff = (struct fusefs){ .uring_want = want };
+	ck_assert_int_eq(write(pfd[1], b, sizeof(b)), (ssize_t)sizeof(b));
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)sizeof(b));
+
+	struct fuse_init_out out = { .major = 7, .minor = 38 };
+	struct fuse_out_header oh = { .len = sizeof(oh) + sizeof(out), .unique = 1 };
+	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &out, sizeof(out) } };
+	fusefs_io_set_thread_fd(pfd[1]);
+	fusefs_io_send(&ff, iov, 2);
+	fusefs_io_set_thread_fd(pfd[0]);
+	uint8_t got[sizeof(oh) + sizeof(out)];
+	ck_assert_int_eq(read(pfd[0], got, sizeof(got)), (ssize_t)sizeof(got));
+	memcpy(&out, got + sizeof(oh), sizeof(out));
+	*flags = out.flags;
+	*flags2 = out.flags2;
+	ck_assert(ff.init_answered);
+}
+
+START_TEST(init_takes_uring_when_offered_and_wanted)
+{
+	uint32_t f, f2;
+	init_round(true, true, &f, &f2);
+	ck_assert(f & FUSE_INIT_EXT);
+	ck_assert(f2 & FUSEFS_OVER_IO_URING_HI);
+	ck_assert(ff.uring_taken);
+	init_round(true, false, &f, &f2);	/* rings not ready */
+	ck_assert(!(f2 & FUSEFS_OVER_IO_URING_HI));
+	ck_assert(!ff.uring_taken);
+	init_round(false, true, &f, &f2);	/* the kernel does not offer it */
+	ck_assert(!(f2 & FUSEFS_OVER_IO_URING_HI));
+	ck_assert(!ff.uring_taken);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuse_io");
@@ -141,6 +247,11 @@ int main(void)
 	tcase_add_test(tc, other_request_whole_in_flat);
 	tcase_add_test(tc, no_donor_memory_reads_into_flat);
 	tcase_add_test(tc, unmount_and_short_reads);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reply");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, ring_reply_into_entry);
+	tcase_add_test(tc, init_takes_uring_when_offered_and_wanted);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
