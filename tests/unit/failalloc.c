@@ -1,6 +1,7 @@
-/* failalloc: see failalloc.h.  realloc() defined here takes precedence over
- * the C library's for the whole program (the fs core is a static library
- * linked into it); the real one is found with dlsym(RTLD_NEXT). */
+/* failalloc: see failalloc.h.  realloc() and calloc() defined here take
+ * precedence over the C library's for the whole program (the fs core is a
+ * static library linked into it); the real ones are found with
+ * dlsym(RTLD_NEXT). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* RTLD_NEXT */
 #endif
@@ -9,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -22,9 +24,19 @@ void failalloc_arm(const void *ptr)
 	target = ptr;
 }
 
+/* The armed calloc's arguments; nmemb 0 = none armed. */
+static _Atomic size_t c_nmemb, c_size;
+
+void failalloc_arm_calloc(size_t nmemb, size_t size)
+{
+	c_size = size;
+	c_nmemb = nmemb;
+}
+
 void failalloc_disarm(void)
 {
 	target = NULL;
+	c_nmemb = 0;
 }
 
 uint64_t failalloc_failed(void)
@@ -48,4 +60,41 @@ void *realloc(void *p, size_t n)
 			abort();
 	}
 	return next(p, n);
+}
+
+typedef void *(*calloc_fn)(size_t, size_t);
+
+/* dlsym may itself call calloc before the real one is known: those few
+ * early calls get zeroed bytes from here (never freed: free() of them is
+ * not expected during lookup). */
+static _Alignas(16) unsigned char early[1024];
+static size_t early_used;
+
+void *calloc(size_t nmemb, size_t size)
+{
+	static calloc_fn next;
+	static _Atomic bool resolving;
+
+	size_t want = c_nmemb;
+	if (want && nmemb == want && size == c_size &&
+	    atomic_compare_exchange_strong(&c_nmemb, &want, 0)) {
+		nfailed++;
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!next) {
+		if (resolving) {
+			size_t n = (nmemb * size + 15) & ~(size_t)15;
+			if (n > sizeof(early) - early_used)
+				return NULL;
+			early_used += n;
+			return early + early_used - n;
+		}
+		resolving = true;
+		*(void **)&next = dlsym(RTLD_NEXT, "calloc");	/* POSIX idiom */
+		resolving = false;
+		if (!next)
+			abort();
+	}
+	return next(nmemb, size);
 }

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,6 +345,17 @@ START_TEST(read_faults)
 		clear_faults();
 	}
 	ck_assert_int_eq(try_mount(), 0);
+	/* The file-range path (spliced READ replies) declines while a read
+	 * fault is armed, so the copy path meets the fault and reports it. */
+	struct fs_rbuf rb;
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 1, -EIO), 0);
+	ck_assert_int_eq(fs_read_buf(fs, st.st_ino, 4096, 8192, FS_READ_FD, &rb), -EIO);
+	ck_assert(!rb.at_fd);
+	fs_rbuf_put(&rb);
+	clear_faults();
+	ck_assert_int_eq(fs_read_buf(fs, st.st_ino, 4096, 8192, FS_READ_FD, &rb), 8192);
+	ck_assert(rb.at_fd);
+	fs_rbuf_put(&rb);
 	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 1, -EIO), 0);
 	ck_assert_int_eq(fs_read(fs, st.st_ino, 0, 300000, buf), -EIO);
 	clear_faults();
@@ -853,6 +865,44 @@ START_TEST(enomem_copy_log_agrees)
 }
 END_TEST
 
+/* No memory for the chunk a donated WRITE payload would become: the write
+ * reports -ENOMEM, keeps no reference to the payload and leaves the file
+ * as it was; with memory back the same payload is taken and kept. */
+START_TEST(enomem_donated_write)
+{
+	const uint64_t su = fs->opts.stripe_unit;
+	uint64_t ino = mkfile("donated");
+	uint8_t *got = malloc(su);
+	struct fs_donor *d = fs_donor_new(su);
+	struct stat st;
+	ck_assert_ptr_nonnull(d);
+	fill(d->base, su, 0, 21);
+	failalloc_arm_calloc(1, sizeof(struct fs_chunk));
+	ssize_t r = fs_write_donated(fs, ino, 0, d, su, false);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_uint_eq(atomic_load(&d->refs), 1);
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	ck_assert_int_eq(fs_write_donated(fs, ino, 0, d, su, false), (ssize_t)su);
+	ck_assert_uint_eq(atomic_load(&d->refs), 2);
+	memcpy(got, d->base, su);
+	fs_donor_put(d);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	/* and after a remount, from the device */
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
+	ck_assert_int_eq(try_mount(), 0);
+	uint8_t *back = malloc(su);
+	ck_assert_int_eq(fs_read(fs, ino, 0, su, back), (ssize_t)su);
+	ck_assert_int_eq(memcmp(back, got, su), 0);
+	free(back);
+	free(got);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -891,6 +941,7 @@ int main(void)
 	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
+	tcase_add_test(tc, enomem_donated_write);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }

@@ -1358,6 +1358,49 @@ START_TEST(test_reset_punches_at_close)
 }
 END_TEST
 
+/* A process killed between a reset and its close leaves the stale mark in
+ * the mapped zone table: the next open reads the zone as empty (zeros, the
+ * write pointer at its start) and its close punches the old bytes. */
+START_TEST(test_reset_then_kill_punched_by_next_close)
+{
+	uint32_t y = seqz(3), bs = g->block_size;
+	char *buf = zdev_buf_alloc(4 * bs);
+	uint64_t fo = 0;
+
+	EMU_ONLY();
+	ck_assert_int_eq(wr(dev, zstart(y), 4 * bs, 17), 4 * bs);
+	ck_assert_int_ge(zdev_read_fd(dev, zstart(y), bs, &fo), 0);
+	zdev_close(dev);
+	dev = NULL;
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct zdev *c = NULL;
+		if (open_dev(&c) != 0 || zdev_zone_reset(c, y) != 0)
+			_exit(1);
+		_exit(0);	/* no close: a kill -9 after the reset */
+	}
+	int st = 0;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	int fd = open(devpath, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(lseek(fd, (off_t)fo, SEEK_DATA), (off_t)fo);	/* not punched yet */
+	ck_assert_int_eq(open_dev(&dev), 0);
+	g = zdev_geometry(dev);
+	struct zdev_zone zn;
+	ck_assert_int_eq(zdev_report_zones(dev, y, 1, &zn), 1);
+	ck_assert_uint_eq(zn.wp, zn.start);
+	ck_assert_int_eq(zdev_read(dev, zstart(y), buf, 4 * bs), 4 * bs);
+	ck_assert(all_zero(buf, 4 * bs));
+	reopen();
+	off_t d = lseek(fd, (off_t)fo, SEEK_DATA);
+	ck_assert(d < 0 || d >= (off_t)(fo + g->zone_size));
+	close(fd);
+	zdev_buf_free(buf);
+}
+END_TEST
+
 START_TEST(test_conventional_zones)
 {
 	uint32_t bs = g->block_size;
@@ -1652,6 +1695,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_fault_injection);
 	tcase_add_test(tc, test_read_fd);
 	tcase_add_test(tc, test_reset_punches_at_close);
+	tcase_add_test(tc, test_reset_then_kill_punched_by_next_close);
 	tcase_add_test(tc, test_conventional_zones);
 	tcase_add_test(tc, test_bad_files);
 	tcase_add_test(tc, test_read_only_handle);
