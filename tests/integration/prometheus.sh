@@ -25,6 +25,7 @@ dd if=/dev/urandom of="$ZF_MNT/wal.log" bs=1M count=2 conv=fsync status=none
 touch "$ZF_MNT/d/cold"
 setfattr -n user.zonefuse.lifetime -v long "$ZF_MNT/d/cold"
 dd if=/dev/urandom of="$ZF_MNT/d/cold" bs=1M count=3 conv=fsync,notrunc status=none
+cp "$ZF_MNT/a.sst" "$ZF_MNT/a-copy.sst"	# copy_file_range: shared extents
 sync -f "$ZF_MNT" 2>/dev/null || true
 
 "$ZF_STAT" --prometheus "$ZF_MNT" >"$ZF_WORK/m.prom" || zf_fail "zonefuse-stat --prometheus failed"
@@ -82,7 +83,17 @@ for metric, key in [("zonefuse_valid_bytes", "valid_bytes"), ("zonefuse_device_z
                     ("zonefuse_capacity_bytes", "capacity_bytes"),
                     ("zonefuse_free_zones", "free_zones"), ("zonefuse_inodes", "inodes")]:
     assert val(metric) == float(st[key]), (metric, val(metric), st[key])
-assert val("zonefuse_user_written_bytes_total") == float(st["user_bytes_written"])
+for metric, key in [("zonefuse_user_written_bytes_total", "user_bytes_written"),
+                    ("zonefuse_zero_copy_written_bytes_total", "zero_copy_write_bytes"),
+                    ("zonefuse_zero_copy_read_bytes_total", "zero_copy_read_bytes"),
+                    ("zonefuse_shared_bytes", "shared_bytes"),
+                    ("zonefuse_shared_saved_bytes", "shared_saved_bytes"),
+                    ("zonefuse_copies_total", "copies"),
+                    ("zonefuse_copy_shared_bytes_total", "copy_shared_bytes"),
+                    ("zonefuse_copy_written_bytes_total", "copy_written_bytes"),
+                    ("zonefuse_uring_requests_total", "fuse_uring_requests")]:
+    assert val(metric) == float(st[key]), (metric, val(metric), st[key])
+assert val("zonefuse_copies_total") >= 1 and val("zonefuse_copy_shared_bytes_total") > 0
 # Zones by class and condition add up; the classes written are there.
 z = [s for s in fams["zonefuse_zones"].samples]
 assert sum(s.value for s in z) == float(st["zones"]), "zones by class/condition do not add up"
