@@ -58,6 +58,9 @@ backing=
 build_dir=$SRC/build
 results=$SRC/results
 mount_opts=
+fuse_uring=0
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_old=
 do_deps=1
 do_build=1
 set_by_user=" "
@@ -97,6 +100,9 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --build-dir DIR       meson build dir [build]
   --results DIR         where results go [results]
   -o OPTS               zonefuse mount options
+  --fuse-uring N        zonefuse takes requests over io_uring, N threads per
+                        CPU (-o fuse_uring=N); sets the kernel's
+                        fuse.enable_uring to Y for the run and back after
   --no-deps             do not run scripts/deps.sh
   --no-build            use the existing build
   -h, --help            this help
@@ -134,6 +140,7 @@ while [ $# -gt 0 ]; do
 	--build-dir) build_dir=$(realpath -m "$2"); shift ;;
 	--results) results=$(realpath -m "$2"); shift ;;
 	-o) mount_opts=$2; shift ;;
+	--fuse-uring) fuse_uring=$2; shift ;;
 	--no-deps) do_deps=0 ;;
 	--no-build) do_build=0 ;;
 	-h | --help) usage; exit 0 ;;
@@ -284,6 +291,7 @@ cleanup() {
 	[ -z "$loopdev" ] || losetup -d "$loopdev"
 	if [ $ram_mounted -eq 1 ]; then umount "$ram" 2>/dev/null || umount -l "$ram"; fi
 	[ -z "$backing_own" ] || rm -rf "$backing_own"
+	[ -z "$uring_old" ] || echo "$uring_old" >"$uring_param"
 	rm -rf "$work"
 	if [ "$rc" -ne 0 ]; then
 		echo "bench: FAILED (exit $rc) after $(($(date +%s) - T0)) s; logs kept in $out/logs" >&2
@@ -294,6 +302,15 @@ backing_own=
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+if [ "$fuse_uring" != 0 ]; then
+	[[ "$fuse_uring" =~ ^[1-9][0-9]*$ ]] || die "--fuse-uring takes a thread count"
+	[ -w "$uring_param" ] || skip "this kernel has no FUSE over io_uring ($uring_param)"
+	uring_old=$(cat "$uring_param")
+	echo Y >"$uring_param"
+	mount_opts=${mount_opts:+$mount_opts,}fuse_uring=$fuse_uring
+	msg "zonefuse over io_uring: -o $mount_opts, fuse.enable_uring=Y (was $uring_old)"
+fi
 
 # all targets are mounted at once during the fio part: two images + files
 ram_bytes=$((dev_bytes + (2 << 30)))
