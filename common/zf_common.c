@@ -244,3 +244,22 @@ char *zf_fmt_bytes(uint64_t bytes, char *buf, size_t len)
 		snprintf(buf, len, "%.1f %s", v, units[u]);
 	return buf;
 }
+
+void *zf_grow(void *v, size_t *cap, size_t need, size_t elem, size_t min)
+{
+	if (need <= *cap && v)
+		return v;
+	size_t n = *cap ? *cap : (min ? min : 1);
+	while (n < need) {
+		if (n > SIZE_MAX / 2)
+			return NULL;
+		n *= 2;
+	}
+	if (elem && n > SIZE_MAX / elem)
+		return NULL;
+	void *nv = realloc(v, n * elem);
+	if (!nv)
+		return NULL;
+	*cap = n;
+	return nv;
+}

@@ -1,4 +1,5 @@
-/* zf_common — small helpers shared by every module: CRC32C, logging, time.
+/* zf_common — small helpers shared by every module: CRC32C, logging, time,
+ * growing arrays.
  *
  * Logging: zf_log_*() writes one line per message, "LEVEL: text", to one
  * target: standard error (the default; "zonefuse: LEVEL: text"), syslog
@@ -69,6 +70,13 @@ void zf_sleep_until_ns(uint64_t deadline_ns);
 
 /* Parse a size like "64M", "4k", "1G", "4096" into bytes; -EINVAL on junk. */
 int zf_parse_size(const char *s, uint64_t *out);
+
+/* Growing arrays: v (NULL or from malloc/realloc) holds *cap elements of
+ * elem bytes; returns it reallocated to hold at least `need`, the capacity
+ * doubling from `min` (or from *cap), and sets *cap; NULL (v untouched,
+ * still valid) when memory or the size's range runs out.  A v that already
+ * holds `need` comes back as it is. */
+void *zf_grow(void *v, size_t *cap, size_t need, size_t elem, size_t min);
 /* Format bytes as "1.5 GiB" into buf. Returns buf. */
 char *zf_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/zf_common.h"
+
 void extmap_init(struct extmap *m)
 {
 	m->v = NULL;
@@ -34,10 +36,8 @@ int extmap_reserve(struct extmap *m, size_t extra)
 {
 	if (m->n + extra <= m->cap)
 		return 0;
-	size_t cap = m->cap ? m->cap * 2 : 8;
-	while (cap < m->n + extra)
-		cap *= 2;
-	struct extmap_ext *v = realloc(m->v, cap * sizeof(*v));
+	size_t cap = m->cap;
+	struct extmap_ext *v = zf_grow(m->v, &cap, m->n + extra, sizeof(*v), 8);
 	if (!v)
 		return -ENOMEM;
 	m->v = v;

@@ -89,8 +89,8 @@ static int load_zones(struct check *ck)
 static int remember(struct check *ck, const struct fs_inode *in, const struct extmap_ext *e)
 {
 	if (ck->nall == ck->cap) {
-		size_t cap = ck->cap ? ck->cap * 2 : 1024;
-		struct dext *n = realloc(ck->all, cap * sizeof(*n));
+		size_t cap = ck->cap;
+		struct dext *n = zf_grow(ck->all, &cap, ck->nall + 1, sizeof(*n), 1024);
 		if (!n)
 			return -ENOMEM;
 		ck->all = n;

@@ -267,16 +267,12 @@ int fs_share_rebuild(struct fs *fs)
 	int ret = share_setup(fs);
 
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
-		if (n + in->map.n > cap) {
-			size_t nc = ZF_MAX(2 * cap, n + in->map.n + 64);
-			struct fs_cext *nv = realloc(v, nc * sizeof(*nv));
-			if (!nv) {
-				ret = -ENOMEM;
-				break;
-			}
-			v = nv;
-			cap = nc;
+		struct fs_cext *nv = zf_grow(v, &cap, n + in->map.n, sizeof(*nv), 64);
+		if (!nv) {
+			ret = -ENOMEM;
+			break;
 		}
+		v = nv;
 		for (size_t i = 0; i < in->map.n; i++)
 			v[n++] = (struct fs_cext){ in->ino, in->map.v[i].off, in->map.v[i].len,
 						   in->map.v[i].dev };

@@ -241,8 +241,8 @@ struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const cha
 					dd->ents[k++] = dd->ents[i];
 			dd->n = k;
 		} else {
-			size_t cap = dd->cap ? dd->cap * 2 : 16;
-			struct fs_dirent **e = realloc(dd->ents, cap * sizeof(*e));
+			size_t cap = dd->cap;
+			struct fs_dirent **e = zf_grow(dd->ents, &cap, dd->n + 1, sizeof(*e), 16);
 			if (!e)
 				return NULL;
 			dd->ents = e;

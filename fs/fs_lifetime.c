@@ -372,15 +372,10 @@ static void mf_collect_fn(void *arg, enum lifetime_manifest_op op, int level,
 
 	if (op != LIFETIME_MF_NEW)
 		return;
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? 2 * c->cap : 64;
-		struct mf_entry *nv = realloc(c->v, nc * sizeof(*nv));
-
-		if (!nv)
-			return;
-		c->v = nv;
-		c->cap = nc;
-	}
+	struct mf_entry *nv = zf_grow(c->v, &c->cap, c->n + 1, sizeof(*nv), 64);
+	if (!nv)
+		return;
+	c->v = nv;
 	c->v[c->n++] = (struct mf_entry){ level, number };
 }
 

@@ -132,17 +132,12 @@ static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
 
 			if (a >= z)
 				continue;
-			if (n == cap) {
-				size_t nc = cap ? 2 * cap : 64;
-				struct gc_piece *nv = realloc(v, nc * sizeof(*nv));
-
-				if (!nv) {
-					ret = -ENOMEM;
-					break;
-				}
-				v = nv;
-				cap = nc;
+			struct gc_piece *nv = zf_grow(v, &cap, n + 1, sizeof(*nv), 64);
+			if (!nv) {
+				ret = -ENOMEM;
+				break;
 			}
+			v = nv;
 			v[n++] = (struct gc_piece){ in->ino, e->off + (a - e->dev),
 						    z - a, a };
 		}

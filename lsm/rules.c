@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/zf_common.h"
+
 struct lifetime_rule {
 	char *glob;
 	uint8_t cls;
@@ -67,17 +69,12 @@ int lifetime_rules_parse(const char *text, struct lifetime_rules **out,
 			glob++;		/* paths are relative to the mount root */
 		if (!*glob)
 			goto bad;
-		if (r->n == cap) {
-			size_t ncap = cap ? 2 * cap : 8;
-			struct lifetime_rule *nv = realloc(r->v, ncap * sizeof(*nv));
-
-			if (!nv) {
-				lifetime_rules_free(r);
-				return -ENOMEM;
-			}
-			r->v = nv;
-			cap = ncap;
+		struct lifetime_rule *nv = zf_grow(r->v, &cap, r->n + 1, sizeof(*nv), 8);
+		if (!nv) {
+			lifetime_rules_free(r);
+			return -ENOMEM;
 		}
+		r->v = nv;
 		r->v[r->n].glob = strdup(glob);
 		if (!r->v[r->n].glob) {
 			lifetime_rules_free(r);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "testlib.h"
 
@@ -203,6 +204,30 @@ START_TEST(reserve_then_change_never_allocates)
 }
 END_TEST
 
+/* zf_grow, which extmap_reserve and the other arrays grow with: doubling
+ * from the minimum, as it was when it holds enough, NULL with the array
+ * untouched when the size would overflow. */
+START_TEST(grow_doubles_and_refuses_overflow)
+{
+	size_t cap = 0;
+	uint64_t *v = zf_grow(NULL, &cap, 3, sizeof(*v), 8);
+	ck_assert_ptr_nonnull(v);
+	ck_assert_uint_eq(cap, 8);
+	v[7] = 42;
+	ck_assert_ptr_eq(zf_grow(v, &cap, 8, sizeof(*v), 8), v);
+	v = zf_grow(v, &cap, 9, sizeof(*v), 8);
+	ck_assert_uint_eq(cap, 16);
+	ck_assert_uint_eq(v[7], 42);
+	v = zf_grow(v, &cap, 100, sizeof(*v), 8);
+	ck_assert_uint_eq(cap, 128);
+	ck_assert_ptr_null(zf_grow(v, &cap, SIZE_MAX / 4, sizeof(*v), 8));
+	ck_assert_ptr_null(zf_grow(v, &cap, SIZE_MAX, 1, 8));
+	ck_assert_uint_eq(cap, 128);
+	ck_assert_uint_eq(v[7], 42);
+	free(v);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("extmap");
@@ -211,6 +236,7 @@ int main(void)
 	tcase_add_loop_test(tc, block_overwrites_match_model, 0, 4);
 	tcase_add_test(tc, merge_contiguous_appends);
 	tcase_add_loop_test(tc, reserve_then_change_never_allocates, 0, 2);
+	tcase_add_test(tc, grow_doubles_and_refuses_overflow);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
