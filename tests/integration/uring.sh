@@ -4,8 +4,8 @@
 # and read that way -- many small ones, a large random one read cold, a
 # rename, a truncate, xattrs -- have their content, also after a remount
 # over /dev/fuse; without the offer (fuse.enable_uring=N) the same option
-# serves over /dev/fuse and counts nothing.  The module parameter is put
-# back as it was.
+# serves over /dev/fuse and counts nothing; SIGTERM ends a session whose
+# rings run.  The module parameter is put back as it was.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +62,18 @@ cmp "$SRC" "$M/big" || zf_fail "content differs after a remount"
 [ "$(cat "$M/small/one")" = "$(python3 -c 'print("1" * 50, end="")')" ] ||
 	zf_fail "small/one differs after a remount"
 [ "$(zf_stat fuse_uring_requests)" = 0 ] || zf_fail "requests counted over io_uring without the option"
+zf_umount
+
+# a signal ends a session whose rings are running: the daemon unmounts,
+# stops its threads and exits 0
+zf_mount -o fuse_uring=2
+echo data >"$M/sig"
+kill -TERM "$ZF_PID"
+zf_wait_daemon 20 || zf_fail "the daemon did not exit within 20 s of SIGTERM"
+[ "$ZF_DAEMON_STATUS" = 0 ] || zf_fail "the daemon exited $ZF_DAEMON_STATUS after SIGTERM"
+zf_is_mounted && zf_fail "still mounted after SIGTERM"
+zf_mount
+[ "$(cat "$M/sig")" = data ] || zf_fail "a file written before SIGTERM differs"
 zf_umount
 
 # without the kernel's offer the option serves over /dev/fuse
