@@ -220,6 +220,22 @@ static void dtab_grow(struct fs *fs)
 	fs->dtab_size = nsize;
 }
 
+/* Directories up to this many slots are not compacted on remove. */
+#define DIR_COMPACT_MIN 64
+
+/* Drop the removed slots, keeping the order (cookies do not change). */
+static void dir_compact(struct fs_dir *dd)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < dd->n; i++)
+		if (dd->ents[i]) {
+			dd->ents[k] = dd->ents[i];
+			dd->ents[k]->slot = k;
+			k++;
+		}
+	dd->n = k;
+}
+
 /* A name that is not in its directory yet, with a slot reserved for it in
  * the directory's array, so that fs_dirent_insert() cannot fail: allocated
  * before an operation logs its record.  At most one reservation per
@@ -235,11 +251,7 @@ struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const cha
 	if (dd->n == dd->cap) {
 		/* Compact removed slots first; grow only when mostly live. */
 		if (dd->live < dd->n / 2) {
-			size_t k = 0;
-			for (size_t i = 0; i < dd->n; i++)
-				if (dd->ents[i])
-					dd->ents[k++] = dd->ents[i];
-			dd->n = k;
+			dir_compact(dd);
 		} else {
 			size_t cap = dd->cap;
 			struct fs_dirent **e = zf_grow(dd->ents, &cap, dd->n + 1, sizeof(*e), 16);
@@ -266,6 +278,7 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	struct fs_dir *dd = dir->dir;
 
 	d->cookie = dd->next_cookie++;
+	d->slot = dd->n;
 	dd->ents[dd->n++] = d;
 	dd->live++;
 	if (fs->ndirents + 1 > fs->dtab_size)
@@ -313,15 +326,16 @@ void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	if (*pp)
 		*pp = d->hnext;
 	fs->ndirents--;
-	size_t i = fs_dir_slot(dd, d->cookie);
-	while (i < dd->n && dd->ents[i] != d)
-		i++;
-	if (i < dd->n) {
-		dd->ents[i] = NULL;
+	if (d->slot < dd->n && dd->ents[d->slot] == d) {
+		dd->ents[d->slot] = NULL;
 		dd->live--;
 	}
 	while (dd->n && !dd->ents[dd->n - 1])
 		dd->n--;
+	/* Removing in creation order leaves the NULLs in front, where every
+	 * search by cookie would walk them: keep them to half the slots. */
+	if (dd->n > DIR_COMPACT_MIN && dd->live < dd->n / 2)
+		dir_compact(dd);
 	free(d);
 }
 

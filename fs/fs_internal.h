@@ -58,12 +58,16 @@ struct fs_dirent {
 	uint64_t parent;
 	uint64_t ino;
 	uint64_t cookie;		/* readdir offset, unique in the directory */
+	size_t slot;			/* its index in the directory's ents */
 	uint32_t hash;
 	char name[];
 };
 
 struct fs_dir {
-	struct fs_dirent **ents;	/* sorted by cookie; NULL = removed */
+	/* Sorted by cookie; NULL = removed.  A directory of more than
+	 * DIR_COMPACT_MIN slots is compacted once less than half of them are
+	 * live (fs_inode.c); each dirent knows its slot. */
+	struct fs_dirent **ents;
 	size_t n, cap, live;
 	uint64_t next_cookie;		/* starts at 3 ('.'=1, '..'=2) */
 	uint64_t parent;		/* for '..' */

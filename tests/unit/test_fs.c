@@ -589,6 +589,77 @@ START_TEST(prefetch_from_mid_file)
 }
 END_TEST
 
+/* readdir in steps of `per` entries from cookie `off`; appends the names
+ * seen to got (a bitmap over f<i>) and returns the next offset, 0 at the
+ * end. */
+struct rd_step { unsigned char *seen; int per, n, dups; uint64_t next; };
+static int rd_fn(void *arg, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct rd_step *r = arg;
+	(void)st;
+	if (r->n == r->per)
+		return 1;
+	r->n++;
+	r->next = next_off;
+	if (name[0] == 'f') {
+		int i = atoi(name + 1);
+		r->dups += r->seen[i];
+		r->seen[i] = 1;
+	}
+	return 0;
+}
+
+/* A large directory whose names are removed in creation order (what an
+ * mdtest unlink phase or a log cleaner does): each remove finds its slot at
+ * once, the slots are compacted as they empty, and a readdir resumed from
+ * a cookie taken before the compaction goes on where it was: every live
+ * name once, no removed one. */
+START_TEST(dir_remove_in_creation_order)
+{
+	const int N = 3000;
+	struct stat st;
+	char name[32];
+	unsigned char *seen = calloc(N, 1);
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "big", 0755, NULL, &st), 0);
+	uint64_t d = st.st_ino;
+	fs_forget(fs, d, 1);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		create(d, name);
+	}
+	/* half a listing, then remove the first 2,000 (past it), then the rest */
+	struct rd_step r = { .seen = seen, .per = 1000 };
+	ck_assert_int_eq(fs_readdir(fs, d, 0, false, rd_fn, &r), 0);
+	uint64_t off = r.next;
+	for (int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(fs_unlink(fs, d, name), 0);
+	}
+	for (;;) {
+		r.n = 0;
+		ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, &r), 0);
+		if (r.n == 0)
+			break;
+		off = r.next;
+	}
+	ck_assert_int_eq(r.dups, 0);
+	/* f0..f997 came in the first step (after . and ..); 998..1999 were
+	 * removed before the rest was read; 2000.. all came */
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(seen[i] == (i < 998 || i >= 2000), "f%d seen %d", i, seen[i]);
+	for (int i = 2000; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_uint_ne(lookup(d, name), 0);
+	}
+	check_clean();
+	memset(seen, 0, N);
+	r = (struct rd_step){ .seen = seen, .per = N };
+	ck_assert_int_eq(fs_readdir(fs, d, 0, false, rd_fn, &r), 0);
+	ck_assert_int_eq(r.n, 2 + N - 2000);
+	free(seen);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fs");
@@ -596,6 +667,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, write_read_remount);
+	tcase_add_test(tc, dir_remove_in_creation_order);
 	tcase_add_test(tc, small_appends_and_overwrites);
 	tcase_add_test(tc, truncate_and_holes);
 	tcase_add_test(tc, namespace_ops);
