@@ -16,6 +16,8 @@
 #          [--writes 3] [--zones 32] [--no-null] [--opts O] BUILD_DIR...
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bdi.sh
+. scripts/lib/bdi.sh
 rounds=3
 size=512m
 warm=1g
@@ -121,17 +123,11 @@ run_zf() { # build
 	printf '%-40s write%s  read %s\n' "$b" "$ws" "$r"
 }
 run_null() {
-	local w r mm bdi
+	local w r
 	"$NULLFS" -f "$nullf" >"$work/null.log" 2>&1 &
 	pid=$!
 	wait_mount "$nullf"
-	mm=$(awk -v m="$nullf" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
-	bdi=/sys/class/bdi/$mm
-	if [ -n "$mm" ] && [ -w "$bdi/read_ahead_kb" ]; then
-		echo $((256 << 20)) >"$bdi/max_bytes" 2>/dev/null || true
-		echo 0 >"$bdi/strict_limit" 2>/dev/null || true
-		echo 1024 >"$bdi/read_ahead_kb"
-	fi
+	bdi_like_zonefuse "$nullf"
 	w=$(fio_bw --name=w --rw=write --size="$size" --end_fsync=1 --filename="$nullf")
 	r=$(fio_bw --name=r --rw=read --size="$size" --invalidate=1 --filename="$nullf")
 	wr[null]="${wr[null]:-} $w"

@@ -30,6 +30,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
+# shellcheck source=scripts/lib/bdi.sh
+. scripts/lib/bdi.sh
 
 quick=0
 parts=fio,dbbench,iot,meta,stripe
@@ -399,14 +401,7 @@ start_target() {
 		"$NULLFS" -f "$m" >>"$out/logs/null.log" 2>&1 &
 		pids[null]=$!
 		wait_mounted null "$out/logs/null.log"
-		local mm bdi
-		mm=$(awk -v m="$m" '$5 == m { d = $3 } END { print d }' /proc/self/mountinfo)
-		bdi=/sys/class/bdi/$mm
-		if [ -n "$mm" ] && [ -w "$bdi/read_ahead_kb" ]; then
-			echo $((256 << 20)) >"$bdi/max_bytes" 2>/dev/null || true
-			echo 0 >"$bdi/strict_limit" 2>/dev/null || true
-			echo 1024 >"$bdi/read_ahead_kb"
-		fi
+		bdi_like_zonefuse "$m"
 		tdir[$1]=$m
 		;;
 	esac
