@@ -188,13 +188,13 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	 * every worker (each read finds the mount gone), so they all return
 	 * by themselves; a signal wakes only the thread that took it, so the
 	 * others are cancelled where they wait to read. */
-	unsigned int started = 0, gone = 0;
+	unsigned int started = 0;
 	for (unsigned i = 0; i < n; i++)
 		started += w[i].started;
 	int sw;
 	while ((sw = sem_wait(&stopped)) != 0 && errno == EINTR && !fuse_session_exited(se))
 		;
-	gone = sw == 0;
+	unsigned int gone = sw == 0;
 	fuse_session_exit(se);
 	while (unmounted && gone < started)
 		if (sem_wait(&stopped) == 0)

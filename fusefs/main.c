@@ -35,6 +35,7 @@
 #include "fusefs/bdi.h"
 #include "fusefs/fusefs.h"
 #include "fusefs/loop.h"
+#include "fusefs/uring.h"
 #include "tools/zf_tool.h"
 
 struct conf {
@@ -398,8 +399,9 @@ static int build_fs_opts(struct daemon *d)
 		fprintf(stderr, "zonefuse: fuse_loop must be zf or mt, not '%s'\n", c->fuse_loop);
 		return -EINVAL;
 	}
-	if (c->fuse_uring > 16) {
-		fprintf(stderr, "zonefuse: fuse_uring is at most 16 threads per CPU\n");
+	if (c->fuse_uring > FUSEFS_URING_MAX_PER_QUEUE) {
+		fprintf(stderr, "zonefuse: fuse_uring is at most %u threads per CPU\n",
+			FUSEFS_URING_MAX_PER_QUEUE);
 		return -EINVAL;
 	}
 	if (c->fuse_workers > FUSEFS_LOOP_MAX_WORKERS) {

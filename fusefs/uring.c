@@ -46,7 +46,6 @@ _Static_assert(sizeof(struct uring_cmd_req) == 24, "fuse_uring_cmd_req");
 /* Room before the payload for the request's header and fixed arguments,
  * which are copied there so that libfuse sees one contiguous request. */
 #define PREFIX_SZ 4096u
-#define MAX_PER_QUEUE 16u
 /* How often a waiting thread looks whether the session has ended (ms). */
 #define EXIT_POLL_MS 200
 
@@ -344,7 +343,7 @@ int fusefs_uring_new(struct fuse_session *se, struct fusefs *ff, unsigned int pe
 			"requests come over /dev/fuse", ncpu < 0 ? strerror((int)-ncpu) : "too many");
 		return -EOPNOTSUPP;
 	}
-	per_queue = ZF_MAX(1u, ZF_MIN(per_queue, MAX_PER_QUEUE));
+	per_queue = ZF_MAX(1u, ZF_MIN(per_queue, FUSEFS_URING_MAX_PER_QUEUE));
 	struct fusefs_uring *u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;

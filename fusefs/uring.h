@@ -36,8 +36,10 @@
 
 struct fusefs_uring;
 
+#define FUSEFS_URING_MAX_PER_QUEUE 16u	/* threads per CPU queue */
+
 /* Rings and buffers for `per_queue` threads on each possible CPU's queue
- * (1..16), and ff->uring_want set so that the INIT reply offers the
+ * (1..FUSEFS_URING_MAX_PER_QUEUE), and ff->uring_want set so that the INIT reply offers the
  * transport.  -EOPNOTSUPP, logged, when the kernel does not offer it
  * (/sys/module/fuse/parameters/enable_uring missing or N) or the possible
  * CPUs are not 0..n-1; -ENOMEM, or -errno of io_uring_queue_init. */

@@ -1312,6 +1312,27 @@ START_TEST(test_read_fd)
 }
 END_TEST
 
+/* Writes 4 blocks of seed at the start of zone z; returns where the zone
+ * lies in the emulator's file (and the file's descriptor in *fd). */
+static uint64_t write_zone_at(uint32_t z, uint64_t seed, int *fd)
+{
+	uint32_t bs = g->block_size;
+	uint64_t fo = 0;
+	ck_assert_int_eq(wr(dev, zstart(z), 4 * bs, seed), 4 * bs);
+	int f = zdev_read_fd(dev, zstart(z), bs, &fo);
+	ck_assert_int_ge(f, 0);
+	if (fd)
+		*fd = f;
+	return fo;
+}
+
+/* The file fd holds no data in [off, end of that zone). */
+static void assert_punched(int fd, uint64_t off, uint64_t zone_file_off)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+	ck_assert(d < 0 || d >= (off_t)(zone_file_off + g->zone_size));
+}
+
 /* A reset leaves the zone's old bytes in the file (no page freed and
  * allocated again per zone cycle) but never lets them be read: zeros past
  * the write pointer, the new bytes over them, zeros in a finished zone's
@@ -1321,13 +1342,10 @@ START_TEST(test_reset_punches_at_close)
 {
 	uint32_t z = seqz(1), bs = g->block_size;
 	char *buf = zdev_buf_alloc(4 * bs);
-	uint64_t fo = 0;
-	int fd;
 
 	EMU_ONLY();
-	ck_assert_int_eq(wr(dev, zstart(z), 4 * bs, 11), 4 * bs);
-	fd = zdev_read_fd(dev, zstart(z), bs, &fo);	/* the zone's place in the file */
-	ck_assert_int_ge(fd, 0);
+	int fd;
+	uint64_t fo = write_zone_at(z, 11, &fd);	/* the zone's place in the file */
 	ck_assert_int_eq(zdev_zone_reset(dev, z), 0);
 	/* still in the file, not readable */
 	ck_assert_int_eq(lseek(fd, (off_t)fo, SEEK_DATA), (off_t)fo);
@@ -1341,16 +1359,13 @@ START_TEST(test_reset_punches_at_close)
 	ck_assert(all_zero(buf + bs, 3 * bs));
 	/* a zone reset again and left empty: punched at close */
 	uint32_t y = seqz(2);
-	ck_assert_int_eq(wr(dev, zstart(y), 4 * bs, 13), 4 * bs);
-	uint64_t fy = fo + (zstart(y) - zstart(z));
+	uint64_t fy = write_zone_at(y, 13, NULL);
 	ck_assert_int_eq(zdev_zone_reset(dev, y), 0);
 	reopen();
 	fd = open(devpath, O_RDONLY);
 	ck_assert_int_ge(fd, 0);
-	off_t d = lseek(fd, (off_t)fy, SEEK_DATA);
-	ck_assert(d < 0 || d >= (off_t)(fy + g->zone_size));
-	d = lseek(fd, (off_t)(fo + bs), SEEK_DATA);	/* past zone z's one block */
-	ck_assert(d < 0 || d >= (off_t)(fo + g->zone_size));
+	assert_punched(fd, fy, fy);
+	assert_punched(fd, fo + bs, fo);	/* past zone z's one block */
 	close(fd);
 	ck_assert_int_eq(zdev_read(dev, zstart(z), buf, bs), bs);
 	ck_assert(pattern_ok(buf, bs, 12));
@@ -1365,11 +1380,9 @@ START_TEST(test_reset_then_kill_punched_by_next_close)
 {
 	uint32_t y = seqz(3), bs = g->block_size;
 	char *buf = zdev_buf_alloc(4 * bs);
-	uint64_t fo = 0;
 
 	EMU_ONLY();
-	ck_assert_int_eq(wr(dev, zstart(y), 4 * bs, 17), 4 * bs);
-	ck_assert_int_ge(zdev_read_fd(dev, zstart(y), bs, &fo), 0);
+	uint64_t fo = write_zone_at(y, 17, NULL);
 	zdev_close(dev);
 	dev = NULL;
 	pid_t pid = fork();
@@ -1394,8 +1407,7 @@ START_TEST(test_reset_then_kill_punched_by_next_close)
 	ck_assert_int_eq(zdev_read(dev, zstart(y), buf, 4 * bs), 4 * bs);
 	ck_assert(all_zero(buf, 4 * bs));
 	reopen();
-	off_t d = lseek(fd, (off_t)fo, SEEK_DATA);
-	ck_assert(d < 0 || d >= (off_t)(fo + g->zone_size));
+	assert_punched(fd, fo, fo);
 	close(fd);
 	zdev_buf_free(buf);
 }
