@@ -14,7 +14,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
-#include "fs/fs_internal.h"	/* struct fs_inode: the lock a file range holds */
+#include "fs/fs_internal.h"	/* struct fs_inode: the lock a file range holds, a directory's slots */
 #include "testlib.h"
 
 static struct tl_dev td;
@@ -635,6 +635,12 @@ START_TEST(dir_remove_in_creation_order)
 		snprintf(name, sizeof(name), "f%d", i);
 		ck_assert_int_eq(fs_unlink(fs, d, name), 0);
 	}
+	/* the removed slots did not pile up in front of the live ones */
+	struct fs_inode *di = fs_inode_pin(fs, d);
+	ck_assert_ptr_nonnull(di);
+	ck_assert_uint_eq(di->dir->live, (size_t)(N - 2000));
+	ck_assert_uint_le(di->dir->n, 2 * di->dir->live);
+	fs_inode_unpin(fs, di);
 	for (;;) {
 		r.n = 0;
 		ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, &r), 0);
