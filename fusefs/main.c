@@ -612,7 +612,7 @@ static int serve(struct fuse_session *se, const struct daemon *d)
 		zf_warn("-o fuse_uring applies to the zf loop only: requests come over /dev/fuse");
 	if (opts->singlethread)
 		return fuse_session_loop(se);
-	if (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf")) {
+	if (zf) {
 		struct fusefs_loop_conf lc = {
 			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
 			.clone_fd = true,

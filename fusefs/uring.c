@@ -67,11 +67,12 @@ struct uring_thread {
 	bool helper_started;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct fuse_buf *job;		/* lock: the request handed over, or NULL */
+	struct fuse_buf *job;		/* lock: the request handed over, NULL
+					 * once the helper has committed it */
 	struct fusefs_ring_reply *job_reply;	/* lock */
 	uint64_t job_id;		/* lock: its commit id */
 	int job_err;			/* lock: the commit's submit result */
-	bool job_done, stop;		/* lock */
+	bool stop;			/* lock */
 };
 
 struct fusefs_uring {
@@ -185,7 +186,6 @@ static void *helper_main(void *arg)
 		pthread_mutex_lock(&t->lock);
 		t->job = NULL;
 		t->job_err = err;
-		t->job_done = true;
 		pthread_cond_broadcast(&t->cond);
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -228,9 +228,8 @@ static int serve_one(struct uring_thread *t)
 		t->job = &buf;
 		t->job_reply = &r;
 		t->job_id = id;
-		t->job_done = false;
 		pthread_cond_broadcast(&t->cond);
-		while (!t->job_done)
+		while (t->job)
 			pthread_cond_wait(&t->cond, &t->lock);
 		int err = t->job_err;
 		pthread_mutex_unlock(&t->lock);
