@@ -13,10 +13,15 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
+/* The coarse clock (one tick) is the kernel's: in writeback-cache mode it
+ * stamps mtime and ctime itself with current_time(), which is coarse for a
+ * FUSE mount.  A finer stamp from here would differ from the kernel's at a
+ * new file's first write, dirtying the inode and costing a SETATTR at
+ * close. */
 int64_t fs_now(void)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, &ts);
 	return zf_timespec_to_ns(ts);
 }
 

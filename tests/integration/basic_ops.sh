@@ -21,5 +21,28 @@ zf_umount
 zf_fsck
 zf_mount -o allow_other,default_permissions
 python3 "$ZF_SRC_DIR/tests/integration/fsops.py" verify "$ZF_MNT" || zf_fail "state after remount"
+# The daemon stamps times with the kernel's (coarse) clock, so a new small
+# file's first write leaves the kernel's times as they are and close() sends
+# no SETATTR; a finer stamp made that one round trip of eight per create.
+# A create that straddles a clock tick still sends one: allow a quarter.
+s0=$(zf_stat lat_setattr_count)
+python3 - "$ZF_MNT" <<'PY' || zf_fail "times of new files"
+import os, sys, time
+COARSE = 5     # CLOCK_REALTIME_COARSE, which Python's time module does not name
+d = os.path.join(sys.argv[1], "stamps"); os.mkdir(d)
+for i in range(400):
+    t0 = time.clock_gettime_ns(COARSE)
+    p = os.path.join(d, f"f{i}")
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    os.write(fd, b"m" * 100)
+    os.close(fd)
+    st = os.stat(p)
+    t1 = time.clock_gettime_ns(time.CLOCK_REALTIME)
+    for n in ("st_mtime_ns", "st_ctime_ns"):
+        assert t0 <= getattr(st, n) <= t1, f"{p}: {n} {getattr(st, n)} outside [{t0}, {t1}]"
+PY
+s1=$(zf_stat lat_setattr_count)
+[ $((s1 - s0)) -le 100 ] || zf_fail "400 creates of small files sent $((s1 - s0)) SETATTRs"
+zf_log "400 creates of small files: $((s1 - s0)) SETATTRs"
 zf_umount
 zf_pass "operations and remount persistence"
