@@ -950,8 +950,26 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
 	return ret;
 }
 
+/* The write-out a write leaves due: the full stripes it completed, and
+ * all of the file's buffers once it holds more than an eighth of the
+ * buffer (one file may not hog it: first the write-out in flight ends,
+ * back-pressure while the next stripe fills, then everything goes).  Its
+ * errors are not the write's: the bytes stay buffered, and the next flush,
+ * fsync or commit writes them again and reports.  [RW excl, drops] */
+static void settle(struct fs *fs, struct fs_inode *in)
+{
+	int fr = fs_data_writeout(fs, in, false);
+	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
+		wait_one(in);
+	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
+		fr = fs_data_writeout(fs, in, true);
+	if (fr && fr != -ENOSPC)
+		zf_warn("inode %llu: background write-out failed: %s",
+			(unsigned long long)in->ino, strerror(-fr));
+}
+
 static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-			    struct fs_donor *donor, size_t size, bool kill)
+			    struct fs_donor *donor, size_t size, bool kill, bool settle_now)
 {
 	int err;
 	struct fs_inode *in;
@@ -1020,17 +1038,8 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
-	int fr = fs_data_writeout(fs, in, false);
-	/* One file may not hog the buffer: first let the write-out in flight
-	 * end (back-pressure while the next stripe fills), then write out
-	 * everything. */
-	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
-		wait_one(in);
-	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
-		fr = fs_data_writeout(fs, in, true);
-	if (fr && fr != -ENOSPC)
-		zf_warn("inode %llu: background write-out failed: %s",
-			(unsigned long long)ino, strerror(-fr));
+	if (settle_now)
+		settle(fs, in);
 unlock:
 	pthread_rwlock_unlock(&in->rw);
 	if (fs->buffered > fs->opts.buffer_bytes)
@@ -1043,13 +1052,27 @@ unpin_out:
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill)
 {
-	return write_common(fs, ino, off, buf, NULL, size, kill);
+	return write_common(fs, ino, off, buf, NULL, size, kill, true);
 }
 
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
 			 size_t size, bool kill)
 {
-	return write_common(fs, ino, off, d->base, d, size, kill);
+	return write_common(fs, ino, off, d->base, d, size, kill, false);
+}
+
+void fs_write_settle(struct fs *fs, uint64_t ino)
+{
+	int err;
+	struct fs_inode *in = pin_reg(fs, ino, &err);
+	if (!in)
+		return;
+	pthread_rwlock_wrlock(&in->rw);
+	settle(fs, in);
+	pthread_rwlock_unlock(&in->rw);
+	if (fs->buffered > fs->opts.buffer_bytes)
+		fs_kick_committer(fs);
+	fs_inode_unpin(fs, in);
 }
 
 /* Zero bytes [from, to) of block blk's buffered page, if it is buffered.

@@ -338,12 +338,10 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 		fs_donor_put(rx->donor);
 		rx->donor = NULL;
 	}
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)fi;
-	reply_err(req, fs_flush(fs_of(req), ino));
+	/* After the reply: the kernel's write-back (a close, an fsync) waits
+	 * for the answer, not for the device. */
+	if (n > 0)
+		fs_write_settle(ff->fs, h->nodeid);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -644,7 +642,11 @@ const struct fuse_lowlevel_ops fusefs_ops = {
 	.create = op_create,
 	.read = op_read,
 	.write = op_write,
-	.flush = op_flush,
+	/* No .flush: libfuse answers FLUSH with ENOSYS and the kernel stops
+	 * sending it, one round trip less per close.  close() still waits for
+	 * the write-back of the file's pages (and reports its errors); the
+	 * write-out to the device is RELEASE's, and its errors the next
+	 * fsync's (zonefuse(8), NOTES). */
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,

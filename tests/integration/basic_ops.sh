@@ -44,5 +44,20 @@ PY
 s1=$(zf_stat lat_setattr_count)
 [ $((s1 - s0)) -le 100 ] || zf_fail "400 creates of small files sent $((s1 - s0)) SETATTRs"
 zf_log "400 creates of small files: $((s1 - s0)) SETATTRs"
+# close() does not wait for the device (there is no FLUSH handler): the
+# RELEASE that follows it writes the file's bytes out, without an fsync.
+python3 - "$ZF_MNT" <<'PY' || zf_fail "a closed file's bytes did not reach the device"
+import os, sys, time
+p = os.path.join(sys.argv[1], "stamps", "closed")
+with open(p, "wb") as f:
+    f.write(os.urandom(3 * 65536 + 100))
+def extents():
+    return [l for l in os.getxattr(p, "user.zonefuse.extents").decode().splitlines()
+            if l and not l.startswith("#")]
+t0 = time.monotonic()
+while not extents():
+    assert time.monotonic() - t0 < 3, "no extent 3 s after close"
+    time.sleep(0.01)
+PY
 zf_umount
 zf_pass "operations and remount persistence"
