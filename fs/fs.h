@@ -186,16 +186,9 @@ void fs_donor_put(struct fs_donor *d);		/* NULL is fine */
 /* fs_write of d->base[0, size): every whole write-buffer chunk (stripe_unit
  * bytes at a multiple of it, not buffered yet) takes its bytes in place,
  * with a reference to d, instead of a copy; the rest is copied.  Whether d
- * was kept shows in d->refs.  Unlike fs_write it leaves the write-out it
- * makes due to fs_write_settle, which the caller runs after answering, so
- * that the writer does not wait for the device. */
+ * was kept shows in d->refs. */
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
 			 size_t size, bool kill_suidgid);
-/* The write-out a write left due (fs_write runs it itself): the file's
- * full stripes, and all its buffers when it holds more than an eighth of
- * the buffer.  Its errors leave the bytes buffered for the next flush,
- * fsync or commit, which reports them. */
-void fs_write_settle(struct fs *fs, uint64_t ino);
 /* Write out this file's buffers (no commit). */
 int fs_flush(struct fs *fs, uint64_t ino);
 /* Write out the file's buffers and commit the log. */

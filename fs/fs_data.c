@@ -969,7 +969,7 @@ static void settle(struct fs *fs, struct fs_inode *in)
 }
 
 static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-			    struct fs_donor *donor, size_t size, bool kill, bool settle_now)
+			    struct fs_donor *donor, size_t size, bool kill)
 {
 	int err;
 	struct fs_inode *in;
@@ -1038,8 +1038,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
-	if (settle_now)
-		settle(fs, in);
+	settle(fs, in);
 unlock:
 	pthread_rwlock_unlock(&in->rw);
 	if (fs->buffered > fs->opts.buffer_bytes)
@@ -1052,27 +1051,13 @@ unpin_out:
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill)
 {
-	return write_common(fs, ino, off, buf, NULL, size, kill, true);
+	return write_common(fs, ino, off, buf, NULL, size, kill);
 }
 
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
 			 size_t size, bool kill)
 {
-	return write_common(fs, ino, off, d->base, d, size, kill, false);
-}
-
-void fs_write_settle(struct fs *fs, uint64_t ino)
-{
-	int err;
-	struct fs_inode *in = pin_reg(fs, ino, &err);
-	if (!in)
-		return;
-	pthread_rwlock_wrlock(&in->rw);
-	settle(fs, in);
-	pthread_rwlock_unlock(&in->rw);
-	if (fs->buffered > fs->opts.buffer_bytes)
-		fs_kick_committer(fs);
-	fs_inode_unpin(fs, in);
+	return write_common(fs, ino, off, d->base, d, size, kill);
 }
 
 /* Zero bytes [from, to) of block blk's buffered page, if it is buffered.

@@ -338,10 +338,6 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 		fs_donor_put(rx->donor);
 		rx->donor = NULL;
 	}
-	/* After the reply: the kernel's write-back (a close, an fsync) waits
-	 * for the answer, not for the device. */
-	if (n > 0)
-		fs_write_settle(ff->fs, h->nodeid);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -645,8 +641,8 @@ const struct fuse_lowlevel_ops fusefs_ops = {
 	/* No .flush: libfuse answers FLUSH with ENOSYS and the kernel stops
 	 * sending it, one round trip less per close.  close() still waits for
 	 * the write-back of the file's pages (and reports its errors); the
-	 * write-out to the device is RELEASE's, and its errors the next
-	 * fsync's (zonefuse(8), NOTES). */
+	 * write-out of what is left buffered is RELEASE's, and a device error
+	 * of a write-out the next fsync's (zonefuse(8), NOTES). */
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,

@@ -76,8 +76,7 @@ int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx);
 struct iovec;
 void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);
 /* fusefs.c: serve a WRITE received by fusefs_io_receive (rx->is_write),
- * without libfuse, and reply to it; then run the write-out it made due
- * (fs_write_settle), which the kernel does not wait for. */
+ * without libfuse, and reply to it. */
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx);
 
 /* fuse_io.c: the reply to a request fetched from an io_uring entry
