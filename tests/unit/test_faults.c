@@ -868,6 +868,27 @@ END_TEST
 /* No memory for the chunk a donated WRITE payload would become: the write
  * reports -ENOMEM, keeps no reference to the payload and leaves the file
  * as it was; with memory back the same payload is taken and kept. */
+/* With no FLUSH, a closed file's buffered bytes are written out by its
+ * RELEASE, whose error the application never sees: the bytes stay
+ * buffered, an fsync while the device still fails reports the error, the
+ * next one writes them, and they survive a crash. */
+#define CLOSED (3 * BS + 100)
+START_TEST(release_write_error_reaches_fsync)
+{
+	uint64_t ino = mkfile("closed");
+	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
+	put(ino, 0, CLOSED, 23);
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 1000000, -EIO), 0);
+	ck_assert_int_lt(fs_release(fs, ino), 0);
+	expect(ino, CLOSED, 0, CLOSED, 23);
+	ck_assert_int_lt(fs_fsync(fs, ino, false), 0);
+	clear_faults();
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	crash_remount();
+	expect(ino, CLOSED, 0, CLOSED, 23);
+}
+END_TEST
+
 START_TEST(enomem_donated_write)
 {
 	const uint64_t su = fs->opts.stripe_unit;
@@ -942,6 +963,7 @@ int main(void)
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
+	tcase_add_test(tc, release_write_error_reaches_fsync);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
