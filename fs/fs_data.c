@@ -954,8 +954,8 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
  * all of the file's buffers once it holds more than an eighth of the
  * buffer (one file may not hog it: first the write-out in flight ends,
  * back-pressure while the next stripe fills, then everything goes).  Its
- * errors are not the write's: the bytes stay buffered, and the next flush,
- * fsync or commit writes them again and reports.  [RW excl, drops] */
+ * errors are not the write's: the bytes stay buffered, and the next
+ * release, fsync or commit writes them again and reports.  [RW excl, drops] */
 static void settle(struct fs *fs, struct fs_inode *in)
 {
 	int fr = fs_data_writeout(fs, in, false);

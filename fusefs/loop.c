@@ -38,7 +38,7 @@ static bool may_block(const struct fuse_buf *b)
 	case FUSE_READ:
 		return b->size < sizeof(*h) + sizeof(struct fuse_read_in) ||
 		       ((const struct fuse_read_in *)(h + 1))->size > READ_INLINE_MAX;
-	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_FLUSH: case FUSE_RELEASE:
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_RELEASE:
 	case FUSE_WRITE: case FUSE_FALLOCATE: case FUSE_SETATTR: case FUSE_DESTROY:
 	case FUSE_COPY_FILE_RANGE:
 		return true;
