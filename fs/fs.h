@@ -16,7 +16,9 @@
  *     of 1 MiB chunks (stripe_unit) made of blocks; a chunk is written to a
  *     zone of the file's lifetime class when it is complete and in file
  *     order (a bounded reorder window absorbs the kernel's out-of-order
- *     writeback), on fsync, on release and under memory pressure.  Partial
+ *     writeback), on fsync, write_behind_ms after the last close (the commit
+ *     thread; a file unlinked before then is never written) and under
+ *     memory pressure.  Partial
  *     blocks are padded with zeros: on-device bytes beyond a file's size are
  *     always zero, so growing a file never exposes old bytes.
  *   - Inode numbers are the FUSE node ids (root = 1).
@@ -73,6 +75,9 @@ struct fs_opts {
 	uint32_t stripe_unit;		/* bytes per chunk (default 1 MiB) */
 	uint32_t stripe_width;		/* max zones per striped flush (default 4) */
 	uint32_t commit_interval_ms;	/* periodic commit (default 5000; 0 = off) */
+	uint32_t write_behind_ms;	/* a closed file's buffers wait this long for an
+					 * unlink before they are written out (default
+					 * 1000; 0 = at the close; needs the commit thread) */
 	uint32_t reorder_chunks;	/* complete chunks held for in-order writing (default 8) */
 	uint64_t prefetch_bytes;	/* bytes per prefetch buffer, 4 per sequential
 					 * reader (default stripe_width x stripe_unit;
@@ -258,6 +263,8 @@ struct fs_stats {
 	uint64_t zero_copy_write_bytes;	/* of those, kept as donated chunks (no copy) */
 	uint64_t zero_copy_read_bytes;	/* bytes read as file ranges (FS_READ_FD) */
 	uint64_t data_bytes_written;	/* file data bytes written to zones */
+	uint64_t write_behind_dropped_bytes;	/* buffers of closed files unlinked
+						 * before their write-out (never written) */
 	uint64_t meta_bytes_written;	/* metadata log bytes written */
 	uint64_t buffer_bytes;		/* bytes held in write buffers now */
 	uint64_t buffer_limit;

@@ -1,6 +1,7 @@
 /* fs_commit — making metadata durable: the commit (and the snapshot that
  * follows when one is due), syncfs, and the commit thread that writes out
- * aged buffers and commits every commit_interval_ms. */
+ * closed files' buffers write_behind_ms after their close (the
+ * write-behind), and aged buffers and commits every commit_interval_ms. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -108,6 +109,51 @@ static int writeout_aged(struct fs *fs, uint64_t age_ns)
 	return ret;
 }
 
+/* The write-behind: write out the buffers of files closed at least age_ns
+ * ago (fs_release left them on the list), oldest close first.  An unlinked
+ * one stays on the list until it is freed (its buffers were never
+ * needed); one opened again leaves it (its next close decides).  A file
+ * busy with a writer ends the round; the periodic commit's write-out
+ * takes it, as it takes every dirty file. */
+static void writeout_behind(struct fs *fs, uint64_t age_ns)
+{
+	uint64_t now = zf_now_ns();
+
+	for (;;) {
+		pthread_mutex_lock(&fs->lock);
+		struct fs_inode *in, *next;
+		for (in = fs->behind_head; in; in = next) {
+			next = in->bnext;
+			if (in->nopen)	/* open again: its next close decides */
+				fs_behind_unlink(fs, in);
+			else if (in->nlink)
+				break;
+		}
+		if (!in || now - in->closed_ns < age_ns) {
+			pthread_mutex_unlock(&fs->lock);
+			return;
+		}
+		fs_behind_unlink(fs, in);
+		in->pins++;
+		pthread_mutex_unlock(&fs->lock);
+		int r = -EBUSY;
+		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
+			if (!in->wb_busy)
+				r = fs_data_writeout(fs, in, true);
+			pthread_rwlock_unlock(&in->rw);
+		}
+		if (r && r != -EBUSY)	/* the bytes stay buffered: the next commit or fsync reports */
+			zf_warn("inode %llu: write-behind failed: %s", (unsigned long long)in->ino,
+				strerror(-r));
+		pthread_mutex_lock(&fs->lock);
+		in->pins--;
+		fs_inode_maybe_free(fs, in);
+		pthread_mutex_unlock(&fs->lock);
+		if (r == -EBUSY)	/* the rest next round; this one's commit writes it */
+			return;
+	}
+}
+
 int fs_sync(struct fs *fs)
 {
 	int ret = writeout_aged(fs, 0);
@@ -124,10 +170,14 @@ static void *committer_main(void *arg)
 {
 	struct fs *fs = arg;
 	uint64_t interval = (uint64_t)fs->opts.commit_interval_ms * 1000000ull;
+	uint64_t behind = (uint64_t)fs->opts.write_behind_ms * 1000000ull;
+	/* Wake for the write-behind twice per delay, commit every interval. */
+	uint64_t tick = behind && behind / 2 < interval ? ZF_MAX(behind / 2, 1000000ull) : interval;
+	uint64_t due = zf_now_ns() + interval;
 
 	pthread_mutex_lock(&fs->cmt.lock);
 	while (!fs->cmt.stop) {
-		struct timespec ts = zf_realtime_after(interval);
+		struct timespec ts = zf_realtime_after(tick);
 		if (!fs->cmt.kick && !fs->cmt.commit_only)
 			pthread_cond_timedwait(&fs->cmt.cond, &fs->cmt.lock, &ts);
 		bool kicked = fs->cmt.kick, commit_only = fs->cmt.commit_only;
@@ -135,9 +185,15 @@ static void *committer_main(void *arg)
 		if (fs->cmt.stop)
 			break;
 		pthread_mutex_unlock(&fs->cmt.lock);
-		if (!commit_only || kicked)
-			writeout_aged(fs, kicked ? 0 : interval);
-		fs_commit(fs);
+		if (behind && !kicked && !commit_only)
+			writeout_behind(fs, behind);
+		uint64_t now = zf_now_ns();
+		if (kicked || commit_only || now + tick / 2 >= due) {
+			if (!commit_only || kicked)
+				writeout_aged(fs, kicked ? 0 : interval);
+			fs_commit(fs);
+			due = now + interval;
+		}
 		pthread_mutex_lock(&fs->cmt.lock);
 	}
 	pthread_mutex_unlock(&fs->cmt.lock);

@@ -127,6 +127,27 @@ void fs_dirty_unlink(struct fs *fs, struct fs_inode *in)
 	in->on_dirty = false;
 }
 
+void fs_behind_unlink(struct fs *fs, struct fs_inode *in)
+{
+	if (!in->on_behind)
+		return;
+	if (in->bprev) in->bprev->bnext = in->bnext; else fs->behind_head = in->bnext;
+	if (in->bnext) in->bnext->bprev = in->bprev; else fs->behind_tail = in->bprev;
+	in->bnext = in->bprev = NULL;
+	in->on_behind = false;
+}
+
+void fs_behind_add(struct fs *fs, struct fs_inode *in)
+{
+	fs_behind_unlink(fs, in);
+	in->on_behind = true;
+	in->closed_ns = zf_now_ns();
+	in->bprev = fs->behind_tail;
+	in->bnext = NULL;
+	if (fs->behind_tail) fs->behind_tail->bnext = in; else fs->behind_head = in;
+	fs->behind_tail = in;
+}
+
 void fs_mark_dirty(struct fs *fs, struct fs_inode *in)
 {
 	if (in->on_dirty)
@@ -169,6 +190,9 @@ void fs_inode_destroy(struct fs *fs, struct fs_inode *in)
 		*pp = in->hnext;
 	fs->ninodes--;
 	fs_dirty_unlink(fs, in);
+	if (in->on_behind)	/* unlinked before the write-behind reached it */
+		fs->behind_dropped += in->buffered;
+	fs_behind_unlink(fs, in);
 	inode_free(fs, in);
 }
 

@@ -151,6 +151,10 @@ struct fs_inode {
 	struct fs_inode *dnext, *dprev;
 	bool on_dirty;
 	uint64_t dirty_since_ns;
+	/* write-behind list [L]: closed with buffers left (fs_commit.c) */
+	struct fs_inode *bnext, *bprev;
+	bool on_behind;
+	uint64_t closed_ns;		/* when it joined the list */
 	struct fs_dir *dir;		/* [L] directories */
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
@@ -228,6 +232,9 @@ struct fs {
 	size_t dtab_size, ndirents;
 	/* dirty inodes, oldest first [L] */
 	struct fs_inode *dirty_head, *dirty_tail;
+	/* closed files whose buffers wait for the write-behind, oldest
+	 * close first [L] */
+	struct fs_inode *behind_head, *behind_tail;
 
 	/* write-buffer memory (bytes), atomically updated */
 	_Atomic uint64_t buffered;
@@ -242,6 +249,7 @@ struct fs {
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
 	_Atomic uint64_t zc_write_bytes;	/* fs_write bytes buffered as donated chunks */
+	_Atomic uint64_t behind_dropped;	/* write_behind_dropped_bytes (fs_stats) */
 	_Atomic uint64_t zc_read_bytes;		/* read bytes handed out as file ranges */
 	_Atomic uint64_t commits;
 	_Atomic uint64_t meta_errors;	/* failed metadata commits and snapshots */
@@ -275,6 +283,9 @@ void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
 size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie);	/* first entry >= cookie */
 void fs_mark_dirty(struct fs *fs, struct fs_inode *in);
 void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
+/* The write-behind list: (re)join it at its tail, now; leave it. [L] */
+void fs_behind_add(struct fs *fs, struct fs_inode *in);
+void fs_behind_unlink(struct fs *fs, struct fs_inode *in);
 /* The mode after a write or chown by someone else: no set-user-id bit, no
  * set-group-id bit where group execute is set (as the kernel does). */
 uint32_t fs_mode_kill_suidgid(uint32_t mode);

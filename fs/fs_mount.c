@@ -23,6 +23,7 @@ void fs_opts_default(struct fs_opts *o)
 	o->stripe_unit = 1u << 20;
 	o->stripe_width = 4;
 	o->commit_interval_ms = 5000;
+	o->write_behind_ms = 1000;
 	o->reorder_chunks = 8;
 	o->prefetch_bytes = UINT64_MAX;	/* default: derived from the stripe */
 	o->prefetch_limit = 256ull << 20;
@@ -65,6 +66,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->zero_copy_write_bytes = fs->zc_write_bytes;
 	st->zero_copy_read_bytes = fs->zc_read_bytes;
 	st->data_bytes_written = fs->data_bytes;
+	st->write_behind_dropped_bytes = fs->behind_dropped;
 	st->meta_bytes_written = ms.bytes_written;
 	st->buffer_bytes = fs->buffered;
 	st->buffer_limit = fs->opts.buffer_bytes;

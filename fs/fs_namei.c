@@ -429,18 +429,32 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 	return ret;
 }
 
+/* May a closed file's buffers wait for the write-behind (fs_commit.c)
+ * instead of going out now?  A log that is unlinked soon after its close
+ * (an LSM tree's, once its table is written) then never reaches the zones.
+ * Not when the buffer is pressed, nor for a file holding an eighth of it.
+ * [RW] */
+static bool may_write_behind(struct fs *fs, const struct fs_inode *in)
+{
+	return fs->opts.write_behind_ms && fs->cmt.running && in->chunks &&
+	       in->buffered <= fs->opts.buffer_bytes / 8 &&
+	       fs->buffered <= fs->opts.buffer_bytes / 2;
+}
+
 int fs_release(struct fs *fs, uint64_t ino)
 {
 	int ret = 0;
+	bool behind = false;
 	struct fs_inode *in = fs_inode_pin(fs, ino);
 	if (!in)
 		return -ENOENT;
 
-	/* Closing writes the file's buffers out (not a commit): files that are
-	 * done are written while their zone class is still open. */
+	/* Closing writes the file's buffers out (not a commit), now or within
+	 * write_behind_ms: files that are done are written while their zone
+	 * class is still open. */
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
-		if (in->nlink > 0)
+		if (in->nlink > 0 && !(behind = may_write_behind(fs, in)))
 			ret = fs_data_writeout(fs, in, true);
 		fs_pf_invalidate(fs, in);	/* read-ahead memory goes back */
 		pthread_rwlock_unlock(&in->rw);
@@ -449,6 +463,8 @@ int fs_release(struct fs *fs, uint64_t ino)
 	in->pins--;
 	if (in->nopen)
 		in->nopen--;
+	if (behind)
+		fs_behind_add(fs, in);
 	fs_inode_maybe_free(fs, in);
 	pthread_mutex_unlock(&fs->lock);
 	return ret;

@@ -456,6 +456,7 @@ static void render_written(struct fs_text *t, const struct fs_stats *fst,
 	KV("zero_copy_write_bytes", fst->zero_copy_write_bytes);
 	KV("zero_copy_read_bytes", fst->zero_copy_read_bytes);
 	KV("data_bytes_written", fst->data_bytes_written);
+	KV("write_behind_dropped_bytes", fst->write_behind_dropped_bytes);
 	KV("meta_bytes_written", fst->meta_bytes_written);
 	KV("gc_bytes_written", gc_bytes);
 	KV("device_bytes_written", dev_bytes);
@@ -531,6 +532,7 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("opt_stripe_width", fs->opts.stripe_width);
 	KV("opt_stripe_unit", fs->opts.stripe_unit);
 	KV("opt_commit_interval_ms", fs->opts.commit_interval_ms);
+	KV("opt_write_behind_ms", fs->opts.write_behind_ms);
 	KV("opt_reorder_chunks", fs->opts.reorder_chunks);
 	KV("opt_buffer_bytes", fs->opts.buffer_bytes);
 	KV("prefetch_window_bytes", fs->pf.window);

@@ -44,6 +44,7 @@ struct conf {
 	char *stripe_unit;
 	unsigned buffer_mb;
 	unsigned commit_ms;
+	unsigned write_behind_ms;
 	unsigned reorder;
 	char *hints;
 	int gc_mbps;		/* -1 = default */
@@ -71,6 +72,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("stripe_unit=%s", stripe_unit),
 	OPT("buffer_mb=%u", buffer_mb),
 	OPT("commit_ms=%u", commit_ms),
+	OPT("write_behind_ms=%u", write_behind_ms),
 	OPT("reorder_chunks=%u", reorder),
 	OPT("hints=%s", hints),
 	OPT("gc_mbps=%d", gc_mbps),
@@ -121,6 +123,9 @@ static void usage(const char *prog)
 	       "    -o stripe_unit=BYTES   bytes per stripe unit / write chunk (default 1M)\n"
 	       "    -o buffer_mb=N         write-buffer memory bound in MiB (default 256)\n"
 	       "    -o commit_ms=N         periodic metadata commit interval (default 5000, 0=off)\n"
+	       "    -o write_behind_ms=N   a closed file's buffers wait N ms before they go to\n"
+	       "                           the device, so a file deleted by then is never\n"
+	       "                           written (default 1000; 0 = at the close)\n"
 	       "    -o reorder_chunks=N    complete chunks held to write files in order (default 8)\n"
 	       "    -o hints=FILE          lifetime rules: lines \"GLOB CLASS\" (CLASS: none, short,\n"
 	       "                           medium, long, extreme; GLOB with '/' matches the path\n"
@@ -333,6 +338,7 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 	struct conf *c = &d->c;
 
 	c->commit_ms = UINT32_MAX;	/* "not given" */
+	c->write_behind_ms = UINT32_MAX;
 	c->prefetch_kb = -1;
 	c->gc_mbps = -1;
 	c->bdi_max_mb = -1;
@@ -378,6 +384,8 @@ static int build_fs_opts(struct daemon *d)
 		fo->buffer_bytes = (uint64_t)c->buffer_mb << 20;
 	if (c->commit_ms != UINT32_MAX)
 		fo->commit_interval_ms = c->commit_ms;
+	if (c->write_behind_ms != UINT32_MAX)
+		fo->write_behind_ms = c->write_behind_ms;
 	if (c->reorder)
 		fo->reorder_chunks = c->reorder;
 	if (c->prefetch_kb >= 0)

@@ -45,7 +45,8 @@ s1=$(zf_stat lat_setattr_count)
 [ $((s1 - s0)) -le 100 ] || zf_fail "400 creates of small files sent $((s1 - s0)) SETATTRs"
 zf_log "400 creates of small files: $((s1 - s0)) SETATTRs"
 # close() does not wait for the device (there is no FLUSH handler): the
-# RELEASE that follows it writes the file's bytes out, without an fsync.
+# write-behind writes a closed file's bytes out within write_behind_ms (1 s),
+# without an fsync.
 python3 - "$ZF_MNT" <<'PY' || zf_fail "a closed file's bytes did not reach the device"
 import os, sys, time
 p = os.path.join(sys.argv[1], "stamps", "closed")

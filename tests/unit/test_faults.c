@@ -889,6 +889,34 @@ START_TEST(release_write_error_reaches_fsync)
 }
 END_TEST
 
+/* The same with the write-behind (the daemon's default): the close leaves
+ * the bytes buffered, the write-behind's write-out fails on the device,
+ * and the bytes stay for the fsync, which reports the error, then
+ * succeeds once the device works. */
+START_TEST(write_behind_error_reaches_fsync)
+{
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.buffer_bytes = 32ull << 20;
+	o.write_behind_ms = 100;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);	/* the committer runs the write-behind */
+	uint64_t ino = mkfile("behind");
+	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
+	put(ino, 0, CLOSED, 24);
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 1000000, -EIO), 0);
+	ck_assert_int_eq(fs_release(fs, ino), 0);	/* nothing written yet */
+	usleep(500000);					/* the write-behind tried and failed */
+	expect(ino, CLOSED, 0, CLOSED, 24);
+	ck_assert_int_lt(fs_fsync(fs, ino, false), 0);
+	clear_faults();
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	crash_remount();
+	expect(ino, CLOSED, 0, CLOSED, 24);
+}
+END_TEST
+
 START_TEST(enomem_donated_write)
 {
 	const uint64_t su = fs->opts.stripe_unit;
@@ -964,6 +992,7 @@ int main(void)
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
 	tcase_add_test(tc, release_write_error_reaches_fsync);
+	tcase_add_test(tc, write_behind_error_reaches_fsync);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }

@@ -616,6 +616,102 @@ START_TEST(write_donated_stripe_goes_out)
 }
 END_TEST
 
+/* ---- the write-behind (fs_release, fs_commit.c) ---- */
+
+/* Remount with the commit thread running and the given write-behind. */
+static void behind_mount(uint32_t ms)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	struct fs_opts o;
+	fs_opts_default(&o);
+	o.buffer_bytes = 64ull << 20;
+	o.write_behind_ms = ms;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+}
+
+/* A file of `len` bytes (seed), written and closed. */
+static uint64_t closed_file(const char *name, uint8_t *data, size_t len, uint32_t seed)
+{
+	uint64_t ino = create(FS_ROOT_INO, name);
+	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
+	fill(data, len, 0, seed);
+	ck_assert_int_eq(fs_write(fs, ino, 0, data, len, false), (ssize_t)len);
+	ck_assert_int_eq(fs_release(fs, ino), 0);
+	return ino;
+}
+
+static uint64_t behind_dropped(void)
+{
+	struct fs_stats st;
+	fs_get_stats(fs, &st);
+	return st.write_behind_dropped_bytes;
+}
+
+/* A closed file's bytes stay buffered at the close and reach the device
+ * within the write-behind delay (and about no sooner), with no fsync. */
+START_TEST(write_behind_writes_closed_file)
+{
+	enum { LEN = 96 << 10 };
+	static uint8_t want[LEN], got[LEN];
+	behind_mount(200);
+	uint64_t w0 = data_written(), t0 = zf_now_ns();
+	uint64_t ino = closed_file("closed", want, LEN, 21);
+	ck_assert_uint_eq(data_written(), w0);		/* not at the close */
+	ck_assert_int_eq(fs_read(fs, ino, 0, LEN, got), LEN);
+	ck_assert_int_eq(memcmp(got, want, LEN), 0);
+	while (data_written() == w0 && zf_now_ns() - t0 < 3000000000ull)
+		usleep(10000);
+	uint64_t took_ms = (zf_now_ns() - t0) / 1000000;
+	ck_assert_uint_ge(data_written(), w0 + LEN);	/* written within the delay */
+	ck_assert_uint_ge(took_ms, 150);
+	ck_assert_uint_le(took_ms, 1500);
+	ck_assert_uint_eq(behind_dropped(), 0);
+	remount();
+	ck_assert_int_eq(fs_read(fs, ino, 0, LEN, got), LEN);
+	ck_assert_int_eq(memcmp(got, want, LEN), 0);
+}
+END_TEST
+
+/* A file deleted before the write-behind reached it is never written; a
+ * file opened again meanwhile waits for its next close. */
+START_TEST(write_behind_unlinked_is_never_written)
+{
+	enum { LEN = 96 << 10 };
+	static uint8_t a[LEN], b[LEN], got[LEN];
+	behind_mount(300);
+	uint64_t w0 = data_written();
+	closed_file("log", a, LEN, 22);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "log"), 0);
+	ck_assert_uint_ge(behind_dropped(), LEN);
+	uint64_t ino = closed_file("reopened", b, LEN, 23);
+	ck_assert_int_eq(fs_open(fs, ino, O_RDONLY), 0);	/* open again, past the delay */
+	usleep(700000);
+	ck_assert_uint_eq(data_written(), w0);
+	ck_assert_int_eq(fs_release(fs, ino), 0);	/* its close starts the delay again */
+	uint64_t t0 = zf_now_ns();
+	while (data_written() == w0 && zf_now_ns() - t0 < 3000000000ull)
+		usleep(10000);
+	ck_assert_uint_eq(data_written(), w0 + LEN);	/* only the file that lives */
+	remount();
+	ck_assert_int_eq(fs_read(fs, ino, 0, LEN, got), LEN);
+	ck_assert_int_eq(memcmp(got, b, LEN), 0);
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "log"), 0);
+}
+END_TEST
+
+/* write_behind_ms=0: the close writes the file out. */
+START_TEST(write_behind_off_writes_at_close)
+{
+	enum { LEN = 96 << 10 };
+	static uint8_t a[LEN];
+	behind_mount(0);
+	uint64_t w0 = data_written();
+	closed_file("now", a, LEN, 24);
+	ck_assert_uint_ge(data_written(), w0 + LEN);
+}
+END_TEST
+
 START_TEST(prefetch_from_mid_file)
 {
 	const uint64_t K = 1024, size = 2048 * K;
@@ -730,6 +826,9 @@ int main(void)
 	tcase_add_test(tc, read_buf_at_fd);
 	tcase_add_test(tc, write_donated_chunks);
 	tcase_add_test(tc, write_donated_stripe_goes_out);
+	tcase_add_test(tc, write_behind_writes_closed_file);
+	tcase_add_test(tc, write_behind_unlinked_is_never_written);
+	tcase_add_test(tc, write_behind_off_writes_at_close);
 	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
