@@ -873,6 +873,19 @@ END_TEST
  * buffered, an fsync while the device still fails reports the error, the
  * next one writes them, and they survive a crash. */
 #define CLOSED (3 * BS + 100)
+/* The closed file's bytes (seed) are still buffered after a failed
+ * write-out: an fsync under the fault reports it, the next one writes
+ * them, and they survive a power loss. */
+static void failed_writeout_stays_for_fsync(uint64_t ino, uint32_t seed)
+{
+	expect(ino, CLOSED, 0, CLOSED, seed);
+	ck_assert_int_lt(fs_fsync(fs, ino, false), 0);
+	clear_faults();
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	crash_remount();
+	expect(ino, CLOSED, 0, CLOSED, seed);
+}
+
 START_TEST(release_write_error_reaches_fsync)
 {
 	uint64_t ino = mkfile("closed");
@@ -880,12 +893,7 @@ START_TEST(release_write_error_reaches_fsync)
 	put(ino, 0, CLOSED, 23);
 	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 1000000, -EIO), 0);
 	ck_assert_int_lt(fs_release(fs, ino), 0);
-	expect(ino, CLOSED, 0, CLOSED, 23);
-	ck_assert_int_lt(fs_fsync(fs, ino, false), 0);
-	clear_faults();
-	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
-	crash_remount();
-	expect(ino, CLOSED, 0, CLOSED, 23);
+	failed_writeout_stays_for_fsync(ino, 23);
 }
 END_TEST
 
@@ -908,12 +916,7 @@ START_TEST(write_behind_error_reaches_fsync)
 	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_WRITE, 0, 1000000, -EIO), 0);
 	ck_assert_int_eq(fs_release(fs, ino), 0);	/* nothing written yet */
 	usleep(500000);					/* the write-behind tried and failed */
-	expect(ino, CLOSED, 0, CLOSED, 24);
-	ck_assert_int_lt(fs_fsync(fs, ino, false), 0);
-	clear_faults();
-	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
-	crash_remount();
-	expect(ino, CLOSED, 0, CLOSED, 24);
+	failed_writeout_stays_for_fsync(ino, 24);
 }
 END_TEST
 

@@ -365,11 +365,16 @@ static uint64_t pf_file(const char *name, uint64_t size, uint32_t seed, uint8_t 
 	return ino;
 }
 
-static uint64_t pf_bytes(void)
+static struct fs_stats stats_now(void)
 {
 	struct fs_stats st;
 	fs_get_stats(fs, &st);
-	return st.prefetch_bytes;
+	return st;
+}
+
+static uint64_t pf_bytes(void)
+{
+	return stats_now().prefetch_bytes;
 }
 
 /* Windows are zeroed only where no extent covers them: holes inside a
@@ -577,9 +582,7 @@ END_TEST
  * references go with the write-out. */
 static uint64_t data_written(void)
 {
-	struct fs_stats st;
-	fs_get_stats(fs, &st);
-	return st.data_bytes_written;
+	return stats_now().data_bytes_written;
 }
 
 START_TEST(write_donated_stripe_goes_out)
@@ -643,9 +646,7 @@ static uint64_t closed_file(const char *name, uint8_t *data, size_t len, uint32_
 
 static uint64_t behind_dropped(void)
 {
-	struct fs_stats st;
-	fs_get_stats(fs, &st);
-	return st.write_behind_dropped_bytes;
+	return stats_now().write_behind_dropped_bytes;
 }
 
 /* A closed file's bytes stay buffered at the close and reach the device
