@@ -195,7 +195,8 @@ void fs_donor_put(struct fs_donor *d);		/* NULL is fine */
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
 			 size_t size, bool kill_suidgid);
 /* Write out this file's buffers (no commit).  The FUSE layer has no FLUSH
- * (a release writes a closed file out); the tests call it. */
+ * (a closed file is written out by its release or the write-behind); the
+ * tests call it. */
 int fs_flush(struct fs *fs, uint64_t ino);
 /* Write out the file's buffers and commit the log. */
 int fs_fsync(struct fs *fs, uint64_t ino, bool datasync);

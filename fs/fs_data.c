@@ -955,7 +955,8 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
  * buffer (one file may not hog it: first the write-out in flight ends,
  * back-pressure while the next stripe fills, then everything goes).  Its
  * errors are not the write's: the bytes stay buffered, and the next
- * release, fsync or commit writes them again and reports.  [RW excl, drops] */
+ * release or write-behind, fsync or commit writes them again and reports.
+ * [RW excl, drops] */
 static void settle(struct fs *fs, struct fs_inode *in)
 {
 	int fr = fs_data_writeout(fs, in, false);

@@ -641,8 +641,9 @@ const struct fuse_lowlevel_ops fusefs_ops = {
 	/* No .flush: libfuse answers FLUSH with ENOSYS and the kernel stops
 	 * sending it, one round trip less per close.  close() still waits for
 	 * the write-back of the file's pages (and reports its errors); the
-	 * write-out of what is left buffered is RELEASE's, and a device error
-	 * of a write-out the next fsync's (zonefuse(8), NOTES). */
+	 * write-out of what is left buffered follows the RELEASE within
+	 * write_behind_ms (fs_release), and a device error of a write-out is
+	 * the next fsync's (zonefuse(8), NOTES). */
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,
