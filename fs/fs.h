@@ -16,9 +16,10 @@
  *     of 1 MiB chunks (stripe_unit) made of blocks; a chunk is written to a
  *     zone of the file's lifetime class when it is complete and in file
  *     order (a bounded reorder window absorbs the kernel's out-of-order
- *     writeback), on fsync, write_behind_ms after the last close (the commit
- *     thread; a file unlinked before then is never written) and under
- *     memory pressure.  Partial
+ *     writeback; with the write-behind on, only past a file's first 16 MiB),
+ *     on fsync, write_behind_ms after the last close (the commit thread; a
+ *     file unlinked before then is never written), at age and under memory
+ *     pressure.  Partial
  *     blocks are padded with zeros: on-device bytes beyond a file's size are
  *     always zero, so growing a file never exposes old bytes.
  *   - Inode numbers are the FUSE node ids (root = 1).

@@ -950,15 +950,34 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
 	return ret;
 }
 
-/* The write-out a write leaves due: the full stripes it completed, and
- * all of the file's buffers once it holds more than an eighth of the
- * buffer (one file may not hog it: first the write-out in flight ends,
- * back-pressure while the next stripe fills, then everything goes).  Its
- * errors are not the write's: the bytes stay buffered, and the next
- * release or write-behind, fsync or commit writes them again and reports.
- * [RW excl, drops] */
+/* Does a small file keep even its complete stripes buffered?  With the
+ * write-behind on, a log that is closed and unlinked soon after (LevelDB's
+ * 4 MiB, RocksDB's WAL of an 8 MiB memtable) then never reaches the zones
+ * at all, as on a local file system, where it dies in the page cache.
+ * Only while the file is at most HOLD_BYTES long (and an eighth of the
+ * buffer: the write-behind's bound) and the buffer under a quarter full;
+ * the size, not what is buffered, so that a large file does not write in
+ * bursts of HOLD_BYTES.  The commit writes a held file out at age like any
+ * dirty one.  [RW] */
+#define HOLD_BYTES (16ull << 20)
+static bool hold_stripes(const struct fs *fs, const struct fs_inode *in)
+{
+	return fs->opts.write_behind_ms && fs->cmt.running &&
+	       in->size <= ZF_MIN(HOLD_BYTES, fs->opts.buffer_bytes / 8) &&
+	       fs->buffered <= fs->opts.buffer_bytes / 4;
+}
+
+/* The write-out a write leaves due: the full stripes it completed (unless
+ * hold_stripes), and all of the file's buffers once it holds more than an
+ * eighth of the buffer (one file may not hog it: first the write-out in
+ * flight ends, back-pressure while the next stripe fills, then everything
+ * goes).  Its errors are not the write's: the bytes stay buffered, and the
+ * next release or write-behind, fsync or commit writes them again and
+ * reports.  [RW excl, drops] */
 static void settle(struct fs *fs, struct fs_inode *in)
 {
+	if (hold_stripes(fs, in))
+		return;
 	int fr = fs_data_writeout(fs, in, false);
 	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
 		wait_one(in);

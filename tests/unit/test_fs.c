@@ -701,6 +701,43 @@ START_TEST(write_behind_unlinked_is_never_written)
 }
 END_TEST
 
+/* With the write-behind on, a small file keeps even its complete stripes
+ * buffered (a log unlinked after its close never reaches the device); a
+ * file past the hold (an eighth of this 64 MiB buffer) writes them out as
+ * they complete. */
+START_TEST(write_behind_holds_small_file_stripes)
+{
+	const size_t mib = 1u << 20, small = 6 * mib, big = 16 * mib;
+	uint8_t *a = malloc(big), *got = malloc(big);
+	behind_mount(300);
+	uint64_t w0 = data_written();
+	uint64_t ino = create(FS_ROOT_INO, "log");
+	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
+	fill(a, small, 0, 25);
+	for (size_t off = 0; off < small; off += mib)
+		ck_assert_int_eq(fs_write(fs, ino, off, a + off, mib, false), (ssize_t)mib);
+	ck_assert_uint_eq(data_written(), w0);		/* a full stripe, held */
+	ck_assert_int_eq(fs_release(fs, ino), 0);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "log"), 0);
+	ck_assert_uint_ge(behind_dropped(), small);
+	ck_assert_uint_eq(data_written(), w0);
+
+	ino = create(FS_ROOT_INO, "big");
+	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
+	fill(a, big, 0, 26);
+	for (size_t off = 0; off < big; off += mib)
+		ck_assert_int_eq(fs_write(fs, ino, off, a + off, mib, false), (ssize_t)mib);
+	ck_assert_uint_ge(data_written(), w0 + 8 * mib);	/* past the hold: out */
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_int_eq(fs_release(fs, ino), 0);
+	remount();
+	ck_assert_int_eq(fs_read(fs, ino, 0, big, got), (ssize_t)big);
+	ck_assert_int_eq(memcmp(got, a, big), 0);
+	free(a);
+	free(got);
+}
+END_TEST
+
 /* write_behind_ms=0: the close writes the file out. */
 START_TEST(write_behind_off_writes_at_close)
 {
@@ -829,6 +866,7 @@ int main(void)
 	tcase_add_test(tc, write_donated_stripe_goes_out);
 	tcase_add_test(tc, write_behind_writes_closed_file);
 	tcase_add_test(tc, write_behind_unlinked_is_never_written);
+	tcase_add_test(tc, write_behind_holds_small_file_stripes);
 	tcase_add_test(tc, write_behind_off_writes_at_close);
 	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
