@@ -738,6 +738,39 @@ START_TEST(write_behind_holds_small_file_stripes)
 }
 END_TEST
 
+/* The hold ends while the buffer is a quarter full (16 MiB of this 64 MiB
+ * one): two small files held, the third writes its stripe out. */
+START_TEST(write_behind_hold_ends_when_buffer_fills)
+{
+	const size_t mib = 1u << 20, len = 6 * mib;
+	uint8_t *a = malloc(len), *got = malloc(len);
+	uint64_t ino[3];
+	behind_mount(300);
+	uint64_t w0 = data_written();
+	for (int f = 0; f < 3; f++) {
+		char name[8] = { 'f', (char)('0' + f), 0 };
+		ino[f] = create(FS_ROOT_INO, name);
+		ck_assert_int_eq(fs_open(fs, ino[f], O_WRONLY), 0);
+		fill(a, len, 0, 30 + f);
+		for (size_t off = 0; off < len; off += mib)
+			ck_assert_int_eq(fs_write(fs, ino[f], off, a + off, mib, false), (ssize_t)mib);
+		if (f == 1)
+			ck_assert_uint_eq(data_written(), w0);	/* 12 MiB held */
+	}
+	ck_assert_uint_ge(data_written(), w0 + 4 * mib);	/* the third's stripe */
+	for (int f = 0; f < 3; f++) {
+		ck_assert_int_eq(fs_fsync(fs, ino[f], false), 0);
+		ck_assert_int_eq(fs_release(fs, ino[f]), 0);
+	}
+	remount();
+	fill(a, len, 0, 32);
+	ck_assert_int_eq(fs_read(fs, ino[2], 0, len, got), (ssize_t)len);
+	ck_assert_int_eq(memcmp(got, a, len), 0);
+	free(a);
+	free(got);
+}
+END_TEST
+
 /* write_behind_ms=0: the close writes the file out. */
 START_TEST(write_behind_off_writes_at_close)
 {
@@ -867,6 +900,7 @@ int main(void)
 	tcase_add_test(tc, write_behind_writes_closed_file);
 	tcase_add_test(tc, write_behind_unlinked_is_never_written);
 	tcase_add_test(tc, write_behind_holds_small_file_stripes);
+	tcase_add_test(tc, write_behind_hold_ends_when_buffer_fills);
 	tcase_add_test(tc, write_behind_off_writes_at_close);
 	tcase_add_test(tc, prefetch_from_mid_file);
 	suite_add_tcase(s, tc);
