@@ -954,7 +954,7 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
  * write-behind on, a log that is closed and unlinked soon after (LevelDB's
  * 4 MiB, RocksDB's WAL of an 8 MiB memtable) then never reaches the zones
  * at all, as on a local file system, where it dies in the page cache.
- * Only while the file is at most HOLD_BYTES long (and an eighth of the
+ * Only while the file is at most HOLD_BYTES long (and its share of the
  * buffer: the write-behind's bound) and the buffer under a quarter full;
  * the size, not what is buffered, so that a large file does not write in
  * bursts of HOLD_BYTES.  The commit writes a held file out at age like any
@@ -962,8 +962,7 @@ static int drop_setid(struct fs *fs, struct fs_inode *in)
 #define HOLD_BYTES (16ull << 20)
 static bool hold_stripes(const struct fs *fs, const struct fs_inode *in)
 {
-	return fs->opts.write_behind_ms && fs->cmt.running &&
-	       in->size <= ZF_MIN(HOLD_BYTES, fs->opts.buffer_bytes / 8) &&
+	return fs_write_behind_on(fs) && in->size <= ZF_MIN(HOLD_BYTES, fs_file_share(fs)) &&
 	       fs->buffered <= fs->opts.buffer_bytes / 4;
 }
 
@@ -979,9 +978,9 @@ static void settle(struct fs *fs, struct fs_inode *in)
 	if (hold_stripes(fs, in))
 		return;
 	int fr = fs_data_writeout(fs, in, false);
-	while (!fr && in->wb_busy && in->buffered > fs->opts.buffer_bytes / 8)
+	while (!fr && in->wb_busy && in->buffered > fs_file_share(fs))
 		wait_one(in);
-	if (!fr && in->buffered > fs->opts.buffer_bytes / 8)
+	if (!fr && in->buffered > fs_file_share(fs))
 		fr = fs_data_writeout(fs, in, true);
 	if (fr && fr != -ENOSPC)
 		zf_warn("inode %llu: background write-out failed: %s",

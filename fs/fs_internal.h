@@ -286,6 +286,19 @@ void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
 /* The write-behind list: (re)join it at its tail, now; leave it. [L] */
 void fs_behind_add(struct fs *fs, struct fs_inode *in);
 void fs_behind_unlink(struct fs *fs, struct fs_inode *in);
+/* Is the write-behind on (a delay set and the commit thread, which does
+ * it, running)?  The release (fs_namei.c) and a write's hold of a small
+ * file (fs_data.c) both ask.  [any] */
+static inline bool fs_write_behind_on(const struct fs *fs)
+{
+	return fs->opts.write_behind_ms && fs->cmt.running;
+}
+/* One file's share of the write buffer (bytes): past it a writer writes
+ * everything out, and neither the write-behind nor the hold takes it. */
+static inline uint64_t fs_file_share(const struct fs *fs)
+{
+	return fs->opts.buffer_bytes / 8;
+}
 /* The mode after a write or chown by someone else: no set-user-id bit, no
  * set-group-id bit where group execute is set (as the kernel does). */
 uint32_t fs_mode_kill_suidgid(uint32_t mode);

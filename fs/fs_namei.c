@@ -432,12 +432,11 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
 /* May a closed file's buffers wait for the write-behind (fs_commit.c)
  * instead of going out now?  A log that is unlinked soon after its close
  * (an LSM tree's, once its table is written) then never reaches the zones.
- * Not when the buffer is pressed, nor for a file holding an eighth of it.
+ * Not when the buffer is pressed, nor for a file over its share of it.
  * [RW] */
 static bool may_write_behind(struct fs *fs, const struct fs_inode *in)
 {
-	return fs->opts.write_behind_ms && fs->cmt.running && in->chunks &&
-	       in->buffered <= fs->opts.buffer_bytes / 8 &&
+	return fs_write_behind_on(fs) && in->chunks && in->buffered <= fs_file_share(fs) &&
 	       fs->buffered <= fs->opts.buffer_bytes / 2;
 }
 
