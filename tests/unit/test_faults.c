@@ -865,17 +865,12 @@ START_TEST(enomem_copy_log_agrees)
 }
 END_TEST
 
-/* No memory for the chunk a donated WRITE payload would become: the write
- * reports -ENOMEM, keeps no reference to the payload and leaves the file
- * as it was; with memory back the same payload is taken and kept. */
 /* With no FLUSH, a closed file's buffered bytes are written out by its
- * RELEASE, whose error the application never sees: the bytes stay
- * buffered, an fsync while the device still fails reports the error, the
- * next one writes them, and they survive a crash. */
+ * RELEASE or the write-behind, whose errors the application never sees.
+ * After such a failed write-out the bytes (of `seed`) are still buffered:
+ * an fsync while the device still fails reports the error, the next one
+ * writes them, and they survive a power loss. */
 #define CLOSED (3 * BS + 100)
-/* The closed file's bytes (seed) are still buffered after a failed
- * write-out: an fsync under the fault reports it, the next one writes
- * them, and they survive a power loss. */
 static void failed_writeout_stays_for_fsync(uint64_t ino, uint32_t seed)
 {
 	expect(ino, CLOSED, 0, CLOSED, seed);
@@ -920,6 +915,9 @@ START_TEST(write_behind_error_reaches_fsync)
 }
 END_TEST
 
+/* No memory for the chunk a donated WRITE payload would become: the write
+ * reports -ENOMEM, keeps no reference to the payload and leaves the file
+ * as it was; with memory back the same payload is taken and kept. */
 START_TEST(enomem_donated_write)
 {
 	const uint64_t su = fs->opts.stripe_unit;
