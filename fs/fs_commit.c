@@ -65,6 +65,20 @@ int fs_commit(struct fs *fs)
 }
 
 
+/* Write out all of a pinned file's buffers, unless it is busy: a file
+ * whose lock is held is being written by its owner, who may be waiting
+ * for a commit from this thread, and one with a write-out in flight runs
+ * its device I/O without in->rw; the commit thread never waits for
+ * either.  0, -EBUSY or the write-out's -errno. */
+static int try_writeout(struct fs *fs, struct fs_inode *in)
+{
+	if (pthread_rwlock_trywrlock(&in->rw))
+		return -EBUSY;
+	int r = in->wb_busy ? -EBUSY : fs_data_writeout(fs, in, true);
+	pthread_rwlock_unlock(&in->rw);
+	return r;
+}
+
 /* Write out every inode's buffers whose data is older than `age_ns`. */
 static int writeout_aged(struct fs *fs, uint64_t age_ns)
 {
@@ -84,17 +98,7 @@ static int writeout_aged(struct fs *fs, uint64_t age_ns)
 		fs_dirty_unlink(fs, in);
 		in->pins++;
 		pthread_mutex_unlock(&fs->lock);
-		/* A busy inode is being written by its owner, who may be waiting
-		 * for a commit from us: skip it rather than wait (it is put back
-		 * on the list and retried).  So is one with a write-out in
-		 * flight (its device I/O runs without in->rw). */
-		int r;
-		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
-			r = in->wb_busy ? -EBUSY : fs_data_writeout(fs, in, true);
-			pthread_rwlock_unlock(&in->rw);
-		} else {
-			r = -EBUSY;
-		}
+		int r = try_writeout(fs, in);	/* busy: put back, retried */
 		pthread_mutex_lock(&fs->lock);
 		if (r && r != -EBUSY && !ret)
 			ret = r;
@@ -136,12 +140,7 @@ static void writeout_behind(struct fs *fs, uint64_t age_ns)
 		fs_behind_unlink(fs, in);
 		in->pins++;
 		pthread_mutex_unlock(&fs->lock);
-		int r = -EBUSY;
-		if (pthread_rwlock_trywrlock(&in->rw) == 0) {
-			if (!in->wb_busy)
-				r = fs_data_writeout(fs, in, true);
-			pthread_rwlock_unlock(&in->rw);
-		}
+		int r = try_writeout(fs, in);
 		if (r && r != -EBUSY)	/* the bytes stay buffered: the next commit or fsync reports */
 			zf_warn("inode %llu: write-behind failed: %s", (unsigned long long)in->ino,
 				strerror(-r));
