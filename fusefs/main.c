@@ -825,8 +825,11 @@ int main(int argc, char *argv[])
 	ret = parse_cmdline(&d, &args, argv[0]);
 	if (ret >= 0)
 		goto out;
+	ret = 2;	/* a bad option value is a bad command line */
+	if (build_fs_opts(&d))
+		goto out;
 	ret = 1;
-	if (build_fs_opts(&d) || add_mount_opts(&d, &args) || setup_log(&d, false))
+	if (add_mount_opts(&d, &args) || setup_log(&d, false))
 		goto out;
 	if (open_fs(&d))
 		goto out;

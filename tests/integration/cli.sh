@@ -41,6 +41,11 @@ expect_msg 1 "blank.img: not a zonefuse file system: run mkfs.zonefuse first" \
 expect_msg 8 "blank.img: not a zonefuse file system: run mkfs.zonefuse first" \
 	"$ZF_FSCK" "$ZF_WORK/blank.img"
 zf_is_mounted && zf_fail "a failed mount left $ZF_MNT mounted"
+# a bad option value is a bad command line (exit 2), as a bad option is
+expect_msg 2 "fuse_workers is at most 64" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_workers=65
+expect_msg 2 "fuse_loop must be zf or mt, not 'x'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_loop=x
+expect_msg 2 "bad stripe_unit 'lots'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o stripe_unit=lots
+zf_is_mounted && zf_fail "a bad option value left $ZF_MNT mounted"
 
 zf_mount
 busy="in use by zonefuse pid $ZF_PID mounted on $REAL_MNT"
