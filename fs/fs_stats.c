@@ -77,6 +77,21 @@ void fs_lat_count_uring(void)
 	atomic_fetch_add_explicit(&uring_requests, 1, memory_order_relaxed);
 }
 
+static _Atomic uint64_t poll_hits, poll_misses, poll_ns;
+
+void fs_lat_count_poll(bool hit, uint64_t ns)
+{
+	atomic_fetch_add_explicit(hit ? &poll_hits : &poll_misses, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&poll_ns, ns, memory_order_relaxed);
+}
+
+void fs_lat_get_poll(struct fs_poll_counts *out)
+{
+	out->hits = atomic_load_explicit(&poll_hits, memory_order_relaxed);
+	out->misses = atomic_load_explicit(&poll_misses, memory_order_relaxed);
+	out->ns = atomic_load_explicit(&poll_ns, memory_order_relaxed);
+}
+
 void fs_lat_get(unsigned int op, struct fs_lat_summary *out)
 {
 	uint64_t h[LAT_BUCKETS], total = 0;
@@ -120,6 +135,9 @@ void fs_lat_reset(void)
 		for (unsigned int b = 0; b < LAT_BUCKETS; b++)
 			atomic_store(&l->hist[b], 0);
 	}
+	atomic_store(&poll_hits, 0);
+	atomic_store(&poll_misses, 0);
+	atomic_store(&poll_ns, 0);
 }
 
 /* ---- text ------------------------------------------------------------------ */
@@ -538,6 +556,11 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("prefetch_window_bytes", fs->pf.window);
 	/* request latency (FUSE requests answered by this daemon) */
 	KV("fuse_uring_requests", atomic_load_explicit(&uring_requests, memory_order_relaxed));
+	struct fs_poll_counts pc;
+	fs_lat_get_poll(&pc);
+	KV("fuse_poll_hits", pc.hits);
+	KV("fuse_poll_misses", pc.misses);
+	KV("fuse_poll_us", pc.ns / 1000);
 	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
 		struct fs_lat_summary s;
 		const char *nm = fs_lat_op_name(op);

@@ -57,6 +57,16 @@ const char *fs_lat_op_name(unsigned int op);	/* "read"...; "?" if out of range *
 void fs_lat_record(unsigned int op, uint64_t ns);
 /* Account one request that came over io_uring instead of /dev/fuse. */
 void fs_lat_count_uring(void);
+/* Account one wait of the zf loop's reader that began by polling
+ * (fusefs.h, struct fusefs_poll): hit = a request came while it polled;
+ * ns = nanoseconds spent polling. */
+void fs_lat_count_poll(bool hit, uint64_t ns);
+/* The counts of fs_lat_count_poll: waits a request ended while polling,
+ * waits that slept after polling, nanoseconds polled in all. */
+struct fs_poll_counts {
+	uint64_t hits, misses, ns;
+};
+void fs_lat_get_poll(struct fs_poll_counts *out);
 
 struct fs_lat_summary {
 	uint64_t count;

@@ -10,7 +10,8 @@
  *   - tell how large a READ reply libfuse can splice (fusefs_io_splice_fit);
  *   - for the zf loop, read a request itself (fusefs_io_receive: a WRITE's
  *     payload lands page-aligned in a donor buffer the write buffer may
- *     keep) and send a reply libfuse did not build (fusefs_io_send);
+ *     keep), polling for it first while requests come promptly (struct
+ *     fusefs_poll), and send a reply libfuse did not build (fusefs_io_send);
  *   - offer FUSE_OVER_IO_URING in the INIT reply when uring.c is ready,
  *     and put the reply to a request fetched from a ring entry into that
  *     entry (fusefs_io_ring_begin) instead of writing it to /dev/fuse.
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fuse.h>
+#include <poll.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -153,7 +155,35 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata);
 #define WRITE_HDR (sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in))
 _Static_assert(WRITE_HDR == 80, "fuse_write_in of protocol 7.9+");
 
-int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx)
+void fusefs_poll_init(struct fusefs_poll *p, unsigned int limit_us)
+{
+	*p = (struct fusefs_poll){ .limit_ns = (uint64_t)limit_us * 1000, .soon = 1024 };
+}
+
+bool fusefs_poll_wanted(const struct fusefs_poll *p)
+{
+	return p->limit_ns && p->soon >= 768;
+}
+
+void fusefs_poll_note(struct fusefs_poll *p, uint64_t wait_ns)
+{
+	unsigned int x = wait_ns <= p->limit_ns ? 1024 : 0;
+	p->soon = p->soon - p->soon / 8 + x / 8;
+}
+
+/* Polls this thread's descriptor until it has a request (or an error, a
+ * hang-up or a signal, which the read then reports) or limit_ns have
+ * passed since t0. */
+static void poll_for_request(uint64_t t0, uint64_t limit_ns)
+{
+	struct pollfd pfd = { .fd = tls_fd, .events = POLLIN };
+	int r;
+	while ((r = poll(&pfd, 1, 0)) == 0 && zf_now_ns() - t0 < limit_ns)
+		;
+	fs_lat_count_poll(r != 0, zf_now_ns() - t0);
+}
+
+int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx, struct fusefs_poll *poll)
 {
 	if (!rx->donor)
 		rx->donor = fs_donor_new(FUSEFS_RX_PAYLOAD);
@@ -163,9 +193,15 @@ int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx)
 		{ rx->flat, rx->donor ? WRITE_HDR : FUSEFS_RX_FLAT },
 		{ rx->donor ? rx->donor->base : NULL, rx->donor ? FUSEFS_RX_PAYLOAD : 0 },
 	};
+	uint64_t t0 = poll ? zf_now_ns() : 0;
+	if (poll && fusefs_poll_wanted(poll))
+		poll_for_request(t0, poll->limit_ns);
 	ssize_t n = readv(tls_fd, iov, rx->donor ? 2 : 1);
+	int err = errno;
+	if (poll)
+		fusefs_poll_note(poll, zf_now_ns() - t0);
 	if (n < 0)
-		return -errno;
+		return -err;
 	if (n < (ssize_t)sizeof(struct fuse_in_header))
 		return n == 0 ? -ENODEV : -EIO;
 	const struct fuse_in_header *h = (const void *)rx->flat;

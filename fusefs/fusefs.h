@@ -67,11 +67,36 @@ struct fusefs_rx {
 	size_t n;		/* bytes of the request read */
 	bool is_write;		/* a WRITE with its payload in donor->base */
 };
+/* fuse_io.c: how the zf loop's reader waits for the next request.  A
+ * reader asleep in read() is woken by the sender's CPU when the request
+ * comes, usually on the other, idle CPU: an inter-processor interrupt
+ * (on a virtual machine, an exit of the idle vCPU) in every synchronous
+ * round trip.  So while most recent requests came within limit_ns of the
+ * reader starting to wait, it first polls its descriptor, for at most
+ * limit_ns, and sleeps in read() only after that.  Polling costs CPU only
+ * while requests come that often: rare requests end it by themselves
+ * (`soon` falls below 3/4) and a run of prompt ones (timed asleep) starts
+ * it again.  With one CPU nobody can send while the reader polls: loop.c
+ * sets limit_ns to 0 there.
+ * Thread safety: the caller serializes (loop.c: the reader lock). */
+#define FUSEFS_POLL_DEFAULT_US 50u
+#define FUSEFS_POLL_MAX_US 1000u
+struct fusefs_poll {
+	uint64_t limit_ns;	/* longest poll; 0 = sleep at once, always */
+	unsigned int soon;	/* share of recent waits no longer than limit_ns,
+				 * in 1/1024ths: moving average of weight 1/8 */
+};
+void fusefs_poll_init(struct fusefs_poll *p, unsigned int limit_us);
+/* Whether the next wait begins by polling: limit_ns > 0, soon >= 3/4. */
+bool fusefs_poll_wanted(const struct fusefs_poll *p);
+/* Account a wait of wait_ns (from its start to its request) in soon. */
+void fusefs_poll_note(struct fusefs_poll *p, uint64_t wait_ns);
 /* Read one request on this thread's descriptor (as io_read does: timing,
- * flags, INIT).  Returns its length, or -errno (-ENODEV: unmounted).  With
- * no memory for a donor the request is read whole into flat (is_write
- * false: libfuse serves it, copying). */
-int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx);
+ * flags, INIT), waiting as poll says (NULL: sleep in read() at once).
+ * Returns its length, or -errno (-ENODEV: unmounted).  With no memory for
+ * a donor the request is read whole into flat (is_write false: libfuse
+ * serves it, copying). */
+int fusefs_io_receive(struct fusefs *ff, struct fusefs_rx *rx, struct fusefs_poll *poll);
 /* Send a reply on this thread's descriptor (as io_writev does). */
 struct iovec;
 void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);

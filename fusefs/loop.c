@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,11 +16,16 @@
 #include "common/zf_common.h"
 #include "fusefs/uring.h"
 
-/* Only the worker holding this reads from /dev/fuse; it gives it up
- * before serving a request that may block, so that another worker reads
- * the next one meanwhile.  Requests that do not block are served by the
- * reader itself, which then reads again: no thread wake-up between them. */
-static pthread_mutex_t reader_lock = PTHREAD_MUTEX_INITIALIZER;
+/* What the workers share. */
+struct loop {
+	/* Only the worker holding this reads from /dev/fuse; it gives it up
+	 * before serving a request that may block, so that another worker
+	 * reads the next one meanwhile.  Requests that do not block are
+	 * served by the reader itself, which then reads again: no thread
+	 * wake-up between them. */
+	pthread_mutex_t reader_lock;
+	struct fusefs_poll poll;	/* reader_lock: how the reader waits */
+};
 
 /* Requests that may wait for the device (flushes, buffer space, GC), for
  * another request, or that the kernel sends several at a time.  Small
@@ -47,15 +53,11 @@ static bool may_block(const struct fuse_buf *b)
 	}
 }
 
-static void unlock_reader(void *held)
-{
-	if (*(bool *)held)
-		pthread_mutex_unlock(&reader_lock);
-}
-
 struct worker {
 	pthread_t thread;
 	bool started;
+	bool held;		/* it holds loop->reader_lock */
+	struct loop *loop;
 	int fd;			/* own /dev/fuse clone, or -1 = the session's */
 	int err;		/* -errno of the read that stopped it, 0 */
 	struct fuse_session *se;
@@ -63,6 +65,14 @@ struct worker {
 	sem_t *stopped;		/* posted when the worker returns */
 	atomic_bool *unmounted;	/* set by a worker whose read found the mount gone */
 };
+
+static void unlock_reader(void *arg)
+{
+	struct worker *w = arg;
+	if (w->held)
+		pthread_mutex_unlock(&w->loop->reader_lock);
+	w->held = false;
+}
 
 /* A clone of the session's /dev/fuse descriptor; -errno if the kernel or
  * the device does not allow it. */
@@ -91,7 +101,6 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct fusefs_rx rx = { .flat = malloc(FUSEFS_RX_FLAT) };
-	bool held = false;
 	int old;
 
 	fusefs_io_set_thread_fd(w->fd >= 0 ? w->fd : fuse_session_fd(w->se));
@@ -99,17 +108,17 @@ static void *worker_main(void *arg)
 	 * thread stops the workers that the end of the session did not wake. */
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 	pthread_cleanup_push(free_rx, &rx);
-	pthread_cleanup_push(unlock_reader, &held);
+	pthread_cleanup_push(unlock_reader, w);
 	if (!rx.flat)
 		w->err = -ENOMEM;
 	while (rx.flat && !fuse_session_exited(w->se)) {
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
-		if (!held) {
-			pthread_mutex_lock(&reader_lock);	/* not a cancellation point */
-			held = true;
+		if (!w->held) {
+			pthread_mutex_lock(&w->loop->reader_lock);	/* not a cancellation point */
+			w->held = true;
 			pthread_testcancel();
 		}
-		int n = fusefs_io_receive(w->ff, &rx);
+		int n = fusefs_io_receive(w->ff, &rx, &w->loop->poll);
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;	/* a signal, or an interrupted request */
@@ -123,10 +132,8 @@ static void *worker_main(void *arg)
 			break;
 		}
 		struct fuse_buf buf = { .mem = rx.flat, .size = rx.n };
-		if (rx.is_write || may_block(&buf)) {
-			held = false;
-			pthread_mutex_unlock(&reader_lock);
-		}
+		if (rx.is_write || may_block(&buf))
+			unlock_reader(w);
 		if (rx.is_write)
 			fusefs_write_direct(w->ff, &rx);
 		else
@@ -138,6 +145,16 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The CPUs this process may run on. */
+static int usable_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
 int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 {
 	struct worker w[FUSEFS_LOOP_MAX_WORKERS];
@@ -145,7 +162,14 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	int sfd = fuse_session_fd(se), ret = 0, r;
 	sem_t stopped;
 	atomic_bool unmounted = false;
+	struct loop loop = { .reader_lock = PTHREAD_MUTEX_INITIALIZER };
 
+	unsigned int poll_us = c->poll_us;
+	if (poll_us && usable_cpus() < 2) {
+		zf_info("one CPU to run on: the request loop sleeps until each request comes (no polling)");
+		poll_us = 0;
+	}
+	fusefs_poll_init(&loop.poll, poll_us);
 	if (sem_init(&stopped, 0, 0))
 		return -errno;
 	struct fusefs_uring *ring = NULL;
@@ -158,8 +182,8 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 				strerror(-r));
 	}
 	for (unsigned i = 0; i < n; i++) {
-		w[i] = (struct worker){ .fd = -1, .se = se, .ff = c->ff, .stopped = &stopped,
-					.unmounted = &unmounted };
+		w[i] = (struct worker){ .fd = -1, .loop = &loop, .se = se, .ff = c->ff,
+					.stopped = &stopped, .unmounted = &unmounted };
 		if (c->clone_fd && i > 0) {
 			r = clone_dev(sfd);
 			if (r < 0)

@@ -15,6 +15,10 @@
  * payload lands page-aligned in a buffer the write buffer may keep instead
  * of copying it (fs_write_donated); WRITEs are served without libfuse
  * (fusefs_write_direct), everything else by libfuse from the same read.
+ * The reader polls /dev/fuse for a while before it sleeps in read(), as
+ * long as requests come promptly (poll_us; struct fusefs_poll in fusefs.h
+ * says when and why), so a synchronous round trip does not wait for the
+ * reader to be woken.
  * With uring_per_queue, uring.h's threads also serve, started before the
  * first read so that the INIT reply can offer the kernel io_uring.
  * Invariants: every worker replies to what it read before it reads again
@@ -23,7 +27,7 @@
  * Thread safety: fusefs_loop_run is called once, from one thread; the
  * workers call into libfuse's session concurrently, as its own loop does.
  * Lock order: the reader lock (loop.c) is outermost: a worker holds it
- * while it reads and while it serves an inline request, whose handler
+ * while it waits, reads and serves an inline request, whose handler
  * takes fs locks under it; nothing takes it while holding another lock.
  */
 #ifndef ZONEFUSE_FUSEFS_LOOP_H
@@ -37,6 +41,7 @@ struct fusefs_loop_conf {
 	unsigned int workers;	/* 1..FUSEFS_LOOP_MAX_WORKERS */
 	bool clone_fd;		/* a /dev/fuse clone per worker (else one shared fd) */
 	unsigned int uring_per_queue;	/* io_uring threads per CPU (uring.h); 0 = none */
+	unsigned int poll_us;	/* the reader's longest poll (struct fusefs_poll), microseconds; 0 = never */
 	struct fusefs *ff;	/* the session's userdata: WRITEs are served here */
 };
 

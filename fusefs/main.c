@@ -58,6 +58,7 @@ struct conf {
 	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
 	unsigned fuse_workers;	/* 0 = default */
 	unsigned fuse_uring;	/* io_uring threads per CPU; 0 = /dev/fuse only */
+	int poll_us;		/* INT_MIN = default */
 	int ro;
 	int show_help, show_version;
 	int verbose;
@@ -86,6 +87,7 @@ static const struct fuse_opt conf_opts[] = {
 	OPT("fuse_loop=%s", fuse_loop),
 	OPT("fuse_workers=%u", fuse_workers),
 	OPT("fuse_uring=%u", fuse_uring),
+	OPT("poll_us=%d", poll_us),
 	OPT("zf_verbose", verbose),
 	OPT("log=%s", log),
 	FUSE_OPT_KEY("fsname=", 'n'),
@@ -153,6 +155,10 @@ static void usage(const char *prog)
 	       "                           (libfuse's multithreaded loop); -s: libfuse's\n"
 	       "                           single-threaded loop\n"
 	       "    -o fuse_workers=N      workers of the zf loop (default 4)\n"
+	       "    -o poll_us=N           zf loop: while requests come promptly, poll for\n"
+	       "                           the next one up to N microseconds before sleeping\n"
+	       "                           (default 50, at most 1000; 0 = never; never with\n"
+	       "                           one CPU)\n"
 	       "    -o fuse_uring=N        zf loop: take requests over io_uring as well, N\n"
 	       "                           threads per CPU (default 0 = off; needs Linux\n"
 	       "                           >= 6.14 with fuse.enable_uring=Y, else /dev/fuse\n"
@@ -342,6 +348,7 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 	c->write_behind_ms = UINT32_MAX;
 	c->prefetch_kb = -1;
 	c->gc_mbps = -1;
+	c->poll_us = INT_MIN;
 	c->bdi_max_mb = -1;
 	if (fuse_opt_parse(args, c, conf_opts, opt_proc) == -1)
 		return 2;
@@ -411,6 +418,11 @@ static int build_fs_opts(struct daemon *d)
 	if (c->fuse_uring > FUSEFS_URING_MAX_PER_QUEUE) {
 		fprintf(stderr, "zonefuse: fuse_uring is at most %u threads per CPU\n",
 			FUSEFS_URING_MAX_PER_QUEUE);
+		return -EINVAL;
+	}
+	if (c->poll_us != INT_MIN && (c->poll_us < 0 || (unsigned)c->poll_us > FUSEFS_POLL_MAX_US)) {
+		fprintf(stderr, "zonefuse: poll_us must be 0 to %u microseconds, not %d\n",
+			FUSEFS_POLL_MAX_US, c->poll_us);
 		return -EINVAL;
 	}
 	if (c->fuse_workers > FUSEFS_LOOP_MAX_WORKERS) {
@@ -619,6 +631,8 @@ static int serve(struct fuse_session *se, const struct daemon *d)
 	bool zf = !opts->singlethread && (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf"));
 	if (d->c.fuse_uring && !zf)
 		zf_warn("-o fuse_uring applies to the zf loop only: requests come over /dev/fuse");
+	if (d->c.poll_us > 0 && !zf)
+		zf_warn("-o poll_us applies to the zf loop only: this loop sleeps until each request comes");
 	if (opts->singlethread)
 		return fuse_session_loop(se);
 	if (zf) {
@@ -626,6 +640,7 @@ static int serve(struct fuse_session *se, const struct daemon *d)
 			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
 			.clone_fd = true,
 			.uring_per_queue = d->c.fuse_uring,
+			.poll_us = d->c.poll_us >= 0 ? (unsigned)d->c.poll_us : FUSEFS_POLL_DEFAULT_US,
 			.ff = (struct fusefs *)&d->ff,
 		};
 		return fusefs_loop_run(se, &lc);

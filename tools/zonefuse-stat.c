@@ -1035,6 +1035,8 @@ static const struct prom_metric prom_metrics[] = {
 	{ "copy_shared_bytes", "zonefuse_copy_shared_bytes_total", "counter", "Bytes copies gave by sharing extents (nothing written)" },
 	{ "copy_written_bytes", "zonefuse_copy_written_bytes_total", "counter", "Bytes copies wrote through the write buffer" },
 	{ "fuse_uring_requests", "zonefuse_uring_requests_total", "counter", "FUSE requests that came over io_uring rather than /dev/fuse" },
+	{ "fuse_poll_hits", "zonefuse_poll_hits_total", "counter", "Waits for a FUSE request that ended while the reader polled (-o poll_us)" },
+	{ "fuse_poll_misses", "zonefuse_poll_misses_total", "counter", "Waits for a FUSE request that slept after polling found none" },
 	{ "gc_runs", "zonefuse_gc_runs_total", "counter", "Garbage collection runs since mount" },
 	{ "gc_zones_reclaimed", "zonefuse_gc_reclaimed_zones_total", "counter", "Zones garbage collection emptied since mount" },
 	{ "buffer_bytes", "zonefuse_write_buffer_bytes", "gauge", "Write-buffer memory in use" },

@@ -94,6 +94,10 @@ for metric, key in [("zonefuse_user_written_bytes_total", "user_bytes_written"),
                     ("zonefuse_uring_requests_total", "fuse_uring_requests")]:
     assert val(metric) == float(st[key]), (metric, val(metric), st[key])
 assert val("zonefuse_copies_total") >= 1 and val("zonefuse_copy_shared_bytes_total") > 0
+# Counters that every request moves: read before the stats, so at most theirs.
+for metric, key in [("zonefuse_poll_hits_total", "fuse_poll_hits"),
+                    ("zonefuse_poll_misses_total", "fuse_poll_misses")]:
+    assert 0 <= val(metric) <= float(st[key]), (metric, val(metric), st[key])
 # Zones by class and condition add up; the classes written are there.
 z = [s for s in fams["zonefuse_zones"].samples]
 assert sum(s.value for s in z) == float(st["zones"]), "zones by class/condition do not add up"

@@ -5,7 +5,10 @@
  * (the session goes on instead of ending).  And the replies: one to the
  * request of an io_uring entry goes into the entry, any other to the
  * descriptor; the INIT reply takes io_uring only when offered and
- * wanted. */
+ * wanted.  And the wait: the reader polls while most recent requests came
+ * promptly, a request that comes while it polls ends the wait, one that
+ * comes later is still read after the poll gives up, and a hang-up ends
+ * the poll at once. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* RTLD_NEXT */
 #endif
@@ -14,13 +17,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/zf_common.h"
 #include "fs/fs.h"
+#include "fs/fs_stats.h"
 #include "fusefs/fusefs.h"
 #include "testlib.h"
 
@@ -82,7 +88,7 @@ static size_t send_write(uint32_t n, uint8_t v, uint64_t off)
 START_TEST(write_payload_in_donor)
 {
 	size_t len = send_write(8192, 0xab, 1 << 20);
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), (int)len);
 	ck_assert(rx.is_write);
 	ck_assert_ptr_nonnull(rx.donor);
 	ck_assert_uint_eq((uintptr_t)rx.donor->base % 4096, 0);
@@ -102,7 +108,7 @@ START_TEST(other_request_whole_in_flat)
 		b[i] = (uint8_t)i;
 	*h = (struct fuse_in_header){ .len = sizeof(b), .opcode = FUSE_SETXATTR, .unique = 9 };
 	ck_assert_int_eq(write(pfd[1], b, sizeof(b)), (ssize_t)sizeof(b));
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)sizeof(b));
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), (int)sizeof(b));
 	ck_assert(!rx.is_write);
 	ck_assert_int_eq(memcmp(rx.flat, b, sizeof(b)), 0);
 }
@@ -112,7 +118,7 @@ START_TEST(no_donor_memory_reads_into_flat)
 {
 	fail_memalign = true;
 	size_t len = send_write(4096, 0x5a, 0);
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), (int)len);
 	ck_assert_ptr_null(rx.donor);
 	ck_assert(!rx.is_write);		/* libfuse serves it */
 	size_t hdr = sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in);
@@ -121,7 +127,7 @@ START_TEST(no_donor_memory_reads_into_flat)
 	/* memory back: the next WRITE gets a donor again */
 	fail_memalign = false;
 	len = send_write(4096, 0x11, 4096);
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)len);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), (int)len);
 	ck_assert(rx.is_write);
 	ck_assert_uint_eq(rx.donor->base[0], 0x11);
 }
@@ -131,7 +137,7 @@ START_TEST(unmount_and_short_reads)
 {
 	close(pfd[1]);
 	pfd[1] = open("/dev/null", O_WRONLY);
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), -ENODEV);	/* EOF */
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), -ENODEV);	/* EOF */
 }
 END_TEST
 
@@ -206,7 +212,7 @@ static void init_round(bool offer, bool want, uint32_t *flags, uint32_t *flags2)
 	in->flags2 = offer ? FUSEFS_OVER_IO_URING_HI : 0;
 	ff = (struct fusefs){ .uring_want = want };
 	ck_assert_int_eq(write(pfd[1], b, sizeof(b)), (ssize_t)sizeof(b));
-	ck_assert_int_eq(fusefs_io_receive(&ff, &rx), (int)sizeof(b));
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, NULL), (int)sizeof(b));
 
 	struct fuse_init_out out = { .major = 7, .minor = 38 };
 	struct fuse_out_header oh = { .len = sizeof(oh) + sizeof(out), .unique = 1 };
@@ -238,6 +244,110 @@ START_TEST(init_takes_uring_when_offered_and_wanted)
 }
 END_TEST
 
+START_TEST(poll_only_while_requests_come_promptly)
+{
+	struct fusefs_poll p;
+	fusefs_poll_init(&p, 0);
+	ck_assert(!fusefs_poll_wanted(&p));		/* poll_us=0 */
+	fusefs_poll_init(&p, 50);
+	ck_assert(fusefs_poll_wanted(&p));		/* a new mount polls */
+	for (int i = 0; i < 100; i++)			/* one late wait in eight */
+		fusefs_poll_note(&p, i % 8 ? 10000 : 5000000);
+	ck_assert(fusefs_poll_wanted(&p));
+	for (int i = 0; i < 3; i++)			/* three late ones in a row */
+		fusefs_poll_note(&p, 50001);
+	ck_assert(!fusefs_poll_wanted(&p));
+	for (int i = 0; i < 100; i++)			/* one prompt wait in two */
+		fusefs_poll_note(&p, i % 2 ? 1000 : 1000000);
+	ck_assert(!fusefs_poll_wanted(&p));
+	int n = 0;
+	while (!fusefs_poll_wanted(&p) && n < 100) {	/* prompt ones, timed asleep */
+		fusefs_poll_note(&p, 50000);
+		n++;
+	}
+	ck_assert_int_le(n, 12);
+}
+END_TEST
+
+/* Writes a 300-byte request into pfd[1] after delay_ms. */
+static void *send_later(void *arg)
+{
+	uint8_t b[300] = { 0 };
+	struct fuse_in_header *h = (void *)b;
+	*h = (struct fuse_in_header){ .len = sizeof(b), .opcode = FUSE_GETATTR, .unique = 11 };
+	struct timespec ts = { 0, (long)(uintptr_t)arg * 1000000L };
+	nanosleep(&ts, NULL);
+	ck_assert_int_eq(write(pfd[1], b, sizeof(b)), (ssize_t)sizeof(b));
+	return NULL;
+}
+
+/* Receives with p while a request is sent delay_ms later; the poll
+ * counters' growth in *d, the wait's length (ms) returned. */
+static double receive_sent_later(struct fusefs_poll *p, unsigned int delay_ms,
+				 struct fs_poll_counts *d)
+{
+	struct fs_poll_counts a, b;
+	pthread_t t;
+	fs_lat_get_poll(&a);
+	uint64_t t0 = zf_now_ns();
+	ck_assert_int_eq(pthread_create(&t, NULL, send_later, (void *)(uintptr_t)delay_ms), 0);
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, p), 300);
+	double ms = (double)(zf_now_ns() - t0) / 1e6;
+	pthread_join(t, NULL);
+	fs_lat_get_poll(&b);
+	*d = (struct fs_poll_counts){ b.hits - a.hits, b.misses - a.misses, b.ns - a.ns };
+	ck_assert_uint_eq(((struct fuse_in_header *)rx.flat)->unique, 11);
+	return ms;
+}
+
+START_TEST(poll_catches_a_prompt_request)
+{
+	struct fusefs_poll p;
+	struct fs_poll_counts d;
+	fusefs_poll_init(&p, FUSEFS_POLL_MAX_US);
+	p.limit_ns = 2000000000ull;	/* 2 s: the sender comes well within it */
+	receive_sent_later(&p, 5, &d);
+	ck_assert_uint_eq(d.hits, 1);
+	ck_assert_uint_eq(d.misses, 0);
+	ck_assert_uint_ge(d.ns, 4000000);	/* it polled until the request came */
+	ck_assert(fusefs_poll_wanted(&p));
+}
+END_TEST
+
+START_TEST(poll_gives_up_then_the_read_waits)
+{
+	struct fusefs_poll p;
+	struct fs_poll_counts d;
+	fusefs_poll_init(&p, 2000);	/* 2 ms */
+	double ms = receive_sent_later(&p, 100, &d);
+	ck_assert_uint_eq(d.hits, 0);
+	ck_assert_uint_eq(d.misses, 1);
+	ck_assert_uint_ge(d.ns, 2000000);
+	ck_assert_uint_lt(d.ns, 90000000);	/* it slept, not polled, for the rest */
+	ck_assert_double_ge(ms, 95);
+	/* two more late requests and the reader stops polling */
+	receive_sent_later(&p, 10, &d);
+	receive_sent_later(&p, 10, &d);
+	ck_assert(!fusefs_poll_wanted(&p));
+	receive_sent_later(&p, 10, &d);
+	ck_assert_uint_eq(d.hits + d.misses, 0);
+	ck_assert_uint_eq(d.ns, 0);
+}
+END_TEST
+
+START_TEST(poll_ends_at_a_hang_up)
+{
+	struct fusefs_poll p;
+	fusefs_poll_init(&p, FUSEFS_POLL_MAX_US);
+	p.limit_ns = 5000000000ull;	/* 5 s */
+	close(pfd[1]);
+	pfd[1] = open("/dev/null", O_WRONLY);
+	uint64_t t0 = zf_now_ns();
+	ck_assert_int_eq(fusefs_io_receive(&ff, &rx, &p), -ENODEV);
+	ck_assert_uint_lt(zf_now_ns() - t0, 1000000000ull);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fuse_io");
@@ -247,6 +357,13 @@ int main(void)
 	tcase_add_test(tc, other_request_whole_in_flat);
 	tcase_add_test(tc, no_donor_memory_reads_into_flat);
 	tcase_add_test(tc, unmount_and_short_reads);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("wait");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, poll_only_while_requests_come_promptly);
+	tcase_add_test(tc, poll_catches_a_prompt_request);
+	tcase_add_test(tc, poll_gives_up_then_the_read_waits);
+	tcase_add_test(tc, poll_ends_at_a_hang_up);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reply");
 	tcase_add_checked_fixture(tc, setup, teardown);
