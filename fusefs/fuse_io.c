@@ -157,12 +157,13 @@ _Static_assert(WRITE_HDR == 80, "fuse_write_in of protocol 7.9+");
 
 void fusefs_poll_init(struct fusefs_poll *p, unsigned int limit_us)
 {
-	*p = (struct fusefs_poll){ .limit_ns = (uint64_t)limit_us * 1000, .soon = 1024 };
+	*p = (struct fusefs_poll){ .limit_ns = (uint64_t)limit_us * 1000, .soon = 1024,
+				   .after_inline = true };
 }
 
 bool fusefs_poll_wanted(const struct fusefs_poll *p)
 {
-	return p->limit_ns && p->soon >= 768;
+	return p->limit_ns && p->soon >= 768 && p->after_inline;
 }
 
 void fusefs_poll_note(struct fusefs_poll *p, uint64_t wait_ns)

@@ -76,8 +76,13 @@ struct fusefs_rx {
  * limit_ns, and sleeps in read() only after that.  Polling costs CPU only
  * while requests come that often: rare requests end it by themselves
  * (`soon` falls below 3/4) and a run of prompt ones (timed asleep) starts
- * it again.  With one CPU nobody can send while the reader polls: loop.c
- * sets limit_ns to 0 there.
+ * it again.  And only after a request its reader served itself (a
+ * LOOKUP, GETATTR, small READ...): one handed to a worker (WRITE, RELEASE,
+ * readahead, fsync) comes from the kernel's write-back or read-ahead or
+ * from a caller who waits for much more than a wake-up, and polling after
+ * it takes CPU from applications that keep both CPUs busy (db_bench's
+ * compactions) for little.  With one CPU nobody can send while the reader
+ * polls: loop.c sets limit_ns to 0 there.
  * Thread safety: the caller serializes (loop.c: the reader lock). */
 #define FUSEFS_POLL_DEFAULT_US 50u
 #define FUSEFS_POLL_MAX_US 1000u
@@ -85,9 +90,11 @@ struct fusefs_poll {
 	uint64_t limit_ns;	/* longest poll; 0 = sleep at once, always */
 	unsigned int soon;	/* share of recent waits no longer than limit_ns,
 				 * in 1/1024ths: moving average of weight 1/8 */
+	bool after_inline;	/* the last request read was served by its reader */
 };
 void fusefs_poll_init(struct fusefs_poll *p, unsigned int limit_us);
-/* Whether the next wait begins by polling: limit_ns > 0, soon >= 3/4. */
+/* Whether the next wait begins by polling: limit_ns > 0, soon >= 3/4,
+ * after_inline. */
 bool fusefs_poll_wanted(const struct fusefs_poll *p);
 /* Account a wait of wait_ns (from its start to its request) in soon. */
 void fusefs_poll_note(struct fusefs_poll *p, uint64_t wait_ns);

@@ -132,7 +132,9 @@ static void *worker_main(void *arg)
 			break;
 		}
 		struct fuse_buf buf = { .mem = rx.flat, .size = rx.n };
-		if (rx.is_write || may_block(&buf))
+		bool hand_off = rx.is_write || may_block(&buf);
+		w->loop->poll.after_inline = !hand_off;	/* reader_lock: held */
+		if (hand_off)
 			unlock_reader(w);
 		if (rx.is_write)
 			fusefs_write_direct(w->ff, &rx);

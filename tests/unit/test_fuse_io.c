@@ -6,7 +6,7 @@
  * request of an io_uring entry goes into the entry, any other to the
  * descriptor; the INIT reply takes io_uring only when offered and
  * wanted.  And the wait: the reader polls while most recent requests came
- * promptly, a request that comes while it polls ends the wait, one that
+ * promptly and the last one was served inline, a request that comes while it polls ends the wait, one that
  * comes later is still read after the poll gives up, and a hang-up ends
  * the poll at once. */
 #ifndef _GNU_SOURCE
@@ -251,6 +251,9 @@ START_TEST(poll_only_while_requests_come_promptly)
 	ck_assert(!fusefs_poll_wanted(&p));		/* poll_us=0 */
 	fusefs_poll_init(&p, 50);
 	ck_assert(fusefs_poll_wanted(&p));		/* a new mount polls */
+	p.after_inline = false;				/* after a handed-off request */
+	ck_assert(!fusefs_poll_wanted(&p));
+	p.after_inline = true;
 	for (int i = 0; i < 100; i++)			/* one late wait in eight */
 		fusefs_poll_note(&p, i % 8 ? 10000 : 5000000);
 	ck_assert(fusefs_poll_wanted(&p));
