@@ -279,6 +279,25 @@ zf_stat() {
 	zf_stats | sed -n "s/^$1=//p" | head -n 1 || true
 }
 
+# zf_small_files DIR N: makes DIR and N files in it, f0..f(N-1), file i
+# holding the digits of i repeated 50 times, then stats and reads each back;
+# fails the test if one differs.  Each file costs a handful of synchronous
+# requests (LOOKUP, CREATE, WRITE, RELEASE, GETATTR, OPEN, READ...).
+zf_small_files() {
+	python3 - "$1" "$2" <<'PY' || zf_fail "small files in $1"
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+os.mkdir(d)
+for i in range(n):
+    with open(f"{d}/f{i}", "wb") as f:
+        f.write(b"%d" % i * 50)
+for i in range(n):
+    assert os.stat(f"{d}/f{i}").st_size == len(b"%d" % i * 50), i
+    with open(f"{d}/f{i}", "rb") as f:
+        assert f.read() == b"%d" % i * 50, i
+PY
+}
+
 # zf_time CMD...: runs CMD, then logs how long it took.
 zf_time() {
 	local t0 t1

@@ -15,23 +15,10 @@ zf_require_prog taskset util-linux
 zf_setup
 M=$ZF_MNT
 
-# round trips NAME: 1000 small files made, checked and removed in $M/NAME
+# round_trips NAME: 1000 small files made, checked and removed in $M/NAME
 round_trips() {
-	python3 - "$M/$1" <<'PY' || zf_fail "small files in $1"
-import os, sys
-d = sys.argv[1]
-os.mkdir(d)
-for i in range(1000):
-    with open(f"{d}/f{i}", "wb") as f:
-        f.write(b"%d" % i * 30)
-for i in range(1000):
-    assert os.stat(f"{d}/f{i}").st_size == len(b"%d" % i * 30), i
-    with open(f"{d}/f{i}", "rb") as f:
-        assert f.read() == b"%d" % i * 30, i
-for i in range(1000):
-    os.unlink(f"{d}/f{i}")
-os.rmdir(d)
-PY
+	zf_small_files "$M/$1" 1000
+	rm -r "${M:?}/$1"
 }
 
 # ---- 1. the default polls, and the round trips end in polls ---------------
