@@ -101,6 +101,8 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct fusefs_rx rx = { .flat = malloc(FUSEFS_RX_FLAT) };
+	/* Never polling (poll_us=0, one CPU), the waits need no timing. */
+	struct fusefs_poll *wait = w->loop->poll.limit_ns ? &w->loop->poll : NULL;
 	int old;
 
 	fusefs_io_set_thread_fd(w->fd >= 0 ? w->fd : fuse_session_fd(w->se));
@@ -118,7 +120,7 @@ static void *worker_main(void *arg)
 			w->held = true;
 			pthread_testcancel();
 		}
-		int n = fusefs_io_receive(w->ff, &rx, &w->loop->poll);
+		int n = fusefs_io_receive(w->ff, &rx, wait);
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;	/* a signal, or an interrupted request */
@@ -133,7 +135,8 @@ static void *worker_main(void *arg)
 		}
 		struct fuse_buf buf = { .mem = rx.flat, .size = rx.n };
 		bool hand_off = rx.is_write || may_block(&buf);
-		w->loop->poll.after_inline = !hand_off;	/* reader_lock: held */
+		if (wait)
+			wait->after_inline = !hand_off;	/* reader_lock: held */
 		if (hand_off)
 			unlock_reader(w);
 		if (rx.is_write)
