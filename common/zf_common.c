@@ -196,6 +196,24 @@ void zf_sleep_until_ns(uint64_t deadline_ns)
 		;
 }
 
+static _Thread_local void (*block_fn)(void *);
+static _Thread_local void *block_arg;
+
+void zf_block_notice_set(void (*fn)(void *arg), void *arg)
+{
+	block_fn = fn;
+	block_arg = fn ? arg : NULL;
+}
+
+void zf_will_block(void)
+{
+	void (*fn)(void *) = block_fn;
+	if (fn) {
+		block_fn = NULL;
+		fn(block_arg);
+	}
+}
+
 int zf_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

@@ -1,5 +1,5 @@
 /* zf_common — small helpers shared by every module: CRC32C, logging, time,
- * growing arrays.
+ * growing arrays, the notice a thread gets before it blocks.
  *
  * Logging: zf_log_*() writes one line per message, "LEVEL: text", to one
  * target: standard error (the default; "zonefuse: LEVEL: text"), syslog
@@ -67,6 +67,19 @@ static inline int64_t zf_timespec_to_ns(struct timespec ts)
 struct timespec zf_realtime_after(uint64_t ns);
 /* Sleep until the monotonic clock reads deadline_ns. */
 void zf_sleep_until_ns(uint64_t deadline_ns);
+
+/* The blocking notice: a thread may name a function that is called, once,
+ * the first time the thread is about to wait for something that may take
+ * long: device I/O (zdev.h) or another thread's progress (a write-out in
+ * flight, the log's leader, free space).  The FUSE request loop serves
+ * small writes and closes on the thread that read them and gives its
+ * reading role to another worker only when one of them does block.
+ * Every such wait on a request's path calls zf_will_block() first; waits
+ * for a lock held only briefly do not.  Per thread: set, cleared and
+ * called on the same thread; fn NULL clears.  zf_will_block() clears the
+ * notice before calling it, so fn may block. */
+void zf_block_notice_set(void (*fn)(void *arg), void *arg);
+void zf_will_block(void);
 
 /* Parse a size like "64M", "4k", "1G", "4096" into bytes; -EINVAL on junk. */
 int zf_parse_size(const char *s, uint64_t *out);

@@ -534,6 +534,7 @@ static void wait_one(struct fs_inode *in)
 	if (!in->wb_busy)
 		return;
 	uint64_t gen = in->wb_done;
+	zf_will_block();
 	pthread_mutex_lock(&in->wb_lock);
 	pthread_rwlock_unlock(&in->rw);
 	while (in->wb_done == gen)
@@ -1008,7 +1009,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	ret = fs_gc_wait_space(fs, size);
 	if (ret)
 		goto unpin_out;
-	pthread_rwlock_wrlock(&in->rw);
+	fs_rw_wrlock(in);
 	/* Pages of the write-out in flight are read-only until it ends. */
 	while (range_busy(fs, in, off, off + size) ||
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
@@ -1142,7 +1143,7 @@ int fs_flush(struct fs *fs, uint64_t ino)
 	struct fs_inode *in = pin_reg(fs, ino, &err);
 	if (!in)
 		return err == -EISDIR || err == -EINVAL ? 0 : err;
-	pthread_rwlock_wrlock(&in->rw);
+	fs_rw_wrlock(in);
 	err = fs_data_writeout(fs, in, true);
 	pthread_rwlock_unlock(&in->rw);
 	fs_inode_unpin(fs, in);

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "fs/fs.h"
 #include "fs/mlog.h"
@@ -298,6 +299,16 @@ static inline bool fs_write_behind_on(const struct fs *fs)
 static inline uint64_t fs_file_share(const struct fs *fs)
 {
 	return fs->opts.buffer_bytes / 8;
+}
+/* Take in->rw exclusive.  Its holder may be a collector's move or a
+ * write-out's bookkeeping, so a wait for it gets the blocking notice
+ * first (zf_will_block, zf_common.h).  [any; no fs lock held] */
+static inline void fs_rw_wrlock(struct fs_inode *in)
+{
+	if (pthread_rwlock_trywrlock(&in->rw) != 0) {
+		zf_will_block();
+		pthread_rwlock_wrlock(&in->rw);
+	}
 }
 /* The mode after a write or chown by someone else: no set-user-id bit, no
  * set-group-id bit where group execute is set (as the kernel does). */

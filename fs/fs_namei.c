@@ -104,7 +104,7 @@ int fs_setattr(struct fs *fs, uint64_t ino, const struct stat *attr,
 			ret = S_ISDIR(in->mode) ? -EISDIR : -EINVAL;
 			goto unpin;
 		}
-		pthread_rwlock_wrlock(&in->rw);
+		fs_rw_wrlock(in);
 		ret = fs_data_truncate(fs, in, (uint64_t)attr->st_size);
 		pthread_rwlock_unlock(&in->rw);
 		if (ret)
@@ -452,7 +452,7 @@ int fs_release(struct fs *fs, uint64_t ino)
 	 * write_behind_ms: files that are done are written while their zone
 	 * class is still open. */
 	if (S_ISREG(in->mode)) {
-		pthread_rwlock_wrlock(&in->rw);
+		fs_rw_wrlock(in);
 		if (in->nlink > 0 && !(behind = may_write_behind(fs, in)))
 			ret = fs_data_writeout(fs, in, true);
 		fs_pf_invalidate(fs, in);	/* read-ahead memory goes back */

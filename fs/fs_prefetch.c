@@ -356,8 +356,10 @@ bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, u
 	/* Serve from a buffer covering the whole request (wait if filling). */
 	for (int i = 0; i < FS_PF_NBUF; i++) {
 		struct fs_pf_buf *b = &pf->b[i];
-		while (b->state == PF_FILLING && a0 >= b->off && end <= b->off + b->len)
+		while (b->state == PF_FILLING && a0 >= b->off && end <= b->off + b->len) {
+			zf_will_block();
 			pthread_cond_wait(&pf->cond, &pf->lock);
+		}
 		if (b->state == PF_READY && a0 >= b->off && end <= b->off + b->len) {
 			const uint8_t *src = b->data->buf + (a0 - b->off);
 			if (out) {

@@ -85,6 +85,14 @@ void fs_lat_count_poll(bool hit, uint64_t ns)
 	atomic_fetch_add_explicit(&poll_ns, ns, memory_order_relaxed);
 }
 
+static _Atomic uint64_t served[FS_SERVED_NR];
+
+void fs_lat_count_serve(enum fs_serve how)
+{
+	if ((unsigned)how < FS_SERVED_NR)
+		atomic_fetch_add_explicit(&served[how], 1, memory_order_relaxed);
+}
+
 void fs_lat_get_poll(struct fs_poll_counts *out)
 {
 	out->hits = atomic_load_explicit(&poll_hits, memory_order_relaxed);
@@ -138,6 +146,8 @@ void fs_lat_reset(void)
 	atomic_store(&poll_hits, 0);
 	atomic_store(&poll_misses, 0);
 	atomic_store(&poll_ns, 0);
+	for (unsigned int i = 0; i < FS_SERVED_NR; i++)
+		atomic_store(&served[i], 0);
 }
 
 /* ---- text ------------------------------------------------------------------ */
@@ -561,6 +571,10 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("fuse_poll_hits", pc.hits);
 	KV("fuse_poll_misses", pc.misses);
 	KV("fuse_poll_us", pc.ns / 1000);
+	KV("fuse_served_inline", atomic_load_explicit(&served[FS_SERVED_INLINE], memory_order_relaxed));
+	KV("fuse_served_until_block",
+	   atomic_load_explicit(&served[FS_SERVED_UNTIL_BLOCK], memory_order_relaxed));
+	KV("fuse_handed_off", atomic_load_explicit(&served[FS_SERVED_HANDED_OFF], memory_order_relaxed));
 	for (unsigned int op = 0; op < FS_LAT_NR; op++) {
 		struct fs_lat_summary s;
 		const char *nm = fs_lat_op_name(op);

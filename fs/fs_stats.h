@@ -67,6 +67,11 @@ struct fs_poll_counts {
 	uint64_t hits, misses, ns;
 };
 void fs_lat_get_poll(struct fs_poll_counts *out);
+/* How the zf loop's reader served one request (fusefs/loop.c): itself,
+ * start to end; itself until the handler was about to block, when it gave
+ * the reading to another worker; or after giving the reading away at once. */
+enum fs_serve { FS_SERVED_INLINE, FS_SERVED_UNTIL_BLOCK, FS_SERVED_HANDED_OFF, FS_SERVED_NR };
+void fs_lat_count_serve(enum fs_serve how);
 
 struct fs_lat_summary {
 	uint64_t count;

@@ -988,6 +988,7 @@ int mlog_commit(struct mlog *m)
 				break;
 			continue;
 		}
+		zf_will_block();
 		pthread_cond_wait(&m->cond, &m->lock);
 	}
 	bool fresh = m->flush_done > fgen;
@@ -1072,8 +1073,10 @@ struct snap_save {
  * Lock held on entry and exit. */
 static void snap_enter(struct mlog *m, struct snap_save *sv)
 {
-	while (m->leader)
+	while (m->leader) {
+		zf_will_block();
 		pthread_cond_wait(&m->cond, &m->lock);
+	}
 	m->leader = true;
 	m->snap = true;
 	m->snap_thread = pthread_self();

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_stats.h"
 #include "fusefs/uring.h"
 
 /* What the workers share. */
@@ -27,29 +28,48 @@ struct loop {
 	struct fusefs_poll poll;	/* reader_lock: how the reader waits */
 };
 
-/* Requests that may wait for the device (flushes, buffer space, GC), for
- * another request, or that the kernel sends several at a time.  Small
- * READs are served inline: they come one at a time from a waiting reader,
- * a cached or prefetched range is a copy, and handing each off costs the
- * wake-up per request this loop exists to avoid.  READs of more than
- * READ_INLINE_MAX are readahead, which the kernel sends several at once and
- * which a striped file serves from several zones in parallel. */
-#define READ_INLINE_MAX (32u << 10)	/* bytes */
-static bool may_block(const struct fuse_buf *b)
+/* How a request is served by the worker that read it:
+ * INLINE: it keeps the reader lock, then reads again.  Small READs: they
+ *   come one at a time from a waiting caller, a cached or prefetched range
+ *   is a copy, and handing each off costs the wake-up per request this
+ *   loop exists to avoid.  Lookups, getattr and the other name and
+ *   attribute requests likewise.
+ * UNTIL_BLOCK: inline as well, but the reader lock goes to a waiting
+ *   worker the moment the handler is about to block (zf_will_block,
+ *   zf_common.h): device I/O, a write-out in flight, free space, the log.
+ *   Small WRITEs, RELEASE, FLUSH and SETATTR mostly copy into the write
+ *   buffer or change memory, and a caller waits for most of them (the
+ *   close of a small file sends a WRITE and a RELEASE, an unlink a
+ *   SETATTR): handing each off would cost a thread wake-up.
+ * HAND_OFF: the lock goes at once.  Requests that always wait (fsync, a
+ *   fallocate or a copy) and large READs and WRITEs, which the kernel's
+ *   readahead and write-back send several at a time, so that another
+ *   worker serves the next one meanwhile.
+ * INLINE_MAX is the line between small and large requests. */
+#define INLINE_MAX (32u << 10)	/* bytes */
+enum serve { SERVE_INLINE, SERVE_UNTIL_BLOCK, SERVE_HAND_OFF };
+
+static enum serve how_to_serve(const struct fusefs_rx *rx)
 {
-	const struct fuse_in_header *h = b->mem;
-	if (b->flags & FUSE_BUF_IS_FD || b->size < sizeof(*h))
-		return true;
+	const struct fuse_in_header *h = (const void *)rx->flat;
+	if (rx->is_write)
+		return ((const struct fuse_write_in *)(h + 1))->size > INLINE_MAX ?
+		       SERVE_HAND_OFF : SERVE_UNTIL_BLOCK;
 	switch (h->opcode) {
 	case FUSE_READ:
-		return b->size < sizeof(*h) + sizeof(struct fuse_read_in) ||
-		       ((const struct fuse_read_in *)(h + 1))->size > READ_INLINE_MAX;
-	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_RELEASE:
-	case FUSE_WRITE: case FUSE_FALLOCATE: case FUSE_SETATTR: case FUSE_DESTROY:
+		return rx->n < sizeof(*h) + sizeof(struct fuse_read_in) ||
+		       ((const struct fuse_read_in *)(h + 1))->size > INLINE_MAX ?
+		       SERVE_HAND_OFF : SERVE_INLINE;
+	case FUSE_WRITE:	/* not read into a donor: libfuse copies it */
+		return rx->n > sizeof(*h) + sizeof(struct fuse_write_in) + INLINE_MAX ?
+		       SERVE_HAND_OFF : SERVE_UNTIL_BLOCK;
+	case FUSE_RELEASE: case FUSE_FLUSH: case FUSE_SETATTR:
+		return SERVE_UNTIL_BLOCK;
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_FALLOCATE: case FUSE_DESTROY:
 	case FUSE_COPY_FILE_RANGE:
-		return true;
+		return SERVE_HAND_OFF;
 	default:
-		return false;
+		return SERVE_INLINE;
 	}
 }
 
@@ -57,6 +77,7 @@ struct worker {
 	pthread_t thread;
 	bool started;
 	bool held;		/* it holds loop->reader_lock */
+	bool blocked;		/* the request it serves gave the reading up when it blocked */
 	struct loop *loop;
 	int fd;			/* own /dev/fuse clone, or -1 = the session's */
 	int err;		/* -errno of the read that stopped it, 0 */
@@ -72,6 +93,17 @@ static void unlock_reader(void *arg)
 	if (w->held)
 		pthread_mutex_unlock(&w->loop->reader_lock);
 	w->held = false;
+}
+
+/* The blocking notice of a request served UNTIL_BLOCK: it was not served
+ * inline after all, so the next reader does not poll for its caller. */
+static void hand_off_reader(void *arg)
+{
+	struct worker *w = arg;
+	if (w->held)
+		w->loop->poll.after_inline = false;	/* reader_lock: held */
+	unlock_reader(w);
+	w->blocked = true;
 }
 
 /* A clone of the session's /dev/fuse descriptor; -errno if the kernel or
@@ -134,15 +166,21 @@ static void *worker_main(void *arg)
 			break;
 		}
 		struct fuse_buf buf = { .mem = rx.flat, .size = rx.n };
-		bool hand_off = rx.is_write || may_block(&buf);
+		enum serve how = how_to_serve(&rx);
 		if (wait)
-			wait->after_inline = !hand_off;	/* reader_lock: held */
-		if (hand_off)
+			wait->after_inline = how != SERVE_HAND_OFF;	/* reader_lock: held */
+		if (how == SERVE_HAND_OFF)
 			unlock_reader(w);
+		else if (how == SERVE_UNTIL_BLOCK)
+			zf_block_notice_set(hand_off_reader, w);
+		w->blocked = false;
 		if (rx.is_write)
 			fusefs_write_direct(w->ff, &rx);
 		else
 			fuse_session_process_buf(w->se, &buf);
+		zf_block_notice_set(NULL, NULL);
+		fs_lat_count_serve(how == SERVE_HAND_OFF ? FS_SERVED_HANDED_OFF :
+				   w->blocked ? FS_SERVED_UNTIL_BLOCK : FS_SERVED_INLINE);
 	}
 	pthread_cleanup_pop(1);
 	pthread_cleanup_pop(1);

@@ -5,12 +5,15 @@
  * (FUSE_DEV_IOC_CLONE: a reply must go out on the descriptor its request
  * came in on, which fuse_io.c sees to through a per-thread descriptor).
  * One worker at a time, the holder of the reader lock, reads; it serves a
- * request that does not block itself and reads again, so a stream of fast
- * requests costs no thread wake-up, and gives the lock to a waiting worker
- * before serving one that may block (fsync, flush, write, setattr,
- * fallocate, release, READs over 32 KiB, which are readahead), so a
- * blocking request holds only its own worker.  No thread is started or
- * stopped while serving.
+ * request itself and reads again, so a stream of fast requests costs no
+ * thread wake-up.  It gives the lock to a waiting worker before serving a
+ * request that always blocks or comes several at a time (fsync, fallocate,
+ * copy_file_range, READs and WRITEs over 32 KiB: readahead and
+ * write-back), and, for small WRITEs, RELEASE, FLUSH and SETATTR, at the
+ * moment the handler is about to block (the blocking notice, zf_common.h:
+ * device I/O, a write-out in flight, free space, the log); so a blocking
+ * request holds only its own worker.  No thread is started or stopped
+ * while serving.
  * A worker reads each request itself (fusefs_io_receive) so that a WRITE's
  * payload lands page-aligned in a buffer the write buffer may keep instead
  * of copying it (fs_write_donated); WRITEs are served without libfuse
@@ -29,6 +32,8 @@
  * Lock order: the reader lock (loop.c) is outermost: a worker holds it
  * while it waits, reads and serves an inline request, whose handler
  * takes fs locks under it; nothing takes it while holding another lock.
+ * The blocking notice releases it under the handler's fs locks (a release
+ * never waits).
  */
 #ifndef ZONEFUSE_FUSEFS_LOOP_H
 #define ZONEFUSE_FUSEFS_LOOP_H

@@ -139,6 +139,7 @@ static void timedwait_until(struct zalloc *za, uint64_t at_ns)
 {
 	struct timespec ts = zf_ns_to_timespec((int64_t)at_ns);
 
+	zf_will_block();
 	pthread_cond_timedwait(&za->cv, &za->mu, &ts);
 }
 
@@ -232,6 +233,7 @@ int za_acquire_locked(struct zalloc *za, unsigned int cls,
 			rc = wait_gc_for_lease(za, &w, &who);
 		} else {
 			w.commit_deadline = 0;
+			zf_will_block();
 			pthread_cond_wait(&za->cv, &za->mu);
 			rc = 0;
 		}

@@ -117,6 +117,7 @@ int zdev_report_zones(struct zdev *dev, uint32_t first, uint32_t count,
 		return -EINVAL;
 	if (count > dev->geo.nr_zones - first)
 		count = dev->geo.nr_zones - first;
+	zf_will_block();
 	return dev->ops->report_zones(dev, first, count, zones);
 }
 
@@ -134,6 +135,7 @@ static int zone_op(struct zdev *dev, enum zdev_zone_op op, uint32_t zone)
 		return -EINVAL;
 	if (dev->read_only)
 		return -EBADF;
+	zf_will_block();
 	ret = dev->ops->zone_op(dev, op, zone);
 	if (ret == 0)
 		atomic_fetch_add((_Atomic uint64_t *)((char *)dev + ctr[op]), 1);
@@ -168,6 +170,7 @@ int zdev_reset_all(struct zdev *dev)
 		return -EINVAL;
 	if (dev->read_only)
 		return -EBADF;
+	zf_will_block();
 	ret = dev->ops->reset_all(dev);
 	if (ret == 0)
 		dev->st_resets++;
@@ -203,6 +206,7 @@ ssize_t zdev_write(struct zdev *dev, uint64_t offset, const void *buf, size_t le
 	ret = check_io(dev, ZDEV_OP_WRITE, offset, buf, len);
 	if (ret <= 0)
 		return ret;
+	zf_will_block();
 	ret = dev->ops->write(dev, offset, buf, len);
 	if (ret > 0) {
 		dev->st_writes++;
@@ -220,6 +224,7 @@ ssize_t zdev_read(struct zdev *dev, uint64_t offset, void *buf, size_t len)
 	ret = check_io(dev, ZDEV_OP_READ, offset, buf, len);
 	if (ret <= 0)
 		return ret;
+	zf_will_block();
 	ret = dev->ops->read(dev, offset, buf, len);
 	if (ret > 0) {
 		dev->st_reads++;
@@ -255,6 +260,7 @@ int zdev_flush(struct zdev *dev)
 
 	if (!dev)
 		return -EINVAL;
+	zf_will_block();
 	ret = dev->ops->flush(dev);
 	if (ret == 0)
 		dev->st_flushes++;
@@ -283,6 +289,8 @@ int zdev_io_batch(struct zdev *dev, struct zdev_req *reqs, unsigned int nr)
 		if (c > 0)
 			valid[nvalid++] = &reqs[i];
 	}
+	if (nvalid)
+		zf_will_block();
 	ret = nvalid ? dev->ops->io_batch(dev, valid, nvalid) : 0;
 	if (valid != stackv)
 		free(valid);

@@ -45,6 +45,10 @@
  * may run concurrently, which is how callers keep several zones busy.
  * Lock order: zdev holds only internal leaf locks; callers may call it with
  * their own locks held.
+ *
+ * Blocking: every call that reaches the device (read, write, flush, batch,
+ * report, zone management; not one that fails its argument checks) first
+ * gives the calling thread's blocking notice (zf_will_block, zf_common.h).
  */
 #ifndef ZONEFUSE_ZDEV_H
 #define ZONEFUSE_ZDEV_H

@@ -96,7 +96,10 @@ for metric, key in [("zonefuse_user_written_bytes_total", "user_bytes_written"),
 assert val("zonefuse_copies_total") >= 1 and val("zonefuse_copy_shared_bytes_total") > 0
 # Counters that every request moves: read before the stats, so at most theirs.
 for metric, key in [("zonefuse_poll_hits_total", "fuse_poll_hits"),
-                    ("zonefuse_poll_misses_total", "fuse_poll_misses")]:
+                    ("zonefuse_poll_misses_total", "fuse_poll_misses"),
+                    ("zonefuse_requests_served_inline_total", "fuse_served_inline"),
+                    ("zonefuse_requests_served_until_block_total", "fuse_served_until_block"),
+                    ("zonefuse_requests_handed_off_total", "fuse_handed_off")]:
     assert 0 <= val(metric) <= float(st[key]), (metric, val(metric), st[key])
 # Zones by class and condition add up; the classes written are there.
 z = [s for s in fams["zonefuse_zones"].samples]

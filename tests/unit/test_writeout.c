@@ -552,6 +552,51 @@ START_TEST(chunk_grows_to_the_write)
 }
 END_TEST
 
+/* ---- the blocking notice (zf_common.h) ---- */
+
+static int notices;
+static void count_notice(void *arg)
+{
+	(void)arg;
+	notices++;
+}
+
+/* A write that only fills the buffer does not give the calling thread's
+ * blocking notice (the FUSE loop keeps reading on that thread); a write
+ * that writes a stripe out, a release that writes the file out and an
+ * fsync do, once each. */
+START_TEST(notice_only_where_a_call_blocks)
+{
+	uint64_t f = mkfile("n");
+	uint8_t *b = malloc(STRIPE);
+	fill(b, 0, STRIPE, 1);
+
+	notices = 0;
+	zf_block_notice_set(count_notice, NULL);
+	ck_assert_int_eq(fs_write(fs, f, 0, b, 100, false), 100);
+	ck_assert_int_eq(fs_write(fs, f, 100, b + 100, UNIT, false), (ssize_t)UNIT);
+	ck_assert_int_eq(notices, 0);
+	/* the first stripe completes: fs_write writes it out */
+	ck_assert_int_eq(fs_write(fs, f, 100 + UNIT, b + 100 + UNIT, STRIPE - 100 - UNIT, false),
+			 (ssize_t)(STRIPE - 100 - UNIT));
+	ck_assert_int_eq(notices, 1);
+	zf_block_notice_set(count_notice, NULL);
+	ck_assert_int_eq(fs_write(fs, f, STRIPE, b, 4096, false), 4096);
+	ck_assert_int_eq(notices, 1);
+	ck_assert_int_eq(fs_release(fs, f), 0);	/* no write-behind here: writes out */
+	ck_assert_int_eq(notices, 2);
+	zf_block_notice_set(count_notice, NULL);
+	ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+	ck_assert_int_eq(notices, 3);
+	zf_block_notice_set(NULL, NULL);
+	uint8_t *r = malloc(STRIPE);
+	ck_assert_int_eq(fs_read(fs, f, 0, STRIPE, r), (ssize_t)STRIPE);
+	ck_assert_int_eq(memcmp(r, b, STRIPE), 0);
+	free(r);
+	free(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writeout");
@@ -564,6 +609,7 @@ int main(void)
 	tcase_add_test(tc, fdatasync_keeps_size_and_data);
 	tcase_add_test(tc, chunk_slots_out_of_order);
 	tcase_add_test(tc, chunk_grows_to_the_write);
+	tcase_add_test(tc, notice_only_where_a_call_blocks);
 	suite_add_tcase(s, tc);
 
 	return tl_run(s);

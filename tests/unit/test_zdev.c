@@ -1672,6 +1672,80 @@ static int rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *
 	return remove(path);
 }
 
+/* ---- the blocking notice ---------------------------------------------- */
+
+static int notices;
+static void count_notice(void *arg)
+{
+	(void)arg;
+	notices++;
+}
+
+static void *will_block_elsewhere(void *arg)
+{
+	(void)arg;
+	zf_will_block();	/* this thread set none */
+	return NULL;
+}
+
+/* Every call that reaches the device gives the calling thread's blocking
+ * notice, once, and only that thread's (zf_common.h): the FUSE loop gives
+ * its reading role away there. */
+START_TEST(test_io_gives_the_blocking_notice)
+{
+	uint32_t z = seqz(0);
+	void *buf = zdev_buf_alloc(g->block_size);
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0x5a, g->block_size);
+	struct zdev_zone zone;
+	struct zdev_req rq = { .op = ZDEV_OP_READ, .offset = zstart(z), .buf = buf,
+			       .len = g->block_size };
+	struct {
+		const char *what;
+		int ret;
+	} calls[7];
+	int n = 0;
+
+	notices = 0;
+	zf_block_notice_set(count_notice, NULL);
+	calls[n].what = "write";
+	calls[n++].ret = (int)zdev_write(dev, zstart(z), buf, g->block_size);
+	ck_assert_int_eq(notices, 1);
+	zf_will_block();	/* one-shot: cleared before it was called */
+	ck_assert_int_eq(notices, 1);
+	for (int i = 0; i < 6; i++) {
+		zf_block_notice_set(count_notice, NULL);
+		switch (i) {
+		case 0: calls[n].what = "read";
+			calls[n++].ret = (int)zdev_read(dev, zstart(z), buf, g->block_size); break;
+		case 1: calls[n].what = "flush"; calls[n++].ret = zdev_flush(dev); break;
+		case 2: calls[n].what = "io_batch"; calls[n++].ret = zdev_io_batch(dev, &rq, 1); break;
+		case 3: calls[n].what = "report"; calls[n++].ret = zdev_report_zones(dev, z, 1, &zone); break;
+		case 4: calls[n].what = "finish"; calls[n++].ret = zdev_zone_finish(dev, z); break;
+		case 5: calls[n].what = "reset"; calls[n++].ret = zdev_zone_reset(dev, z); break;
+		}
+		ck_assert_msg(notices == i + 2, "zdev %s gave %d notices", calls[n - 1].what,
+			      notices - (i + 1));
+	}
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(calls[i].ret >= 0, "zdev %s: %s", calls[i].what, strerror(-calls[i].ret));
+
+	/* A check that fails before the device is reached gives none, and
+	 * neither does another thread's I/O nor a cleared notice. */
+	zf_block_notice_set(count_notice, NULL);
+	ck_assert_int_eq(zdev_write(dev, zstart(z) + 1, buf, g->block_size), -EINVAL);
+	ck_assert_int_eq(notices, 7);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, will_block_elsewhere, NULL), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(notices, 7);
+	zf_block_notice_set(NULL, NULL);
+	ck_assert_int_eq((int)zdev_write(dev, zstart(z), buf, g->block_size), (int)g->block_size);
+	ck_assert_int_eq(notices, 7);
+	zdev_buf_free(buf);
+}
+END_TEST
+
 static Suite *zdev_suite(void)
 {
 	Suite *s = suite_create("zdev");
@@ -1712,6 +1786,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_bad_files);
 	tcase_add_test(tc, test_read_only_handle);
 	tcase_add_test(tc, test_perf_model);
+	tcase_add_test(tc, test_io_gives_the_blocking_notice);
 	suite_add_tcase(s, tc);
 	return s;
 }
