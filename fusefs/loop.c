@@ -29,47 +29,42 @@ struct loop {
 };
 
 /* How a request is served by the worker that read it:
- * INLINE: it keeps the reader lock, then reads again.  Small READs: they
- *   come one at a time from a waiting caller, a cached or prefetched range
- *   is a copy, and handing each off costs the wake-up per request this
- *   loop exists to avoid.  Lookups, getattr and the other name and
- *   attribute requests likewise.
- * UNTIL_BLOCK: inline as well, but the reader lock goes to a waiting
- *   worker the moment the handler is about to block (zf_will_block,
- *   zf_common.h): device I/O, a write-out in flight, free space, the log.
- *   Small WRITEs, RELEASE, FLUSH and SETATTR mostly copy into the write
- *   buffer or change memory, and a caller waits for most of them (the
- *   close of a small file sends a WRITE and a RELEASE, an unlink a
- *   SETATTR): handing each off would cost a thread wake-up.
+ * HERE: it keeps the reader lock until the handler is about to block (the
+ *   blocking notice, zf_will_block in zf_common.h: device I/O, a write-out
+ *   in flight, free space, the log), when the lock goes to a waiting
+ *   worker; a request that does not block is followed by the next read on
+ *   the same thread.  Lookups, attributes, small READs served from memory
+ *   or spliced from the device's file, and the small WRITEs, RELEASEs and
+ *   SETATTRs that copy into the write buffer or change memory: a caller
+ *   waits for most of them (the close of a small file sends a WRITE and a
+ *   RELEASE, an unlink a SETATTR), and handing each off would cost the
+ *   thread wake-up per request this loop exists to avoid.
  * HAND_OFF: the lock goes at once.  Requests that always wait (fsync, a
- *   fallocate or a copy) and large READs and WRITEs, which the kernel's
- *   readahead and write-back send several at a time, so that another
- *   worker serves the next one meanwhile.
- * INLINE_MAX is the line between small and large requests. */
+ *   fallocate or a copy) and READs and WRITEs over INLINE_MAX, which the
+ *   kernel's readahead and write-back send several at a time, so that
+ *   another worker serves the next one meanwhile. */
 #define INLINE_MAX (32u << 10)	/* bytes */
-enum serve { SERVE_INLINE, SERVE_UNTIL_BLOCK, SERVE_HAND_OFF };
+enum serve { SERVE_HERE, SERVE_HAND_OFF };
 
 static enum serve how_to_serve(const struct fusefs_rx *rx)
 {
 	const struct fuse_in_header *h = (const void *)rx->flat;
-	if (rx->is_write)
-		return ((const struct fuse_write_in *)(h + 1))->size > INLINE_MAX ?
-		       SERVE_HAND_OFF : SERVE_UNTIL_BLOCK;
+	uint64_t size = 0;
+	if (rx->is_write) {
+		size = ((const struct fuse_write_in *)(h + 1))->size;
+	} else if (h->opcode == FUSE_READ) {
+		if (rx->n < sizeof(*h) + sizeof(struct fuse_read_in))
+			return SERVE_HAND_OFF;	/* malformed: libfuse answers it */
+		size = ((const struct fuse_read_in *)(h + 1))->size;
+	} else if (h->opcode == FUSE_WRITE) {	/* not read into a donor */
+		size = rx->n;
+	}
 	switch (h->opcode) {
-	case FUSE_READ:
-		return rx->n < sizeof(*h) + sizeof(struct fuse_read_in) ||
-		       ((const struct fuse_read_in *)(h + 1))->size > INLINE_MAX ?
-		       SERVE_HAND_OFF : SERVE_INLINE;
-	case FUSE_WRITE:	/* not read into a donor: libfuse copies it */
-		return rx->n > sizeof(*h) + sizeof(struct fuse_write_in) + INLINE_MAX ?
-		       SERVE_HAND_OFF : SERVE_UNTIL_BLOCK;
-	case FUSE_RELEASE: case FUSE_FLUSH: case FUSE_SETATTR:
-		return SERVE_UNTIL_BLOCK;
 	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_FALLOCATE: case FUSE_DESTROY:
 	case FUSE_COPY_FILE_RANGE:
 		return SERVE_HAND_OFF;
 	default:
-		return SERVE_INLINE;
+		return size > INLINE_MAX ? SERVE_HAND_OFF : SERVE_HERE;
 	}
 }
 
@@ -95,8 +90,9 @@ static void unlock_reader(void *arg)
 	w->held = false;
 }
 
-/* The blocking notice of a request served UNTIL_BLOCK: it was not served
- * inline after all, so the next reader does not poll for its caller. */
+/* The blocking notice of a request served HERE: it blocks, so it was not
+ * served inline after all, and the next reader does not poll for its
+ * caller. */
 static void hand_off_reader(void *arg)
 {
 	struct worker *w = arg;
@@ -171,7 +167,7 @@ static void *worker_main(void *arg)
 			wait->after_inline = how != SERVE_HAND_OFF;	/* reader_lock: held */
 		if (how == SERVE_HAND_OFF)
 			unlock_reader(w);
-		else if (how == SERVE_UNTIL_BLOCK)
+		else
 			zf_block_notice_set(hand_off_reader, w);
 		w->blocked = false;
 		if (rx.is_write)

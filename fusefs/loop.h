@@ -9,11 +9,11 @@
  * thread wake-up.  It gives the lock to a waiting worker before serving a
  * request that always blocks or comes several at a time (fsync, fallocate,
  * copy_file_range, READs and WRITEs over 32 KiB: readahead and
- * write-back), and, for small WRITEs, RELEASE, FLUSH and SETATTR, at the
- * moment the handler is about to block (the blocking notice, zf_common.h:
- * device I/O, a write-out in flight, free space, the log); so a blocking
- * request holds only its own worker.  No thread is started or stopped
- * while serving.
+ * write-back), and for any other request at the moment its handler is
+ * about to block (the blocking notice, zf_common.h: device I/O, a
+ * write-out in flight, free space, the log); so a blocking request holds
+ * only its own worker, and small READs that go to the device run in
+ * parallel.  No thread is started or stopped while serving.
  * A worker reads each request itself (fusefs_io_receive) so that a WRITE's
  * payload lands page-aligned in a buffer the write buffer may keep instead
  * of copying it (fs_write_donated); WRITEs are served without libfuse

@@ -9,7 +9,9 @@
 #      writes the file out (write_behind_ms=0) blocks in the device: the
 #      reading goes on meanwhile (lookups of other names answer in well
 #      under 400 ms), fuse_served_until_block counts it, and the file is
-#      whole after a remount.
+#      whole after a remount;
+#   3. on the same device, four small READs that miss the page cache run
+#      in parallel (about 400 ms for all four, not 1.6 s).
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -44,6 +46,9 @@ data = os.urandom(16384)
 with open(f"{m}/warm", "wb") as f:
     f.write(b"w")
 time.sleep(1.0)
+for i in range(4):
+    with open(f"{m}/r{i}", "wb") as f:
+        f.write(data)
 with open(f"{m}/f", "wb") as f:
     f.write(data)
 t_close = time.monotonic()   # the RELEASE is on its way: it writes 16 KiB out
@@ -68,10 +73,31 @@ ub=$(zf_stat fuse_served_until_block)
 zf_log "served until they blocked: $ub"
 [ "$ub" -ge 1 ] || zf_fail "no request counted as served until it blocked"
 zf_umount
+
+# ---- 3. small READs that go to the device run in parallel -----------------------
 zf_mount
-python3 - "$M" <<'PY' || zf_fail "the file written out by the slow release is not whole"
-import os, sys
-assert os.path.getsize(f"{sys.argv[1]}/f") == 16384
+python3 - "$M" <<'PY' || zf_fail "small READs to the device did not run in parallel"
+import os, sys, threading, time
+m = sys.argv[1]
+assert os.path.getsize(f"{m}/f") == 16384, "the file written out by the slow release is not whole"
+fds = [os.open(f"{m}/r{i}", os.O_RDONLY) for i in range(4)]
+for fd in fds:
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # one 4 KiB READ, no readahead
+got = [None] * 4
+def rd(i):
+    got[i] = os.pread(fds[i], 4096, 8192)
+ts = [threading.Thread(target=rd, args=(i,)) for i in range(4)]
+t0 = time.monotonic()
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+took = time.monotonic() - t0
+print(f"four 4 KiB reads from the 400 ms device took {took * 1000:.0f} ms")
+assert all(g is not None and len(g) == 4096 for g in got), "short reads"
+assert len(set(got)) == 1, "the four files hold the same bytes"
+if took > 1.2:
+    sys.exit(f"four small READs took {took * 1000:.0f} ms: one at a time")
 PY
 zf_umount
 zf_check_log
