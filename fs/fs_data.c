@@ -355,9 +355,12 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
 	return ret;
 }
 
-/* Get the page of block `blk`, creating it (filled from the device, bytes
- * beyond the file size zeroed) if needed; `want`: pages the caller is about
- * to add to this chunk (room for them is made at once).  [RW excl] */
+/* Get the page of block `blk`, creating it if needed; `want`: pages the
+ * caller is about to add to this chunk (room for them is made at once).
+ * fill: the caller writes part of the page, so a new page holds the
+ * device's bytes (zeros beyond the file size); without it the caller
+ * overwrites the whole page and a new page's bytes are left as they are.
+ * [RW excl] */
 static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
 			 uint32_t want)
 {
@@ -384,7 +387,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 		}
 		if (in->size - start < fs->bs)
 			memset(p + (in->size - start), 0, fs->bs - (in->size - start));
-	} else if (fill || start >= in->size) {
+	} else if (fill) {
 		memset(p, 0, fs->bs);
 	}
 	c->slot[pi] = (uint32_t)sl;
