@@ -71,9 +71,9 @@ void zf_sleep_until_ns(uint64_t deadline_ns);
 /* The blocking notice: a thread may name a function that is called, once,
  * the first time the thread is about to wait for something that may take
  * long: device I/O (zdev.h) or another thread's progress (a write-out in
- * flight, the log's leader, free space).  The FUSE request loop serves
- * small writes and closes on the thread that read them and gives its
- * reading role to another worker only when one of them does block.
+ * flight, the log's leader, free space).  The FUSE request loop serves a
+ * request on the thread that read it and gives that thread's reading role
+ * to another worker only when the request does block.
  * Every such wait on a request's path calls zf_will_block() first; waits
  * for a lock held only briefly do not.  Per thread: set, cleared and
  * called on the same thread; fn NULL clears.  zf_will_block() clears the
