@@ -77,9 +77,11 @@ struct fusefs_rx {
  * while requests come that often: rare requests end it by themselves
  * (`soon` falls below 3/4) and a run of prompt ones (timed asleep) starts
  * it again.  And only after a request its reader served itself (a
- * LOOKUP, GETATTR, small READ...): one handed to a worker (WRITE, RELEASE,
- * readahead, fsync) comes from the kernel's write-back or read-ahead or
- * from a caller who waits for much more than a wake-up, and polling after
+ * LOOKUP, GETATTR, small READ, a WRITE or RELEASE that did not block):
+ * one handed to another worker (readahead, large write-back, fsync, or a
+ * request that blocked: loop.c) comes from the kernel's write-back or
+ * read-ahead or from a caller who waits for much more than a wake-up,
+ * and polling after
  * it takes CPU from applications that keep both CPUs busy (db_bench's
  * compactions) for little.  With one CPU nobody can send while the reader
  * polls: loop.c sets limit_ns to 0 there.

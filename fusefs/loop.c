@@ -72,7 +72,6 @@ struct worker {
 	pthread_t thread;
 	bool started;
 	bool held;		/* it holds loop->reader_lock */
-	bool blocked;		/* the request it serves gave the reading up when it blocked */
 	struct loop *loop;
 	int fd;			/* own /dev/fuse clone, or -1 = the session's */
 	int err;		/* -errno of the read that stopped it, 0 */
@@ -90,16 +89,14 @@ static void unlock_reader(void *arg)
 	w->held = false;
 }
 
-/* The blocking notice of a request served HERE: it blocks, so it was not
- * served inline after all, and the next reader does not poll for its
- * caller. */
+/* The blocking notice of a request served HERE (set only while the
+ * worker holds the reader lock): it blocks, so it was not served inline
+ * after all, and the next reader does not poll for its caller. */
 static void hand_off_reader(void *arg)
 {
 	struct worker *w = arg;
-	if (w->held)
-		w->loop->poll.after_inline = false;	/* reader_lock: held */
+	w->loop->poll.after_inline = false;	/* reader_lock: held */
 	unlock_reader(w);
-	w->blocked = true;
 }
 
 /* A clone of the session's /dev/fuse descriptor; -errno if the kernel or
@@ -169,14 +166,13 @@ static void *worker_main(void *arg)
 			unlock_reader(w);
 		else
 			zf_block_notice_set(hand_off_reader, w);
-		w->blocked = false;
 		if (rx.is_write)
 			fusefs_write_direct(w->ff, &rx);
 		else
 			fuse_session_process_buf(w->se, &buf);
 		zf_block_notice_set(NULL, NULL);
 		fs_lat_count_serve(how == SERVE_HAND_OFF ? FS_SERVED_HANDED_OFF :
-				   w->blocked ? FS_SERVED_UNTIL_BLOCK : FS_SERVED_INLINE);
+				   w->held ? FS_SERVED_INLINE : FS_SERVED_UNTIL_BLOCK);
 	}
 	pthread_cleanup_pop(1);
 	pthread_cleanup_pop(1);
