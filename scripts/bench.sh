@@ -42,6 +42,7 @@ fio_size=512m
 fio_runs=5
 rand_runtime=1
 verify_size=64m
+verify_runs=3
 churn_files=250
 churn_loops=2
 db_num=300000
@@ -82,6 +83,8 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --fio-runs N          matrix passes, median reported [$fio_runs; quick 3]
   --rand-runtime S      time cap of each random matrix row (s, or 500ms) [$rand_runtime; quick 500ms]
   --verify-size SIZE    file size of each crc32c verify job [$verify_size; quick 8m]
+  --verify-runs N       verify and churn passes, alternating targets, median
+                        reported [$verify_runs; quick 1]
   --churn-files N       files per churn job (4 jobs) and round [$churn_files; quick 100]
   --churn-loops N       churn rounds [$churn_loops; quick 1]
   --db-num N            db_bench --num [$db_num; quick 50000]
@@ -127,6 +130,7 @@ while [ $# -gt 0 ]; do
 	--fio-runs) fio_runs=$2; shift ;;
 	--rand-runtime) rand_runtime=$2; shift ;;
 	--verify-size) verify_size=$2; shift ;;
+	--verify-runs) verify_runs=$2; shift ;;
 	--churn-files) churn_files=$2; shift ;;
 	--churn-loops) churn_loops=$2; shift ;;
 	--db-num) db_num=$2; shift ;;
@@ -163,6 +167,7 @@ if [ $quick -eq 1 ]; then
 	quick_default --fio-runs fio_runs 3
 	quick_default --rand-runtime rand_runtime 500ms
 	quick_default --verify-size verify_size 8m
+	quick_default --verify-runs verify_runs 1
 	quick_default --churn-files churn_files 100
 	quick_default --churn-loops churn_loops 1
 	quick_default --db-num db_num 50000
@@ -181,7 +186,7 @@ for t in ${fio_targets//,/ }; do
 	case "$t" in zonefuse | ext4 | tmpfs | passthrough | null) ;;
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
 done
-for n in "$fio_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$db_runs" "$stripe_mib" "$churn_files" "$churn_loops" \
+for n in "$fio_runs" "$verify_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$db_runs" "$stripe_mib" "$churn_files" "$churn_loops" \
 	"$md_files" "$md_runs" ${md_threads//,/ }; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
@@ -524,10 +529,12 @@ for j in ("write", "read"):
 EOF
 		stop_target null fio
 	fi
-	for t in "${ftargets[@]}"; do
-		[ "$t" != null ] || continue
-		msg "fio verify ($verify_size per job) and churn (4 x $churn_files files x $churn_loops) on $t (load $(load))"
-		fio_run "$t" --tests verify,churn --no-summary
+	for ((r = 1; r <= verify_runs; r++)); do
+		for t in "${ftargets[@]}"; do
+			[ "$t" != null ] || continue
+			msg "fio verify ($verify_size per job) and churn (4 x $churn_files files x $churn_loops), pass $r/$verify_runs on $t (load $(load))"
+			fio_run "$t" --tests verify,churn --pass "$r" --no-summary
+		done
 	done
 	for t in "${ftargets[@]}"; do
 		[ "$t" != null ] || continue
@@ -770,7 +777,7 @@ BENCH_DEV="$zones x $zone_size emulated zones ($((dev_bytes >> 20)) MiB); ext4 i
 BENCH_SECONDS=$(($(date +%s) - T0))
 rand_unit=
 [[ ! "$rand_runtime" =~ ^[0-9]+$ ]] || rand_unit=" s"
-BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime}${rand_unit}; verify ${verify_size} per job; churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
+BENCH_FIO="matrix ${fio_size} file, ${fio_runs} passes (median), random rows capped at ${rand_runtime}${rand_unit}; verify ${verify_size} per job and churn ${verify_runs} passes (median); churn 4 jobs x ${churn_files} files x ${churn_loops} rounds"
 BENCH_DB="db_bench --num=$db_num --value_size=$value_size (settings of scripts/bench-dbbench.sh), median of $db_runs runs per target, alternating"
 BENCH_IOT="zf-leveldb iot --num $iot_num (1 KiB values, 99.995% puts), median of $iot_runs runs per configuration"
 has_part fio || BENCH_FIO="not run"

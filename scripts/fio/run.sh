@@ -49,8 +49,10 @@ at the end) and prints one line per result.  MiB/s = 2^20 bytes per second.
   --label NAME         name of this target in the output [DIR's name]
   --json FILE          also write the results as JSON
   --raw DIR            keep fio's own JSON outputs there
-  --pass N             run matrix pass N only (with --raw: passes can be
-                       spread over several calls, e.g. to interleave targets)
+  --pass N             run matrix pass N only, and verify and churn as pass
+                       N (with --raw: passes can be spread over several
+                       calls, e.g. to interleave targets; each row reports
+                       the median of the passes --raw DIR holds)
   --no-summary         run, keep the raw outputs (--raw), print nothing
   --summary-only       run nothing: summarize what --raw DIR holds
   --quiet              no table on stdout
@@ -162,18 +164,23 @@ if [[ ",$tests," == *",matrix,"* ]]; then
 		done
 	done
 fi
+# verify and churn run once per call, as pass ${pass:-1}: a caller after a
+# median runs them again with --pass 2, 3, ... into the same --raw DIR
+vp=${pass:-1}
 if [[ ",$tests," == *",verify,"* ]]; then
-	msg "verify: crc32c, $verify_size per file, $verify_jobs parallel jobs"
-	run_fio "$raw/verify.json" verify.fio
+	msg "verify pass $vp: crc32c, $verify_size per file, $verify_jobs parallel jobs"
+	rm -f "$dir"/verify.*
+	run_fio "$raw/verify-$vp.json" verify.fio
 	rm -f "$dir"/verify.*
 fi
 if [[ ",$tests," == *",churn,"* ]]; then
-	msg "churn: $churn_jobs jobs x $churn_files files x $churn_loops rounds"
+	msg "churn pass $vp: $churn_jobs jobs x $churn_files files x $churn_loops rounds"
+	rm -rf "$dir"/churn.*
 	for ((j = 0; j < churn_jobs; j++)); do mkdir -p "$dir/churn.$j"; done
 	t0=$(date +%s.%N)
-	run_fio "$raw/churn.json" churn.fio
+	run_fio "$raw/churn-$vp.json" churn.fio
 	t1=$(date +%s.%N)
-	echo "$t0 $t1" >"$raw/churn.wall"
+	echo "$t0 $t1" >"$raw/churn-$vp.wall"
 	rm -rf "$dir"/churn.*
 fi
 

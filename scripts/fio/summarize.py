@@ -7,8 +7,9 @@ Prints one line per result and optionally writes them as JSON:
              "value": median, "runs": [...], ...}, ...]}
 matrix rows: MiB/s of each pass (fio's bw for the job; writes include the
 final fsync), median over the passes.  verify rows: MiB/s written by the
-writing job (its own read-back included) and whether both checks passed.
-churn: files per second (created, written, fsynced and deleted), wall time.
+writing job (its own read-back included), median over the passes, and
+whether both checks passed in every pass.  churn: files per second
+(created, written, fsynced and deleted, by wall time), median over the passes.
 Exit status 1 if any fio job reported an error.
 """
 import argparse
@@ -76,9 +77,11 @@ def main():
                 "runs": [round(x, 1) for x in v], "size": a.size,
             })
 
-    # ---- verify
-    vpath = os.path.join(a.raw, "verify.json")
-    if os.path.exists(vpath):
+    # ---- verify: one file per pass (verify-N.json), the median per row
+    vpaths = sorted(glob.glob(os.path.join(a.raw, "verify-*.json")))
+    vrows = {}  # desc -> [(MiB/s, jobs, bytes written, bytes rechecked)]
+    vbad = set()
+    for vpath in vpaths:
         groups = {}
         for job in load(vpath)["jobs"]:
             groups.setdefault(job["jobname"], []).append(job)
@@ -90,32 +93,47 @@ def main():
                 continue
             bad = [j for j in jobs + checks if j["error"]]
             for j in bad:
-                errors.append(f"{j['jobname']}: error {j['error']}")
+                errors.append(f"{os.path.basename(vpath)} {j['jobname']}: error {j['error']}")
+                vbad.add(desc)
             nbytes = sum(j["write"]["io_bytes"] for j in jobs)
             secs = max(j["job_runtime"] for j in jobs) / 1000.0
             checked = sum(j["read"]["io_bytes"] for j in checks)
-            rows.append({
-                "test": "verify", "name": desc + (f" x{len(jobs)}" if len(jobs) > 1 else ""),
-                "unit": "MiB/s", "value": round(nbytes / MiB / secs, 1) if secs else 0.0,
-                "status": "FAILED" if bad else "ok", "jobs": len(jobs),
-                "bytes_written": nbytes, "bytes_rechecked": checked,
-            })
+            vrows.setdefault(desc, []).append(
+                (nbytes / MiB / secs if secs else 0.0, len(jobs), nbytes, checked))
+    for desc, per_pass in vrows.items():
+        v = [p[0] for p in per_pass]
+        jobs = per_pass[0][1]
+        rows.append({
+            "test": "verify", "name": desc + (f" x{jobs}" if jobs > 1 else ""),
+            "unit": "MiB/s", "value": round(statistics.median(v), 1),
+            "min": round(min(v), 1), "max": round(max(v), 1),
+            "runs": [round(x, 1) for x in v],
+            "status": "FAILED" if desc in vbad else "ok", "jobs": jobs,
+            "bytes_written": sum(p[2] for p in per_pass),
+            "bytes_rechecked": sum(p[3] for p in per_pass),
+        })
 
-    # ---- churn
-    cpath = os.path.join(a.raw, "churn.json")
-    if os.path.exists(cpath):
+    # ---- churn: one file per pass (churn-N.json, churn-N.wall), the median
+    per_pass = []  # (files/s, jobs, seconds, MiB/s)
+    for cpath in sorted(glob.glob(os.path.join(a.raw, "churn-*.json"))):
         jobs = load(cpath)["jobs"]
         for j in jobs:
             if j["error"]:
-                errors.append(f"churn: error {j['error']}")
-        with open(os.path.join(a.raw, "churn.wall")) as f:
+                errors.append(f"{os.path.basename(cpath)}: error {j['error']}")
+        with open(cpath[:-len(".json")] + ".wall") as f:
             t0, t1 = (float(x) for x in f.read().split())
         wall = t1 - t0
         nbytes = sum(j["write"]["io_bytes"] for j in jobs)
+        per_pass.append((a.churn_files / wall, len(jobs), wall, nbytes / MiB / wall))
+    if per_pass:
+        v = [p[0] for p in per_pass]
+        med = sorted(per_pass)[(len(per_pass) - 1) // 2]
         rows.append({
-            "test": "churn", "name": f"small-file churn x{len(jobs)}", "unit": "files/s",
-            "value": round(a.churn_files / wall, 1), "files": a.churn_files,
-            "seconds": round(wall, 2), "mib_s": round(nbytes / MiB / wall, 1),
+            "test": "churn", "name": f"small-file churn x{per_pass[0][1]}", "unit": "files/s",
+            "value": round(statistics.median(v), 1), "files": a.churn_files,
+            "min": round(min(v), 1), "max": round(max(v), 1),
+            "runs": [round(x, 1) for x in v],
+            "seconds": round(med[2], 2), "mib_s": round(med[3], 1),
         })
 
     if not a.quiet:
@@ -125,9 +143,11 @@ def main():
             if r["test"] == "matrix":
                 d = f"min {r['min']}, max {r['max']}"
             elif r["test"] == "verify":
-                d = r["status"]
+                d = r["status"] + (f", min {r['min']}, max {r['max']}" if len(r["runs"]) > 1 else "")
             else:
                 d = f"{r['files']} files in {r['seconds']} s, {r['mib_s']} MiB/s"
+                if len(r["runs"]) > 1:
+                    d += f" (median pass; min {r['min']}, max {r['max']} files/s)"
             print(f"  {r['name']:<28} {r['value']:>10.1f}  {r['unit']:<8} {d}")
         for e in errors:
             print(f"  ERROR: {e}")
