@@ -659,8 +659,8 @@ fi
 # Each of T processes creates N files of 100 bytes in its own directory
 # (open O_CREAT|O_EXCL, write, close), then stats them, then unlinks them;
 # the processes start each phase together (a barrier) and the rate is all
-# files / time until the last one finished the phase.  The targets take
-# turns; median of the runs.
+# files / time from the first one's start to the last one's end.  The
+# targets take turns; median of the runs.
 md_v=
 md_once() { # target threads: sets md_v to "create stat unlink" files/s
 	local res
@@ -675,6 +675,7 @@ def work(k, bar, q):
         names = [os.path.join(d, f"f{i}") for i in range(N)]
         for phase in ("create", "stat", "unlink"):
             bar.wait()
+            t0 = time.monotonic()
             for p in names:
                 if phase == "create":
                     fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -684,7 +685,7 @@ def work(k, bar, q):
                     os.stat(p)
                 else:
                     os.unlink(p)
-            q.put((phase, time.monotonic()))
+            q.put((phase, t0, time.monotonic()))
         os.rmdir(d)
     except BaseException as e:   # the others and the parent must not wait for us
         q.put(("error", f"worker {k}: {e!r}"))
@@ -705,12 +706,14 @@ for phase in ("create", "stat", "unlink"):
         bar.wait()
     except threading.BrokenBarrierError:
         fail(q.get()[1])
-    t0 = time.monotonic()
     ends = [q.get() for _ in range(T)]
     bad = [m for m in ends if m[0] == "error"]
     if bad:
         fail(bad[0][1])
-    res.append(T * N / (max(m[1] for m in ends) - t0))
+    # from the first worker's start to the last one's end, each timed by
+    # the worker itself: the parent may wake from the barrier after a
+    # fast phase is over
+    res.append(T * N / (max(m[2] for m in ends) - min(m[1] for m in ends)))
 for p in ps:
     p.join()
     if p.exitcode:
