@@ -67,6 +67,9 @@ fuse_uring=0
 fuse_ref=1
 uring_param=/sys/module/fuse/parameters/enable_uring
 uring_old=
+halt_poll=
+halt_param=/sys/module/haltpoll/parameters/guest_halt_poll_ns
+halt_old=
 do_deps=1
 do_build=1
 set_by_user=" "
@@ -111,6 +114,13 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --fuse-uring N        zonefuse takes requests over io_uring, N threads per
                         CPU (-o fuse_uring=N); sets the kernel's
                         fuse.enable_uring to Y for the run and back after
+  --halt-poll-ns N      a KVM guest with the cpuidle haltpoll driver: let an
+                        idle CPU poll up to N ns before it halts, for the
+                        run (haltpoll.guest_halt_poll_ns, set back after);
+                        the results say which value ran.  A FUSE round trip
+                        ends by waking the caller's CPU, and on a guest whose
+                        idle CPUs halt at once that wake dominates it (see
+                        docs/bench.md)
   --no-fuse-ref         run db_bench, LevelDB IoT and metadata on zonefuse
                         and ext4 only (by default also on passthrough_ll)
   --no-deps             do not run scripts/deps.sh
@@ -152,6 +162,7 @@ while [ $# -gt 0 ]; do
 	--results) results=$(realpath -m "$2"); shift ;;
 	-o) mount_opts=$2; shift ;;
 	--fuse-uring) fuse_uring=$2; shift ;;
+	--halt-poll-ns) halt_poll=$2; shift ;;
 	--no-deps) do_deps=0 ;;
 	--no-fuse-ref) fuse_ref=0 ;;
 	--no-build) do_build=0 ;;
@@ -312,6 +323,7 @@ cleanup() {
 	if [ $ram_mounted -eq 1 ]; then umount "$ram" 2>/dev/null || umount -l "$ram"; fi
 	[ -z "$backing_own" ] || rm -rf "$backing_own"
 	[ -z "$uring_old" ] || echo "$uring_old" >"$uring_param"
+	[ -z "$halt_old" ] || echo "$halt_old" >"$halt_param"
 	rm -rf "$work"
 	if [ "$rc" -ne 0 ]; then
 		echo "bench: FAILED (exit $rc) after $(($(date +%s) - T0)) s; logs kept in $out/logs" >&2
@@ -330,6 +342,13 @@ if [ "$fuse_uring" != 0 ]; then
 	echo Y >"$uring_param"
 	mount_opts=${mount_opts:+$mount_opts,}fuse_uring=$fuse_uring
 	msg "zonefuse over io_uring: -o $mount_opts, fuse.enable_uring=Y (was $uring_old)"
+fi
+if [ -n "$halt_poll" ]; then
+	[[ "$halt_poll" =~ ^[0-9]+$ ]] || die "--halt-poll-ns takes nanoseconds"
+	[ -w "$halt_param" ] || skip "no cpuidle haltpoll driver here ($halt_param): not a KVM guest using it"
+	halt_old=$(cat "$halt_param")
+	echo "$halt_poll" >"$halt_param"
+	msg "idle CPUs poll up to $halt_poll ns before halting (haltpoll.guest_halt_poll_ns, was $halt_old)"
 fi
 
 # all targets are mounted at once during the fio part: two images + files
@@ -783,6 +802,10 @@ cmdline="scripts/bench.sh${orig_args[*]+ ${orig_args[*]}}"
 machine="$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs"
 grep -q hypervisor /proc/cpuinfo && machine+=" (VM)"
 machine+=", $(awk '/^MemTotal:/ { printf "%.0f GiB RAM", $2 / 1048576 }' /proc/meminfo)"
+# how an idle CPU waits decides the cost of waking the caller of a FUSE request
+idle_drv=$(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)
+machine+=", cpuidle $idle_drv"
+[ ! -r "$halt_param" ] || machine+=" (guest_halt_poll_ns $(cat "$halt_param"))"
 # shellcheck disable=SC1091
 os="$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
 versions="fio $(fio --version | sed 's/fio-//'), RocksDB $(db_bench --version 2>/dev/null | awk '{print $NF}')"
