@@ -837,8 +837,8 @@ int main(int argc, char *argv[])
 	 * in the heap instead of mapping and faulting pages in on every call.
 	 * One arena for every thread: a chunk freed by one thread is then
 	 * reused by the next, whichever allocates it, where per-thread arenas
-	 * each keep their own high-water mark of freed chunks (which made the
-	 * peak RSS grow with the number of threads serving WRITEs). */
+	 * would each keep their own high-water mark of freed chunks and the
+	 * peak RSS grow with the number of threads serving WRITEs. */
 	mallopt(M_MMAP_THRESHOLD, 64 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
 	mallopt(M_ARENA_MAX, 1);

@@ -622,10 +622,10 @@ fi
 # ---- 3. LevelDB IoT ingest ---------------------------------------------------------
 # median of N runs per configuration, each on a fresh database, the targets
 # taking turns.  A failed run fails the bench, except on passthrough_ll: the
-# reference is libfuse's example, not the system under test, and its
-# writeback mode has failed a LevelDB write with EBADF here; such a run is
-# left out of the median with a warning (and the row shows "-" if no run of
-# it succeeded).
+# reference is libfuse's example, not the system under test, and in
+# writeback mode it can fail a LevelDB write (EBADF); such a run is left out
+# of the median with a warning (and the row shows "-" if no run of it
+# succeeded).
 iot_v=
 iot_once() { # target threads sensors: sets iot_v to ops/s, or to "" (see above)
 	local line v
