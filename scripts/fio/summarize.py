@@ -40,6 +40,12 @@ def job_bw(job):
     return best, job[best]["bw_bytes"] / MiB
 
 
+def spread(v):
+    """The median of the per-pass values v, with their min, max and list."""
+    return {"value": round(statistics.median(v), 1), "min": round(min(v), 1),
+            "max": round(max(v), 1), "runs": [round(x, 1) for x in v]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("raw")
@@ -72,9 +78,7 @@ def main():
                 continue
             rows.append({
                 "test": "matrix", "name": f"{ROW_NAMES.get(name, name)} {bs}",
-                "unit": "MiB/s", "value": round(statistics.median(v), 1),
-                "min": round(min(v), 1), "max": round(max(v), 1),
-                "runs": [round(x, 1) for x in v], "size": a.size,
+                "unit": "MiB/s", **spread(v), "size": a.size,
             })
 
     # ---- verify: one file per pass (verify-N.json), the median per row
@@ -105,9 +109,7 @@ def main():
         jobs = per_pass[0][1]
         rows.append({
             "test": "verify", "name": desc + (f" x{jobs}" if jobs > 1 else ""),
-            "unit": "MiB/s", "value": round(statistics.median(v), 1),
-            "min": round(min(v), 1), "max": round(max(v), 1),
-            "runs": [round(x, 1) for x in v],
+            "unit": "MiB/s", **spread(v),
             "status": "FAILED" if desc in vbad else "ok", "jobs": jobs,
             "bytes_written": sum(p[2] for p in per_pass),
             "bytes_rechecked": sum(p[3] for p in per_pass),
@@ -130,9 +132,7 @@ def main():
         med = sorted(per_pass)[(len(per_pass) - 1) // 2]
         rows.append({
             "test": "churn", "name": f"small-file churn x{per_pass[0][1]}", "unit": "files/s",
-            "value": round(statistics.median(v), 1), "files": a.churn_files,
-            "min": round(min(v), 1), "max": round(max(v), 1),
-            "runs": [round(x, 1) for x in v],
+            **spread(v), "files": a.churn_files,
             "seconds": round(med[2], 2), "mib_s": round(med[3], 1),
         })
 
