@@ -204,11 +204,24 @@ done
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
 ref_failures=0 # reference (passthrough_ll) runs that failed and were left out
+ref_logs=     # their logs, for the final warning
 T0=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 blog=/dev/null
 msg() { echo "bench: [+$(($(date +%s) - T0))s] $*" | tee -a "$blog" >&2; }
 die() { echo "bench: FAILED: $*" >&2; exit 1; }
+# run_failed TARGET WHAT LOG: a db_bench, IoT or metadata run failed.  On
+# zonefuse, ext4 or tmpfs that fails the bench.  On passthrough_ll it does
+# not: the reference is libfuse's example, not the system under test, and in
+# writeback mode it can fail an application's write (EBADF on a file opened
+# write-only); the run is left out of its row's median with a warning (the
+# row shows "-" if no run of it succeeded) and the end of the run says so.
+run_failed() {
+	[ "$1" = passthrough ] || die "$2 on $1 failed: $3"
+	msg "warning: $2 on passthrough_ll failed; run left out ($3)"
+	ref_failures=$((ref_failures + 1))
+	[[ " $ref_logs " == *" $3 "* ]] || ref_logs+="${ref_logs:+ }$3"
+}
 skip() { echo "bench: SKIP: $*" >&2; exit 77; }
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -580,11 +593,15 @@ run_db_bench() { # target [sync]: sync = fillrandom --sync=1 only
 	local o=$out/logs/db_bench-$1${2:+-sync}.txt st=0 b v
 	local args=("${rocks[@]}")
 	[ -z "${2:-}" ] || args+=(--benchmarks=fillrandom --sync=1 --num="$db_sync_num")
-	db_bench --db="${tdir[$1]}/rocksdb" "${args[@]}" >"$o" 2>&1 || st=$?
-	tr '\r' '\n' <"$o" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$o.clean" || true
+	db_bench --db="${tdir[$1]}/rocksdb" "${args[@]}" >"$o.run" 2>&1 || st=$?
+	cat "$o.run" >>"$o"
+	tr '\r' '\n' <"$o.run" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$o.clean" || true
+	rm -f "$o.run"
 	if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error' "$o.clean"; then
 		tail -n 15 "$o.clean" >&2
-		die "db_bench on $1 exited $st"
+		run_failed "$1" "db_bench${2:+ fillrandom --sync=1} (exit $st)" "logs/db_bench-$1${2:+-sync}.txt"
+		rm -rf "${tdir[$1]}/rocksdb"
+		return 0
 	fi
 	while read -r b v; do
 		[ -z "${2:-}" ] || b="$b --sync=1"
@@ -621,19 +638,13 @@ fi
 
 # ---- 3. LevelDB IoT ingest ---------------------------------------------------------
 # median of N runs per configuration, each on a fresh database, the targets
-# taking turns.  A failed run fails the bench, except on passthrough_ll: the
-# reference is libfuse's example, not the system under test, and in
-# writeback mode it can fail a LevelDB write (EBADF); such a run is left out
-# of the median with a warning (and the row shows "-" if no run of it
-# succeeded).
+# taking turns; a failed run as run_failed says.
 iot_v=
-iot_once() { # target threads sensors: sets iot_v to ops/s, or to "" (see above)
+iot_once() { # target threads sensors: sets iot_v to ops/s, or to "" (a left-out run)
 	local line v
 	if ! line=$("$LDB" iot --db "${tdir[$1]}/iot" --num "$iot_num" --threads "$2" \
 		--sensors-per-thread "$3" --fresh 2>>"$out/logs/iot-$1.txt"); then
-		[ "$1" = passthrough ] || die "zf-leveldb iot on $1 ($2 threads x $3 sensors) failed"
-		msg "warning: zf-leveldb iot on passthrough_ll ($2 threads x $3 sensors) failed; run left out (logs/iot-$1.txt)"
-		ref_failures=$((ref_failures + 1))
+		run_failed "$1" "zf-leveldb iot ($2 threads x $3 sensors)" "logs/iot-$1.txt"
 		rm -rf "${tdir[$1]}/iot"
 		iot_v=
 		return 0
@@ -681,7 +692,7 @@ fi
 # files / time from the first one's start to the last one's end.  The
 # targets take turns; median of the runs.
 md_v=
-md_once() { # target threads: sets md_v to "create stat unlink" files/s
+md_once() { # target threads: sets md_v to "create stat unlink" files/s, or to "" (a left-out run)
 	local res
 	res=$(python3 - "${tdir[$1]}/md" "$2" "$md_files" 2>>"$out/logs/md-$1.txt" <<'EOF'
 import multiprocessing as mp, os, sys, threading, time
@@ -740,7 +751,12 @@ for p in ps:
 os.rmdir(root)
 print(" ".join(f"{v:.1f}" for v in res))
 EOF
-) || die "metadata benchmark on $1 ($2 threads) failed: $out/logs/md-$1.txt"
+) || {
+		run_failed "$1" "metadata benchmark ($2 threads)" "logs/md-$1.txt"
+		rm -rf "${tdir[$1]}/md"
+		md_v=
+		return 0
+	}
 	echo "$2 threads x $md_files files: create stat unlink $res files/s" >>"$out/logs/md-$1.txt"
 	md_v=$res
 }
@@ -762,6 +778,7 @@ if has_part meta; then
 		for ((i = 0; i < md_runs; i++)); do
 			for t in "${mts[@]}"; do
 				md_once "$t" "$th"
+				[ -n "$md_v" ] || continue
 				read -r c st u <<<"$md_v"
 				mdv[$t.create]+="$c " mdv[$t.stat]+="$st " mdv[$t.unlink]+="$u "
 			done
@@ -769,6 +786,10 @@ if has_part meta; then
 		for ph in create stat unlink; do
 			line=
 			for t in "${mts[@]}"; do
+				if [ -z "${mdv[$t.$ph]:-}" ]; then
+					line+=", $t every run failed "
+					continue
+				fi
 				# shellcheck disable=SC2086
 				row metadata "$ph $th thr" files/s "$t" "$(printf '%s\n' ${mdv[$t.$ph]} | median)"
 				line+=", $t ${mdv[$t.$ph]}"
@@ -1099,4 +1120,4 @@ ln -sfn "bench-$stamp" "$results/latest"
 echo
 echo "bench: done in $(($(date +%s) - T0)) s: $out/results.md, results.json, chart.svg, logs/"
 [ "$ref_failures" -eq 0 ] ||
-	echo "bench: warning: $ref_failures passthrough_ll run(s) failed and were left out of their medians (logs/iot-passthrough.txt)"
+	echo "bench: warning: $ref_failures passthrough_ll run(s) failed and were left out of their medians ($ref_logs)"
