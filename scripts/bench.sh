@@ -311,6 +311,8 @@ declare -A pids=()     # FUSE daemons by target
 declare -A tdir=()     # directory under test by target
 rows=$out/raw/rows.tsv
 : >"$rows"
+runs=$out/raw/runs.tsv # every run of a row (its median is in rows.tsv): the target table's intervals
+: >"$runs"
 
 is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
@@ -508,6 +510,12 @@ stop_target() { # name, tag for the stats file
 
 # row GROUP NAME UNIT TARGET VALUE
 row() { printf '%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+# runs GROUP NAME TARGET VALUE...: the runs whose median a row is
+runs() {
+	local g=$1 n=$2 t=$3 v
+	shift 3
+	for v in "$@"; do printf '%s\t%s\t%s\t%s\n' "$g" "$n" "$t" "$v" >>"$runs"; done
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -551,14 +559,17 @@ if has_part fio; then
 		done
 	done
 	if [ -n "${tdir[null]:-}" ]; then
-		python3 - "$out/raw" >>"$rows" <<'EOF'
+		python3 - "$out/raw" "$runs" >>"$rows" <<'EOF'
 import glob, json, os, statistics, sys
-for j in ("write", "read"):
-    v = []
-    for p in glob.glob(os.path.join(sys.argv[1], f"null-{j}-*.json")):
-        job = json.load(open(p))["jobs"][0]
-        v.append((job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 2**20)
-    print("\t".join(["fio matrix", f"{j} 1m", "MiB/s", "null", str(round(statistics.median(v), 1))]))
+with open(sys.argv[2], "a") as runs:
+    for j in ("write", "read"):
+        v = []
+        for p in glob.glob(os.path.join(sys.argv[1], f"null-{j}-*.json")):
+            job = json.load(open(p))["jobs"][0]
+            v.append((job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 2**20)
+        print("\t".join(["fio matrix", f"{j} 1m", "MiB/s", "null", str(round(statistics.median(v), 1))]))
+        for x in v:
+            runs.write("\t".join(["fio matrix", f"{j} 1m", "null", str(round(x, 1))]) + "\n")
 EOF
 		stop_target null fio
 	fi
@@ -572,11 +583,14 @@ EOF
 	for t in "${ftargets[@]}"; do
 		[ "$t" != null ] || continue
 		fio_run "$t" --summary-only --json "$out/raw/fio-$t.json"
-		python3 - "$out/raw/fio-$t.json" "$t" >>"$rows" <<'EOF'
+		python3 - "$out/raw/fio-$t.json" "$t" "$runs" >>"$rows" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-for r in d["rows"]:
-    print("\t".join(["fio " + r["test"], r["name"], r["unit"], sys.argv[2], str(r["value"])]))
+with open(sys.argv[3], "a") as runs:
+    for r in d["rows"]:
+        print("\t".join(["fio " + r["test"], r["name"], r["unit"], sys.argv[2], str(r["value"])]))
+        for x in r.get("runs", []):
+            runs.write("\t".join(["fio " + r["test"], r["name"], sys.argv[2], str(x)]) + "\n")
 EOF
 		stop_target "$t" fio
 	done
@@ -626,6 +640,8 @@ if has_part dbbench; then
 	while IFS=$'\t' read -r t b; do
 		v=$(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals" | median)
 		row rocksdb "$b" ops/s "$t" "$v"
+		# shellcheck disable=SC2046
+		runs rocksdb "$b" "$t" $(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals")
 		msg "  db_bench $b on $t: $(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { printf "%s ", $3 }' "$db_vals")(median $v)"
 	done < <(cut -f1,2 "$db_vals" | awk '!seen[$0]++')
 	# the daemon's peak RSS over both runs (VmHWM), against buffer_mb + 64 MiB
@@ -676,6 +692,8 @@ if has_part iot; then
 				# shellcheck disable=SC2086
 				v=$(printf '%s\n' ${iv[$t]} | median)
 				row leveldb-iot "$th thr x $s sensors" ops/s "$t" "$v"
+				# shellcheck disable=SC2086
+				runs leveldb-iot "$th thr x $s sensors" "$t" ${iv[$t]}
 				line+=", $t ${iv[$t]}(median $v)"
 			done
 			msg "  $th threads x $s sensors: ${line#, } ops/s"
@@ -792,6 +810,8 @@ if has_part meta; then
 				fi
 				# shellcheck disable=SC2086
 				row metadata "$ph $th thr" files/s "$t" "$(printf '%s\n' ${mdv[$t.$ph]} | median)"
+				# shellcheck disable=SC2086
+				runs metadata "$ph $th thr" "$t" ${mdv[$t.$ph]}
 				line+=", $t ${mdv[$t.$ph]}"
 			done
 			msg "  $ph, $th threads: ${line#, }files/s"
@@ -854,7 +874,7 @@ BENCH_VERSIONS=$versions
 export BENCH_LOAD BENCH_CMD BENCH_GIT BENCH_BACKING BENCH_DEV BENCH_SECONDS BENCH_FIO BENCH_DB BENCH_IOT BENCH_MD \
 	BENCH_MACHINE BENCH_OS BENCH_VERSIONS
 python3 - "$rows" "$out" <<'EOF'
-import json, math, os, sys
+import json, math, os, random, statistics, sys
 from html import escape
 
 rows_path, out = sys.argv[1], sys.argv[2]
@@ -871,6 +891,53 @@ for line in open(rows_path):
 
 def ratio(a, b):
     return a / b if a is not None and b else None
+
+# every run of a row, per target: (group, name, target) -> [values]
+runs = {}
+for line in open(os.path.join(out, "raw", "runs.tsv")):
+    g, n, t, v = line.rstrip("\n").split("\t")
+    runs.setdefault((g, n, t), []).append(float(v))
+
+def interval(g, n, ref_t):
+    """A 90 % bootstrap interval of zonefuse's median over ref_t's median:
+    each side's runs resampled with replacement, 2,000 times, with a fixed
+    seed so that a run's table can be recomputed.  None under 3 runs a side:
+    the spread of so few says nothing."""
+    a, b = runs.get((g, n, "zonefuse")), runs.get((g, n, ref_t))
+    if not a or not b or len(a) < 3 or len(b) < 3:
+        return None
+    rng = random.Random(15)
+    rs = sorted(statistics.median(rng.choices(a, k=len(a))) /
+                statistics.median(rng.choices(b, k=len(b))) for _ in range(2000))
+    return rs[len(rs) // 20], rs[len(rs) - 1 - len(rs) // 20]
+
+def gm_interval(rows_):
+    """The same for the geometric mean over rows_ against ext4: each round
+    resamples every row's runs; a row with under 3 runs a side keeps its
+    ratio.  None if no row has runs to resample."""
+    sides = []
+    for r in rows_:
+        a = runs.get((r["group"], r["name"], "zonefuse"))
+        b = runs.get((r["group"], r["name"], "ext4"))
+        sides.append((a, b) if a and b and len(a) >= 3 and len(b) >= 3 else r["zf_vs_ext4"])
+    if all(not isinstance(x, tuple) for x in sides):
+        return None
+    rng = random.Random(15)
+    gms = []
+    for _ in range(2000):
+        lg = 0.0
+        for x in sides:
+            if isinstance(x, tuple):
+                a, b = x
+                x = (statistics.median(rng.choices(a, k=len(a))) /
+                     statistics.median(rng.choices(b, k=len(b))))
+            lg += math.log(x)
+        gms.append(math.exp(lg / len(sides)))
+    gms.sort()
+    return gms[len(gms) // 20], gms[len(gms) - 1 - len(gms) // 20]
+
+def fiv(iv):
+    return "-" if iv is None else f"{iv[0]:.2f}-{iv[1]:.2f}"
 
 res = []
 for g, n in order:
@@ -912,14 +979,21 @@ def val(g, n, t):
 # The last column, where the reference is not passthrough_ll itself:
 # passthrough_ll's own ratio to the same reference in the same run, what the
 # FUSE protocol leaves a file system that does no work of its own.
+# The interval column: where the goal lies inside it, the runs' spread is
+# too wide for this run to tell whether the target is met.
 tg = []
-def target(label, z, ref_name, ref, goal, pt=None):
+intervals = {}
+def target(label, z, ref_name, ref, goal, pt=None, iv=None):
     rt = ratio(z, ref)
-    tg.append([label, fmt(z), f"{ref_name} {fmt(ref)}", fr(rt), f">= {goal:g}",
+    ivs = fiv(iv)
+    if iv is not None:
+        intervals[label] = [round(iv[0], 3), round(iv[1], 3)]
+    tg.append([label, fmt(z), f"{ref_name} {fmt(ref)}", fr(rt), ivs, f">= {goal:g}",
                "-" if rt is None else ("yes" if rt >= goal else "NO"), fr(ratio(pt, ref))])
 def row_target(label, g, n, ref_t, ref_name, goal):
     target(label, val(g, n, "zonefuse"), ref_name, val(g, n, ref_t), goal,
-           val(g, n, "passthrough") if ref_t != "passthrough" else None)
+           val(g, n, "passthrough") if ref_t != "passthrough" else None,
+           interval(g, n, ref_t))
 row_target("seq write 1 MiB + fsync", "fio matrix", "write 1m", "null", "null", 0.8)
 row_target("seq read 1 MiB, cold", "fio matrix", "read 1m", "null", "null", 0.8)
 row_target("random read 4 KiB, cold", "fio matrix", "random read 4k", "passthrough", "passthrough_ll", 1.0)
@@ -935,7 +1009,7 @@ for (g, n) in order:
         lim = float(n.split("= ")[1].rstrip(")"))
         z = val(g, n, "zonefuse")
         tg.append(["daemon peak RSS under db_bench", f"{fmt(z)} MiB", f"buffer_mb+64 {lim:g} MiB",
-                   fr(ratio(z, lim)), "<= 1", "yes" if z <= lim else "NO", "-"])
+                   fr(ratio(z, lim)), "-", "<= 1", "yes" if z <= lim else "NO", "-"])
 ceil_mb = val("fio matrix", "read 1m", "null")
 ceil_mb = ceil_mb * 1.048576 if ceil_mb else None
 for (g, n) in order:
@@ -971,28 +1045,33 @@ if ratios:
     print(f"\nzonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows; "
           f"{below} rows below the 0.9 target")
     meta["geomean_zf_vs_ext4"] = round(gm, 3)
+    giv = gm_interval([r for r in res if r["zf_vs_ext4"]])
+    if giv is not None:
+        intervals["geometric mean vs ext4"] = [round(giv[0], 3), round(giv[1], 3)]
     tg.append(["geometric mean vs ext4", f"{gm:.2f}", f"over {len(ratios)} rows", f"{gm:.2f}",
-               ">= 0.8", "yes" if gm >= 0.8 else "NO", "-"])
+               fiv(giv), ">= 0.8", "yes" if gm >= 0.8 else "NO", "-"])
     # the rows issue 15 measured its 0.53 over: fio, db_bench and IoT, not the
     # --sync=1 and metadata rows added since
-    orig = [r["zf_vs_ext4"] for r in res if r["zf_vs_ext4"] and
-            (r["group"] in ("fio matrix", "fio verify", "fio churn", "leveldb-iot") or
-             (r["group"] == "rocksdb" and "--sync" not in r["name"]))]
+    orig_rows = [r for r in res if r["zf_vs_ext4"] and
+                 (r["group"] in ("fio matrix", "fio verify", "fio churn", "leveldb-iot") or
+                  (r["group"] == "rocksdb" and "--sync" not in r["name"]))]
+    orig = [r["zf_vs_ext4"] for r in orig_rows]
     if orig:
         gmo = geomean(orig)
         print(f"over the {len(orig)} fio, db_bench and IoT rows issue 15 measured (no --sync=1, "
               f"no metadata): {gmo:.2f}")
         meta["geomean_zf_vs_ext4_issue_rows"] = round(gmo, 3)
         tg.append([f"geometric mean vs ext4, the {len(orig)} fio, db_bench and IoT rows", f"{gmo:.2f}",
-                   f"over {len(orig)} rows", f"{gmo:.2f}", "-", "-", "-"])
+                   f"over {len(orig)} rows", f"{gmo:.2f}", fiv(gm_interval(orig_rows)), "-", "-", "-"])
     if both:
         print(f"over the {len(both)} rows passthrough_ll ran too: zonefuse / ext4 {zf_gm_both:.2f}, "
               f"passthrough_ll / ext4 {pt_gm:.2f}")
         meta["geomean_pt_vs_ext4"] = round(pt_gm, 3)
         meta["geomean_zf_vs_ext4_pt_rows"] = round(zf_gm_both, 3)
         tg.append([f"geometric mean vs ext4, the {len(both)} rows passthrough_ll ran", f"{zf_gm_both:.2f}",
-                   f"over {len(both)} rows", f"{zf_gm_both:.2f}", "-", "-", f"{pt_gm:.2f}"])
-thdr = ["issue 15 target", "zonefuse", "reference", "ratio", "target", "met", "passthrough_ll ratio"]
+                   f"over {len(both)} rows", f"{zf_gm_both:.2f}", "-", "-", "-", f"{pt_gm:.2f}"])
+thdr = ["issue 15 target", "zonefuse", "reference", "ratio", "90% interval", "target", "met",
+        "passthrough_ll ratio"]
 if tg:
     tw = [max(len(h), *(len(l[i]) for l in tg)) for i, h in enumerate(thdr)]
     print()
@@ -1024,9 +1103,12 @@ for l in lines:
     md.append("| " + " | ".join(l) + " |")
 md.append("")
 if tg:
-    md += ["| " + " | ".join(thdr) + " |", "|---|---:|---|---:|---|---|---:|"]
+    md += ["| " + " | ".join(thdr) + " |", "|---|---:|---|---:|---:|---|---|---:|"]
     md += ["| " + " | ".join(l) + " |" for l in tg]
-    md += ["", "passthrough_ll ratio: libfuse's passthrough_ll against the same reference "
+    md += ["", "90% interval: of the ratio, by resampling each side's runs (2,000 bootstrap "
+           "rounds of their medians); a target whose goal lies inside it is neither clearly met "
+           "nor clearly missed by this run. \"-\": fewer than 3 runs a side, or no runs.",
+           "", "passthrough_ll ratio: libfuse's passthrough_ll against the same reference "
            "in the same run, what the FUSE protocol leaves a file system that does no work of its own.", ""]
 if ratios:
     md.append(f"zonefuse / ext4-on-loop: geometric mean {gm:.2f} over {len(ratios)} rows, "
@@ -1042,6 +1124,7 @@ if pr:
               f"{sum(1 for x in pr if x < 1)} rows behind.")
 with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(md) + "\n")
+meta["target_intervals_90"] = intervals
 with open(os.path.join(out, "results.json"), "w") as f:
     json.dump({"meta": meta, "rows": res}, f, indent=1)
     f.write("\n")
