@@ -638,11 +638,12 @@ if has_part dbbench; then
 	done
 	# each row: the median of its runs
 	while IFS=$'\t' read -r t b; do
-		v=$(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals" | median)
+		vs=$(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals")
+		v=$(median <<<"$vs")
 		row rocksdb "$b" ops/s "$t" "$v"
-		# shellcheck disable=SC2046
-		runs rocksdb "$b" "$t" $(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { print $3 }' "$db_vals")
-		msg "  db_bench $b on $t: $(awk -F'\t' -v t="$t" -v b="$b" '$1 == t && $2 == b { printf "%s ", $3 }' "$db_vals")(median $v)"
+		# shellcheck disable=SC2086
+		runs rocksdb "$b" "$t" $vs
+		msg "  db_bench $b on $t: $(tr '\n' ' ' <<<"$vs")(median $v)"
 	done < <(cut -f1,2 "$db_vals" | awk '!seen[$0]++')
 	# the daemon's peak RSS over both runs (VmHWM), against buffer_mb + 64 MiB
 	hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${pids[zonefuse]}/status")
@@ -898,43 +899,45 @@ for line in open(os.path.join(out, "raw", "runs.tsv")):
     g, n, t, v = line.rstrip("\n").split("\t")
     runs.setdefault((g, n, t), []).append(float(v))
 
+def enough(g, n, t):
+    """The runs of a row's target, or None under 3: the spread of so few
+    says nothing."""
+    v = runs.get((g, n, t))
+    return v if v and len(v) >= 3 else None
+
+def draw(rng, a, b):
+    """One bootstrap round: the median of a resampled over that of b."""
+    return (statistics.median(rng.choices(a, k=len(a))) /
+            statistics.median(rng.choices(b, k=len(b))))
+
+def bounds(xs):
+    """The 5th and 95th percentiles."""
+    xs.sort()
+    return xs[len(xs) // 20], xs[len(xs) - 1 - len(xs) // 20]
+
+# 90 % bootstrap intervals: each side's runs resampled with replacement,
+# 2,000 rounds, with a fixed seed so that a run's table can be recomputed.
 def interval(g, n, ref_t):
-    """A 90 % bootstrap interval of zonefuse's median over ref_t's median:
-    each side's runs resampled with replacement, 2,000 times, with a fixed
-    seed so that a run's table can be recomputed.  None under 3 runs a side:
-    the spread of so few says nothing."""
-    a, b = runs.get((g, n, "zonefuse")), runs.get((g, n, ref_t))
-    if not a or not b or len(a) < 3 or len(b) < 3:
+    """Of zonefuse's median over ref_t's; None without enough runs."""
+    a, b = enough(g, n, "zonefuse"), enough(g, n, ref_t)
+    if not a or not b:
         return None
     rng = random.Random(15)
-    rs = sorted(statistics.median(rng.choices(a, k=len(a))) /
-                statistics.median(rng.choices(b, k=len(b))) for _ in range(2000))
-    return rs[len(rs) // 20], rs[len(rs) - 1 - len(rs) // 20]
+    return bounds([draw(rng, a, b) for _ in range(2000)])
 
 def gm_interval(rows_):
-    """The same for the geometric mean over rows_ against ext4: each round
-    resamples every row's runs; a row with under 3 runs a side keeps its
-    ratio.  None if no row has runs to resample."""
+    """Of the geometric mean over rows_ against ext4: each round resamples
+    every row's runs; a row without enough runs keeps its ratio.  None if
+    no row has runs to resample."""
     sides = []
     for r in rows_:
-        a = runs.get((r["group"], r["name"], "zonefuse"))
-        b = runs.get((r["group"], r["name"], "ext4"))
-        sides.append((a, b) if a and b and len(a) >= 3 and len(b) >= 3 else r["zf_vs_ext4"])
+        a, b = enough(r["group"], r["name"], "zonefuse"), enough(r["group"], r["name"], "ext4")
+        sides.append((a, b) if a and b else r["zf_vs_ext4"])
     if all(not isinstance(x, tuple) for x in sides):
         return None
     rng = random.Random(15)
-    gms = []
-    for _ in range(2000):
-        lg = 0.0
-        for x in sides:
-            if isinstance(x, tuple):
-                a, b = x
-                x = (statistics.median(rng.choices(a, k=len(a))) /
-                     statistics.median(rng.choices(b, k=len(b))))
-            lg += math.log(x)
-        gms.append(math.exp(lg / len(sides)))
-    gms.sort()
-    return gms[len(gms) // 20], gms[len(gms) - 1 - len(gms) // 20]
+    return bounds([math.exp(sum(math.log(draw(rng, *x) if isinstance(x, tuple) else x)
+                                for x in sides) / len(sides)) for _ in range(2000)])
 
 def fiv(iv):
     return "-" if iv is None else f"{iv[0]:.2f}-{iv[1]:.2f}"
