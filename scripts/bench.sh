@@ -518,6 +518,14 @@ runs() {
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
+# turn R T...: the targets T in the order of round R (from 1), rotated by R-1
+# places, so that over the rounds each target runs after each of the others
+# and none always follows the part before or the same neighbour
+turn() {
+	local r=$1 i
+	shift
+	for ((i = 0; i < $#; i++)); do printf '%s\n' "${@:$(((r - 1 + i) % $# + 1)):1}"; done
+}
 
 # ---- 1. fio -------------------------------------------------------------------
 # All targets are mounted together and the matrix passes are interleaved
@@ -552,7 +560,7 @@ if has_part fio; then
 	read -ra ftargets <<<"${fio_targets//,/ }"
 	for t in "${ftargets[@]}"; do start_target "$t"; done
 	for ((r = 1; r <= fio_runs; r++)); do
-		for t in "${ftargets[@]}"; do
+		for t in $(turn "$r" "${ftargets[@]}"); do
 			msg "fio matrix pass $r/$fio_runs on $t ($fio_size file; load $(load))"
 			if [ "$t" = null ]; then null_pass "$r"; continue; fi
 			fio_run "$t" --tests matrix --pass "$r" --no-summary
@@ -574,7 +582,7 @@ EOF
 		stop_target null fio
 	fi
 	for ((r = 1; r <= verify_runs; r++)); do
-		for t in "${ftargets[@]}"; do
+		for t in $(turn "$r" "${ftargets[@]}"); do
 			[ "$t" != null ] || continue
 			msg "fio verify ($verify_size per job) and churn (4 x $churn_files files x $churn_loops), pass $r/$verify_runs on $t (load $(load))"
 			fio_run "$t" --tests verify,churn --pass "$r" --no-summary
@@ -629,7 +637,7 @@ if has_part dbbench; then
 	db_vals=$out/logs/db_bench-values.tsv
 	: >"$db_vals"
 	for ((r = 1; r <= db_runs; r++)); do
-		for t in "${kv_targets[@]}"; do
+		for t in $(turn "$r" "${kv_targets[@]}"); do
 			msg "RocksDB db_bench on $t: --num=$db_num --value_size=$value_size, run $r of $db_runs (load $(load))"
 			run_db_bench "$t"
 			msg "RocksDB db_bench fillrandom --sync=1 on $t: --num=$db_sync_num, run $r of $db_runs (load $(load))"
@@ -678,8 +686,8 @@ if has_part iot; then
 	for th in ${iot_threads//,/ }; do
 		for s in ${iot_sensors//,/ }; do
 			declare -A iv=()
-			for ((i = 0; i < iot_runs; i++)); do
-				for t in "${kv_targets[@]}"; do
+			for ((i = 1; i <= iot_runs; i++)); do
+				for t in $(turn "$i" "${kv_targets[@]}"); do
 					iot_once "$t" "$th" "$s"
 					[ -z "$iot_v" ] || iv[$t]+="$iot_v "
 				done
@@ -794,8 +802,8 @@ if has_part meta; then
 			fi
 			mts+=("$t")
 		done
-		for ((i = 0; i < md_runs; i++)); do
-			for t in "${mts[@]}"; do
+		for ((i = 1; i <= md_runs; i++)); do
+			for t in $(turn "$i" "${mts[@]}"); do
 				md_once "$t" "$th"
 				[ -n "$md_v" ] || continue
 				read -r c st u <<<"$md_v"
