@@ -1,0 +1,76 @@
+#!/bin/bash
+# scripts/bench.sh's own rules, on small sizes (db_bench and metadata parts):
+# - a db_bench run that fails on passthrough_ll (the reference, not the system
+#   under test) is left out of its row with a warning and the bench ends 0;
+#   the rows still hold zonefuse's and ext4's medians;
+# - each round starts one target further along (round 1 zonefuse first,
+#   round 2 ext4, round 3 passthrough_ll);
+# - a db_bench run that fails on zonefuse fails the bench (exit 1), and the
+#   bench leaves no mount, loop device or work dir behind;
+# - the bench's zonefuse daemon logged no error.
+# db_bench fails on demand through a wrapper first on PATH.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+zf_require_fuse
+zf_require_prog db_bench rocksdb-tools
+zf_require_prog mkfs.ext4 e2fsprogs
+zf_require_prog losetup mount
+zf_require_prog getfattr attr
+[ -f /usr/share/doc/libfuse3-dev/examples/passthrough_ll.c ] ||
+	zf_skip "libfuse's passthrough_ll example is missing (apt-get install libfuse3-dev)"
+zf_setup
+
+real_db_bench=$(command -v db_bench)
+mkdir "$ZF_WORK/bin" "$ZF_WORK/tmp"
+# db_bench that fails (exit 1) when its --db is under mnt-$FAIL_ON
+cat >"$ZF_WORK/bin/db_bench" <<EOF
+#!/bin/bash
+case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "db_bench: injected failure" >&2; exit 1 ;; esac
+exec "$real_db_bench" "\$@"
+EOF
+chmod +x "$ZF_WORK/bin/db_bench"
+
+bench() { # FAIL_ON RESULTS-DIR: runs the bench, sets rc; output in RESULTS-DIR.out
+	rc=0
+	FAIL_ON=$1 PATH="$ZF_WORK/bin:$PATH" TMPDIR="$ZF_WORK/tmp" \
+		"$ZF_SRC_DIR/scripts/bench.sh" --quick --no-deps --no-build --build-dir "$ZF_BUILD_DIR" \
+		--results "$2" --parts dbbench,meta --db-num 3000 --db-sync-num 300 --db-runs 3 \
+		--md-files 200 --md-threads 1 --md-runs 1 >"$2.out" 2>&1 || rc=$?
+}
+leftovers() { # prints what the bench left behind
+	grep -F "$ZF_WORK/tmp" /proc/mounts || true
+	losetup -a | grep -F "$ZF_WORK/tmp" || true
+	find "$ZF_WORK/tmp" -mindepth 1 -maxdepth 1 || true
+}
+
+# 1. passthrough_ll's db_bench fails every run: left out, the bench passes
+bench passthrough "$ZF_WORK/r1"
+[ "$rc" = 0 ] || { tail -n 30 "$ZF_WORK/r1.out"; zf_fail "bench with a failing reference ended $rc, not 0"; }
+grep -q 'passthrough_ll.*left out' "$ZF_WORK/r1.out" ||
+	{ tail -n 30 "$ZF_WORK/r1.out"; zf_fail "no warning about the left-out passthrough_ll runs"; }
+md=$(echo "$ZF_WORK"/r1/bench-*/results.md)
+[ -f "$md" ] || zf_fail "no results.md"
+row=$(grep -E '^\| rocksdb \| fillrandom \|' "$md") || zf_fail "no db_bench fillrandom row in results.md"
+# | rocksdb | fillrandom | ops/s | zonefuse | ext4 | tmpfs | passthrough_ll | ...
+IFS='|' read -r _ _ _ _ zf ext4 _ pt _ <<<"$row"
+[[ "$zf" =~ [1-9] && "$ext4" =~ [1-9] ]] || zf_fail "fillrandom row lacks zonefuse or ext4: $row"
+[ "${pt// /}" = - ] || zf_fail "passthrough_ll's failed runs made a value: $row"
+zf_log "left out: $(cat "$ZF_WORK"/r1/bench-*/logs/db_bench-passthrough*.txt | grep -c 'injected failure') failed passthrough_ll runs; row: $row"
+
+# the order: the first db_bench target of rounds 1, 2 and 3
+firsts=$(sed -n 's/.*RocksDB db_bench on \([a-z0-9_]*\): .*run \([0-9]*\) of 3.*/\2 \1/p' "$ZF_WORK/r1.out" |
+	awk '!seen[$1]++ { printf "%s ", $2 }')
+[ "$firsts" = "zonefuse ext4 passthrough " ] || zf_fail "rounds started with: $firsts (expected zonefuse ext4 passthrough)"
+grep -qi 'error:' "$ZF_WORK"/r1/bench-*/logs/zonefuse.log &&
+	zf_fail "the bench's zonefuse daemon logged an error: $(grep -i -m 3 'error:' "$ZF_WORK"/r1/bench-*/logs/zonefuse.log)"
+left=$(leftovers)
+[ -z "$left" ] || zf_fail "the bench left behind: $left"
+
+# 2. zonefuse's db_bench fails: the bench fails and cleans up
+bench zonefuse "$ZF_WORK/r2"
+[ "$rc" = 1 ] || { tail -n 30 "$ZF_WORK/r2.out"; zf_fail "bench with a failing zonefuse run ended $rc, not 1"; }
+grep -q 'FAILED' "$ZF_WORK/r2.out" || zf_fail "no FAILED line: $(tail -n 5 "$ZF_WORK/r2.out")"
+left=$(leftovers)
+[ -z "$left" ] || zf_fail "the failed bench left behind: $left"
+
+zf_pass "a failing reference run left out (rounds started zonefuse, ext4, passthrough); a failing zonefuse run failed the bench; nothing left behind"
