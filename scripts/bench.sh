@@ -519,8 +519,8 @@ runs() {
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 # turn R T...: the targets T in the order of round R (from 1), rotated by R-1
-# places, so that over the rounds each target runs after each of the others
-# and none always follows the part before or the same neighbour
+# places, so that each target takes each place in turn and none always runs
+# first, right after the part or the round before
 turn() {
 	local r=$1 i
 	shift
