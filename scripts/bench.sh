@@ -20,6 +20,8 @@
 #      (processes), files/s on zonefuse, ext4-on-loop and passthrough_ll;
 #      passthrough_ll in parts 2-4 is what the FUSE protocol leaves a file
 #      system that does no work of its own (--no-fuse-ref leaves it out);
+#      with them, the FUSE round trip (one forced GETATTR) on zonefuse,
+#      passthrough_ll and null: the floor under those rows;
 #   5. stripe: cold sequential read of a striped file on the small-zone
 #      model (scripts/bench-stripe.sh --seq-only), widths 1 and 4.
 # Then the issue-15 target rows, each with its ratio and target.
@@ -56,6 +58,7 @@ iot_sensors=1,10
 md_files=10000
 md_threads=1,4
 md_runs=3
+rtt_calls=100000
 stripe_mib=512
 zone_size=64M
 zones=
@@ -101,6 +104,8 @@ Usage: scripts/bench.sh [--quick] [options]     (as root)
   --md-files N          metadata rows: files per thread [$md_files; quick 2000]
   --md-threads LIST     metadata rows: threads (processes) [$md_threads]
   --md-runs N           metadata rows: runs, median reported [$md_runs; quick 1]
+  --rtt-calls N         FUSE round trip row: forced statx calls per run, one
+                        run per metadata run [$rtt_calls; quick 20000]
   --stripe-mib M        striped-read rows: file size in MiB [$stripe_mib; quick 192]
   --zone-size SIZE      emulated zone size [$zone_size]
   --zones N             emulated zones; the ext4 image gets the same size
@@ -154,6 +159,7 @@ while [ $# -gt 0 ]; do
 	--md-files) md_files=$2; shift ;;
 	--md-threads) md_threads=$2; shift ;;
 	--md-runs) md_runs=$2; shift ;;
+	--rtt-calls) rtt_calls=$2; shift ;;
 	--stripe-mib) stripe_mib=$2; shift ;;
 	--zone-size) zone_size=$2; shift ;;
 	--zones) zones=$2; shift ;;
@@ -186,6 +192,7 @@ if [ $quick -eq 1 ]; then
 	quick_default --iot-runs iot_runs 1
 	quick_default --md-files md_files 2000
 	quick_default --md-runs md_runs 1
+	quick_default --rtt-calls rtt_calls 20000
 	quick_default --db-sync-num db_sync_num 5000
 	quick_default --db-runs db_runs 1
 	quick_default --stripe-mib stripe_mib 192
@@ -198,12 +205,12 @@ for t in ${fio_targets//,/ }; do
 	*) echo "bench: unknown fio target '$t'" >&2; exit 2 ;; esac
 done
 for n in "$fio_runs" "$verify_runs" "$iot_runs" "$iot_num" "$db_num" "$db_sync_num" "$db_runs" "$stripe_mib" "$churn_files" "$churn_loops" \
-	"$md_files" "$md_runs" ${md_threads//,/ }; do
+	"$md_files" "$md_runs" "$rtt_calls" ${md_threads//,/ }; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench: '$n' is not a positive number" >&2; exit 2; }
 done
 has_part() { [[ ",$parts," == *",$1,"* ]]; }
 
-ref_failures=0 # reference (passthrough_ll) runs that failed and were left out
+ref_failures=0 # reference (passthrough_ll, null) runs that failed and were left out
 ref_logs=     # their logs, for the final warning
 T0=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -211,14 +218,20 @@ blog=/dev/null
 msg() { echo "bench: [+$(($(date +%s) - T0))s] $*" | tee -a "$blog" >&2; }
 die() { echo "bench: FAILED: $*" >&2; exit 1; }
 # run_failed TARGET WHAT LOG: a db_bench, IoT or metadata run failed.  On
-# zonefuse, ext4 or tmpfs that fails the bench.  On passthrough_ll it does
-# not: the reference is libfuse's example, not the system under test, and in
-# writeback mode it can fail an application's write (EBADF on a file opened
-# write-only); the run is left out of its row's median with a warning (the
-# row shows "-" if no run of it succeeded) and the end of the run says so.
+# zonefuse, ext4 or tmpfs that fails the bench.  On passthrough_ll or null it
+# does not: the references are libfuse's examples, not the system under test,
+# and in writeback mode passthrough_ll can fail an application's write (EBADF
+# on a file opened write-only); the run is left out of its row's median with
+# a warning (the row shows "-" if no run of it succeeded) and the end of the
+# run says so.
 run_failed() {
-	[ "$1" = passthrough ] || die "$2 on $1 failed: $3"
-	msg "warning: $2 on passthrough_ll failed; run left out ($3)"
+	local name
+	case "$1" in
+	passthrough) name=passthrough_ll ;;
+	null) name=null ;;
+	*) die "$2 on $1 failed: $3" ;;
+	esac
+	msg "warning: $2 on $name failed; run left out ($3)"
 	ref_failures=$((ref_failures + 1))
 	[[ " $ref_logs " == *" $3 "* ]] || ref_logs+="${ref_logs:+ }$3"
 }
@@ -283,6 +296,12 @@ if [[ ",$parts," == *",fio,"* ]]; then
 fi
 if [ "$fuse_ref" = 1 ] && { has_part dbbench || has_part iot || has_part meta; } && [ ! -x "$PASSTHROUGH" ]; then
 	build_ref passthrough_ll
+fi
+if has_part meta; then
+	[ "$fuse_ref" = 0 ] || [ -x "$NULLFS" ] || build_ref null
+	mkdir -p "$ref_dir"
+	cc -std=c11 -O2 -Wall -Wextra -Werror scripts/lib/fuse-rtt.c -o "$ref_dir/fuse-rtt" \
+		>"$ref_dir/fuse-rtt.log" 2>&1 || { cat "$ref_dir/fuse-rtt.log" >&2; die "cannot build scripts/lib/fuse-rtt.c"; }
 fi
 
 # ---- sizes --------------------------------------------------------------------
@@ -827,6 +846,44 @@ if has_part meta; then
 		done
 		unset mdv
 	done
+	# The floor under these rows: one FUSE round trip (a GETATTR that
+	# statx's AT_STATX_FORCE_SYNC sends whatever the caches hold) on
+	# zonefuse and on libfuse's null (no work at all) and passthrough_ll.
+	rtt_targets=(zonefuse)
+	if [ "$fuse_ref" = 1 ]; then
+		start_target null
+		rtt_targets+=(passthrough null)
+	fi
+	msg "FUSE round trip: $rtt_calls forced statx calls per run on {${rtt_targets[*]}}, median of $md_runs (load $(load))"
+	declare -A rttv=()
+	for ((i = 1; i <= md_runs; i++)); do
+		for t in $(turn "$i" "${rtt_targets[@]}"); do
+			f=${tdir[$t]}   # null's mount point is its one file
+			if [ "$t" != null ]; then f=$f/rtt && : >"$f"; fi
+			if v=$("$ref_dir/fuse-rtt" "$f" "$rtt_calls" 2>>"$out/logs/rtt-$t.txt"); then
+				echo "$rtt_calls calls: $v calls/s" >>"$out/logs/rtt-$t.txt"
+				rttv[$t]+="$v "
+			else
+				run_failed "$t" "FUSE round trip" "logs/rtt-$t.txt"
+			fi
+		done
+	done
+	line=
+	for t in "${rtt_targets[@]}"; do
+		[ "$t" = null ] || rm -f "${tdir[$t]}/rtt"
+		if [ -z "${rttv[$t]:-}" ]; then
+			line+=", $t every run failed "
+			continue
+		fi
+		# shellcheck disable=SC2086
+		row "FUSE round trip" "GETATTR (statx forced), 1 thr" calls/s "$t" "$(printf '%s\n' ${rttv[$t]} | median)"
+		# shellcheck disable=SC2086
+		runs "FUSE round trip" "GETATTR (statx forced), 1 thr" "$t" ${rttv[$t]}
+		line+=", $t ${rttv[$t]}"
+	done
+	msg "  round trips: ${line#, }calls/s"
+	unset rttv
+	[ "$fuse_ref" = 0 ] || stop_target null meta
 	for t in "${kv_targets[@]}"; do stop_target "$t" meta; done
 fi
 
@@ -1090,7 +1147,18 @@ if tg:
     print("  ".join("-" * x for x in tw))
     for l in tg:
         print("  ".join(c.ljust(tw[i]) for i, c in enumerate(l)))
-pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"]]
+# over the workload rows: the round trip is their floor, not one of them
+pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"] and r["group"] != "FUSE round trip"]
+# one round trip in microseconds, per FUSE target that ran it
+rtt = table.get(("FUSE round trip", "GETATTR (statx forced), 1 thr"), {})
+rtt_us = {n: round(1e6 / rtt[t], 2) for t, n in (("zonefuse", "zonefuse"), ("null", "null"),
+                                                  ("passthrough", "passthrough_ll")) if rtt.get(t)}
+if rtt_us:
+    rtt_line = ("one FUSE round trip (a GETATTR, statx forced): " +
+                ", ".join(f"{n} {v:.1f} us" for n, v in rtt_us.items()) +
+                "; every metadata row pays one to five of them per file")
+    print(rtt_line)
+    meta["fuse_round_trip_us"] = rtt_us
 if pr:
     gp = math.exp(sum(math.log(x) for x in pr) / len(pr))
     print(f"zonefuse / passthrough: geometric mean {gp:.2f} over {len(pr)} rows; "
@@ -1107,7 +1175,7 @@ md = [f"# zonefuse benchmark {meta['date']}", "",
       f"- metadata: {meta['metadata']}",
       "- references: passthrough_ll and null are libfuse 3.14's own examples, built from "
       "/usr/share/doc/libfuse3-dev/examples; passthrough_ll -o writeback over the backing "
-      "storage, null with zonefuse's bdi settings (sequential 1 MiB rows only)", "",
+      "storage, null with zonefuse's bdi settings (sequential 1 MiB rows and the round trip)", "",
       "| " + " | ".join(hdr) + " |",
       "|" + "|".join(["---"] * 3 + ["---:"] * 8) + "|"]
 for l in lines:
@@ -1133,6 +1201,8 @@ if ratios:
 if pr:
     md.append(f"zonefuse / passthrough: geometric mean {gp:.2f} over {len(pr)} rows, "
               f"{sum(1 for x in pr if x < 1)} rows behind.")
+if rtt_us:
+    md.append(rtt_line[0].upper() + rtt_line[1:] + ".")
 with open(os.path.join(out, "results.md"), "w") as f:
     f.write("\n".join(md) + "\n")
 meta["target_intervals_90"] = intervals
@@ -1214,4 +1284,4 @@ ln -sfn "bench-$stamp" "$results/latest"
 echo
 echo "bench: done in $(($(date +%s) - T0)) s: $out/results.md, results.json, chart.svg, logs/"
 [ "$ref_failures" -eq 0 ] ||
-	echo "bench: warning: $ref_failures passthrough_ll run(s) failed and were left out of their medians ($ref_logs)"
+	echo "bench: warning: $ref_failures reference run(s) (passthrough_ll, null) failed and were left out of their medians ($ref_logs)"

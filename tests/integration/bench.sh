@@ -7,6 +7,8 @@
 #   round 2 ext4, round 3 passthrough_ll);
 # - a db_bench run that fails on zonefuse fails the bench (exit 1), and the
 #   bench leaves no mount, loop device or work dir behind;
+# - the FUSE round trip row has zonefuse, passthrough_ll and null, and no
+#   ext4 (it must not enter the geometric mean against ext4);
 # - the bench's zonefuse daemon logged no error.
 # db_bench fails on demand through a wrapper first on PATH.
 set -euo pipefail
@@ -55,6 +57,13 @@ row=$(grep -E '^\| rocksdb \| fillrandom \|' "$md") || zf_fail "no db_bench fill
 IFS='|' read -r _ _ _ _ zf ext4 _ pt _ <<<"$row"
 [[ "$zf" =~ [1-9] && "$ext4" =~ [1-9] ]] || zf_fail "fillrandom row lacks zonefuse or ext4: $row"
 [ "${pt// /}" = - ] || zf_fail "passthrough_ll's failed runs made a value: $row"
+# the round trip row: zonefuse, passthrough_ll and null each measured
+row=$(grep -E '^\| FUSE round trip \|' "$md") || zf_fail "no FUSE round trip row in results.md"
+IFS='|' read -r _ _ _ _ zf ext4 _ pt null _ <<<"$row"
+[[ "$zf" =~ [1-9] && "$pt" =~ [1-9] && "$null" =~ [1-9] ]] || zf_fail "round trip row lacks a FUSE target: $row"
+[ "${ext4// /}" = - ] || zf_fail "round trip row has an ext4 value (it would enter the mean): $row"
+grep -q 'one FUSE round trip (a GETATTR, statx forced): zonefuse [0-9.]* us, null [0-9.]* us' "$ZF_WORK/r1.out" ||
+	zf_fail "no round trip line in the bench's output"
 zf_log "left out: $(cat "$ZF_WORK"/r1/bench-*/logs/db_bench-passthrough*.txt | grep -c 'injected failure') failed passthrough_ll runs; row: $row"
 
 # the order: the first db_bench target of rounds 1, 2 and 3
@@ -73,4 +82,4 @@ grep -q 'FAILED' "$ZF_WORK/r2.out" || zf_fail "no FAILED line: $(tail -n 5 "$ZF_
 left=$(leftovers)
 [ -z "$left" ] || zf_fail "the failed bench left behind: $left"
 
-zf_pass "a failing reference run left out (rounds started zonefuse, ext4, passthrough); a failing zonefuse run failed the bench; nothing left behind"
+zf_pass "a failing reference run left out (rounds started zonefuse, ext4, passthrough); round trip row on zonefuse, passthrough_ll and null; a failing zonefuse run failed the bench; nothing left behind"
