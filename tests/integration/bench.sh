@@ -1,8 +1,10 @@
 #!/bin/bash
-# scripts/bench.sh's own rules, on small sizes (db_bench and metadata parts):
-# - a db_bench run that fails on passthrough_ll (the reference, not the system
-#   under test) is left out of its row with a warning and the bench ends 0;
-#   the rows still hold zonefuse's and ext4's medians;
+# scripts/bench.sh's own rules, on small sizes (db_bench, IoT and metadata
+# parts):
+# - a db_bench or LevelDB IoT run that fails on passthrough_ll (the
+#   reference, not the system under test) is left out of its row with a
+#   warning and the bench ends 0; the rows still hold zonefuse's and ext4's
+#   medians;
 # - each round starts one target further along (round 1 zonefuse first,
 #   round 2 ext4, round 3 passthrough_ll);
 # - a db_bench run that fails on zonefuse fails the bench (exit 1), and the
@@ -10,7 +12,8 @@
 # - the FUSE round trip row has zonefuse, passthrough_ll and null, and no
 #   ext4 (it must not enter the geometric mean against ext4);
 # - the bench's zonefuse daemon logged no error.
-# db_bench fails on demand through a wrapper first on PATH.
+# db_bench fails on demand through a wrapper first on PATH, zf-leveldb
+# through a build dir of links to the real one's programs and a wrapper.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -31,12 +34,26 @@ case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "db_bench: injected failure" >
 exec "$real_db_bench" "\$@"
 EOF
 chmod +x "$ZF_WORK/bin/db_bench"
+# the build dir the bench gets: the programs it runs from there, with
+# zf-leveldb failing (exit 1) when its --db is under mnt-$FAIL_ON; the
+# references (bench-ref) are built into it by the bench itself
+mkdir "$ZF_WORK/build" "$ZF_WORK/build/bench-ref"
+for p in zonefuse zonefuse-emu mkfs.zonefuse; do
+	ln -s "$ZF_BUILD_DIR/$p" "$ZF_WORK/build/$p"
+done
+cat >"$ZF_WORK/build/zf-leveldb" <<EOF
+#!/bin/bash
+case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "zf-leveldb: injected failure" >&2; exit 1 ;; esac
+exec "$ZF_BUILD_DIR/zf-leveldb" "\$@"
+EOF
+chmod +x "$ZF_WORK/build/zf-leveldb"
 
 bench() { # FAIL_ON RESULTS-DIR: runs the bench, sets rc; output in RESULTS-DIR.out
 	rc=0
 	FAIL_ON=$1 PATH="$ZF_WORK/bin:$PATH" TMPDIR="$ZF_WORK/tmp" \
-		"$ZF_SRC_DIR/scripts/bench.sh" --quick --no-deps --no-build --build-dir "$ZF_BUILD_DIR" \
-		--results "$2" --parts dbbench,meta --db-num 3000 --db-sync-num 300 --db-runs 3 \
+		"$ZF_SRC_DIR/scripts/bench.sh" --quick --no-deps --no-build --build-dir "$ZF_WORK/build" \
+		--results "$2" --parts dbbench,iot,meta --db-num 3000 --db-sync-num 300 --db-runs 3 \
+		--iot-num 2000 --iot-threads 1 --iot-sensors 1 --iot-runs 2 \
 		--md-files 200 --md-threads 1 --md-runs 1 >"$2.out" 2>&1 || rc=$?
 }
 leftovers() { # prints what the bench left behind
@@ -57,6 +74,13 @@ row=$(grep -E '^\| rocksdb \| fillrandom \|' "$md") || zf_fail "no db_bench fill
 IFS='|' read -r _ _ _ _ zf ext4 _ pt _ <<<"$row"
 [[ "$zf" =~ [1-9] && "$ext4" =~ [1-9] ]] || zf_fail "fillrandom row lacks zonefuse or ext4: $row"
 [ "${pt// /}" = - ] || zf_fail "passthrough_ll's failed runs made a value: $row"
+# the IoT row: passthrough_ll's failed runs left out, as db_bench's
+row=$(grep -E '^\| leveldb-iot \| 1 thr x 1 sensors \|' "$md") || zf_fail "no LevelDB IoT row in results.md"
+IFS='|' read -r _ _ _ _ zf ext4 _ pt _ <<<"$row"
+[[ "$zf" =~ [1-9] && "$ext4" =~ [1-9] ]] || zf_fail "IoT row lacks zonefuse or ext4: $row"
+[ "${pt// /}" = - ] || zf_fail "passthrough_ll's failed IoT runs made a value: $row"
+grep -q 'zf-leveldb iot.*on passthrough_ll failed; run left out' "$ZF_WORK/r1.out" ||
+	zf_fail "no warning about the left-out IoT runs"
 # the round trip row: zonefuse, passthrough_ll and null each measured
 row=$(grep -E '^\| FUSE round trip \|' "$md") || zf_fail "no FUSE round trip row in results.md"
 IFS='|' read -r _ _ _ _ zf ext4 _ pt null _ <<<"$row"
@@ -82,4 +106,4 @@ grep -q 'FAILED' "$ZF_WORK/r2.out" || zf_fail "no FAILED line: $(tail -n 5 "$ZF_
 left=$(leftovers)
 [ -z "$left" ] || zf_fail "the failed bench left behind: $left"
 
-zf_pass "a failing reference run left out (rounds started zonefuse, ext4, passthrough); round trip row on zonefuse, passthrough_ll and null; a failing zonefuse run failed the bench; nothing left behind"
+zf_pass "failing reference runs (db_bench, IoT) left out (rounds started zonefuse, ext4, passthrough); round trip row on zonefuse, passthrough_ll and null; a failing zonefuse run failed the bench; nothing left behind"
