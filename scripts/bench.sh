@@ -535,6 +535,23 @@ runs() {
 	shift 3
 	for v in "$@"; do printf '%s\t%s\t%s\t%s\n' "$g" "$n" "$t" "$v" >>"$runs"; done
 }
+# row_of_runs GROUP NAME UNIT TARGET "V...": TARGET's row (the median of
+# its runs V) and the runs; appends ", TARGET V (median M)" to the variable
+# line for the part's log line, or ", TARGET every run failed" (no row) if
+# no run of it succeeded
+row_of_runs() {
+	local m
+	if [ -z "$5" ]; then
+		line+=", $4 every run failed"
+		return 0
+	fi
+	# shellcheck disable=SC2086
+	m=$(printf '%s\n' $5 | median)
+	row "$1" "$2" "$3" "$4" "$m"
+	# shellcheck disable=SC2086
+	runs "$1" "$2" "$4" $5
+	line+=", $4 $5(median $m)"
+}
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 load() { cut -d' ' -f1 /proc/loadavg; }
 # turn R T...: the targets T in the order of round R (from 1), rotated by R-1
@@ -713,16 +730,7 @@ if has_part iot; then
 			done
 			line=
 			for t in "${kv_targets[@]}"; do
-				if [ -z "${iv[$t]:-}" ]; then
-					line+=", $t every run failed"
-					continue
-				fi
-				# shellcheck disable=SC2086
-				v=$(printf '%s\n' ${iv[$t]} | median)
-				row leveldb-iot "$th thr x $s sensors" ops/s "$t" "$v"
-				# shellcheck disable=SC2086
-				runs leveldb-iot "$th thr x $s sensors" "$t" ${iv[$t]}
-				line+=", $t ${iv[$t]}(median $v)"
+				row_of_runs leveldb-iot "$th thr x $s sensors" ops/s "$t" "${iv[$t]:-}"
 			done
 			msg "  $th threads x $s sensors: ${line#, } ops/s"
 			unset iv
@@ -832,17 +840,9 @@ if has_part meta; then
 		for ph in create stat unlink; do
 			line=
 			for t in "${mts[@]}"; do
-				if [ -z "${mdv[$t.$ph]:-}" ]; then
-					line+=", $t every run failed "
-					continue
-				fi
-				# shellcheck disable=SC2086
-				row metadata "$ph $th thr" files/s "$t" "$(printf '%s\n' ${mdv[$t.$ph]} | median)"
-				# shellcheck disable=SC2086
-				runs metadata "$ph $th thr" "$t" ${mdv[$t.$ph]}
-				line+=", $t ${mdv[$t.$ph]}"
+				row_of_runs metadata "$ph $th thr" files/s "$t" "${mdv[$t.$ph]:-}"
 			done
-			msg "  $ph, $th threads: ${line#, }files/s"
+			msg "  $ph, $th threads: ${line#, } files/s"
 		done
 		unset mdv
 	done
@@ -855,12 +855,18 @@ if has_part meta; then
 		rtt_targets+=(passthrough null)
 	fi
 	msg "FUSE round trip: $rtt_calls forced statx calls per run on {${rtt_targets[*]}}, median of $md_runs (load $(load))"
-	declare -A rttv=()
+	declare -A rttv=() rttf=()
+	for t in "${rtt_targets[@]}"; do
+		if [ "$t" = null ]; then
+			rttf[$t]=${tdir[$t]}   # null's mount point is its one file
+		else
+			rttf[$t]=${tdir[$t]}/rtt
+			: >"${rttf[$t]}"
+		fi
+	done
 	for ((i = 1; i <= md_runs; i++)); do
 		for t in $(turn "$i" "${rtt_targets[@]}"); do
-			f=${tdir[$t]}   # null's mount point is its one file
-			if [ "$t" != null ]; then f=$f/rtt && : >"$f"; fi
-			if v=$("$ref_dir/fuse-rtt" "$f" "$rtt_calls" 2>>"$out/logs/rtt-$t.txt"); then
+			if v=$("$ref_dir/fuse-rtt" "${rttf[$t]}" "$rtt_calls" 2>>"$out/logs/rtt-$t.txt"); then
 				echo "$rtt_calls calls: $v calls/s" >>"$out/logs/rtt-$t.txt"
 				rttv[$t]+="$v "
 			else
@@ -870,19 +876,11 @@ if has_part meta; then
 	done
 	line=
 	for t in "${rtt_targets[@]}"; do
-		[ "$t" = null ] || rm -f "${tdir[$t]}/rtt"
-		if [ -z "${rttv[$t]:-}" ]; then
-			line+=", $t every run failed "
-			continue
-		fi
-		# shellcheck disable=SC2086
-		row "FUSE round trip" "GETATTR (statx forced), 1 thr" calls/s "$t" "$(printf '%s\n' ${rttv[$t]} | median)"
-		# shellcheck disable=SC2086
-		runs "FUSE round trip" "GETATTR (statx forced), 1 thr" "$t" ${rttv[$t]}
-		line+=", $t ${rttv[$t]}"
+		[ "$t" = null ] || rm -f "${rttf[$t]}"
+		row_of_runs "FUSE round trip" "GETATTR (statx forced), 1 thr" calls/s "$t" "${rttv[$t]:-}"
 	done
-	msg "  round trips: ${line#, }calls/s"
-	unset rttv
+	msg "  round trips: ${line#, } calls/s"
+	unset rttv rttf
 	[ "$fuse_ref" = 0 ] || stop_target null meta
 	for t in "${kv_targets[@]}"; do stop_target "$t" meta; done
 fi
@@ -1148,9 +1146,10 @@ if tg:
     for l in tg:
         print("  ".join(c.ljust(tw[i]) for i, c in enumerate(l)))
 # over the workload rows: the round trip is their floor, not one of them
-pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"] and r["group"] != "FUSE round trip"]
+RTT_ROW = ("FUSE round trip", "GETATTR (statx forced), 1 thr")
+pr = [r["zf_vs_passthrough"] for r in res if r["zf_vs_passthrough"] and r["group"] != RTT_ROW[0]]
 # one round trip in microseconds, per FUSE target that ran it
-rtt = table.get(("FUSE round trip", "GETATTR (statx forced), 1 thr"), {})
+rtt = table.get(RTT_ROW, {})
 rtt_us = {n: round(1e6 / rtt[t], 2) for t, n in (("zonefuse", "zonefuse"), ("null", "null"),
                                                   ("passthrough", "passthrough_ll")) if rtt.get(t)}
 if rtt_us:
