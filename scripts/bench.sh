@@ -299,9 +299,12 @@ if [ "$fuse_ref" = 1 ] && { has_part dbbench || has_part iot || has_part meta; }
 fi
 if has_part meta; then
 	[ "$fuse_ref" = 0 ] || [ -x "$NULLFS" ] || build_ref null
+	# built again whenever its source is newer than the binary, as make would
 	mkdir -p "$ref_dir"
-	cc -std=c11 -O2 -Wall -Wextra -Werror scripts/lib/fuse-rtt.c -o "$ref_dir/fuse-rtt" \
-		>"$ref_dir/fuse-rtt.log" 2>&1 || { cat "$ref_dir/fuse-rtt.log" >&2; die "cannot build scripts/lib/fuse-rtt.c"; }
+	if [ ! -x "$ref_dir/fuse-rtt" ] || [ scripts/lib/fuse-rtt.c -nt "$ref_dir/fuse-rtt" ]; then
+		cc -std=c11 -O2 -Wall -Wextra -Werror scripts/lib/fuse-rtt.c -o "$ref_dir/fuse-rtt" \
+			>"$ref_dir/fuse-rtt.log" 2>&1 || { cat "$ref_dir/fuse-rtt.log" >&2; die "cannot build scripts/lib/fuse-rtt.c"; }
+	fi
 fi
 
 # ---- sizes --------------------------------------------------------------------

@@ -9,11 +9,15 @@
 #   round 2 ext4, round 3 passthrough_ll);
 # - a db_bench run that fails on zonefuse fails the bench (exit 1), and the
 #   bench leaves no mount, loop device or work dir behind;
-# - the FUSE round trip row has zonefuse, passthrough_ll and null, and no
-#   ext4 (it must not enter the geometric mean against ext4);
+# - the FUSE round trip row has zonefuse and passthrough_ll, and no ext4
+#   (it must not enter the geometric mean against ext4); a round trip run
+#   that fails on null (also a reference) is left out the same way;
+# - the bench builds its round trip program when the build dir has none,
+#   and keeps one that is newer than its source;
 # - the bench's zonefuse daemon logged no error.
 # db_bench fails on demand through a wrapper first on PATH, zf-leveldb
-# through a build dir of links to the real one's programs and a wrapper.
+# through a build dir of links to the real one's programs and a wrapper,
+# the round trip program through a wrapper in that build dir's bench-ref.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -47,14 +51,25 @@ case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "zf-leveldb: injected failure"
 exec "$ZF_BUILD_DIR/zf-leveldb" "\$@"
 EOF
 chmod +x "$ZF_WORK/build/zf-leveldb"
+# the round trip program, failing (exit 1) when its file is under
+# mnt-$FAIL_RTT_ON; newer than its source, so the bench keeps it
+cc -std=c11 -O2 "$ZF_SRC_DIR/scripts/lib/fuse-rtt.c" -o "$ZF_WORK/fuse-rtt" ||
+	zf_fail "cannot build scripts/lib/fuse-rtt.c"
+cat >"$ZF_WORK/build/bench-ref/fuse-rtt" <<EOF
+#!/bin/bash
+case "\$1" in *"/mnt-\${FAIL_RTT_ON:-none}"|*"/mnt-\${FAIL_RTT_ON:-none}/"*) echo "fuse-rtt: injected failure" >&2; exit 1 ;; esac
+exec "$ZF_WORK/fuse-rtt" "\$@"
+EOF
+chmod +x "$ZF_WORK/build/bench-ref/fuse-rtt"
 
-bench() { # FAIL_ON RESULTS-DIR: runs the bench, sets rc; output in RESULTS-DIR.out
+bench() { # FAIL_ON FAIL_RTT_ON RESULTS-DIR: runs the bench, sets rc; output in RESULTS-DIR.out
+	local results=$3
 	rc=0
-	FAIL_ON=$1 PATH="$ZF_WORK/bin:$PATH" TMPDIR="$ZF_WORK/tmp" \
+	FAIL_ON=$1 FAIL_RTT_ON=$2 PATH="$ZF_WORK/bin:$PATH" TMPDIR="$ZF_WORK/tmp" \
 		"$ZF_SRC_DIR/scripts/bench.sh" --quick --no-deps --no-build --build-dir "$ZF_WORK/build" \
-		--results "$2" --parts dbbench,iot,meta --db-num 3000 --db-sync-num 300 --db-runs 3 \
+		--results "$results" --parts dbbench,iot,meta --db-num 3000 --db-sync-num 300 --db-runs 3 \
 		--iot-num 2000 --iot-threads 1 --iot-sensors 1 --iot-runs 2 \
-		--md-files 200 --md-threads 1 --md-runs 1 >"$2.out" 2>&1 || rc=$?
+		--md-files 200 --md-threads 1 --md-runs 1 >"$results.out" 2>&1 || rc=$?
 }
 leftovers() { # prints what the bench left behind
 	grep -F "$ZF_WORK/tmp" /proc/mounts || true
@@ -62,8 +77,9 @@ leftovers() { # prints what the bench left behind
 	find "$ZF_WORK/tmp" -mindepth 1 -maxdepth 1 || true
 }
 
-# 1. passthrough_ll's db_bench fails every run: left out, the bench passes
-bench passthrough "$ZF_WORK/r1"
+# 1. passthrough_ll's db_bench and IoT runs and null's round trip runs fail:
+# left out, the bench passes
+bench passthrough null "$ZF_WORK/r1"
 [ "$rc" = 0 ] || { tail -n 30 "$ZF_WORK/r1.out"; zf_fail "bench with a failing reference ended $rc, not 0"; }
 grep -q 'passthrough_ll.*left out' "$ZF_WORK/r1.out" ||
 	{ tail -n 30 "$ZF_WORK/r1.out"; zf_fail "no warning about the left-out passthrough_ll runs"; }
@@ -81,13 +97,18 @@ IFS='|' read -r _ _ _ _ zf ext4 _ pt _ <<<"$row"
 [ "${pt// /}" = - ] || zf_fail "passthrough_ll's failed IoT runs made a value: $row"
 grep -q 'zf-leveldb iot.*on passthrough_ll failed; run left out' "$ZF_WORK/r1.out" ||
 	zf_fail "no warning about the left-out IoT runs"
-# the round trip row: zonefuse, passthrough_ll and null each measured
+# the round trip row: zonefuse and passthrough_ll measured, null's failed
+# run left out
 row=$(grep -E '^\| FUSE round trip \|' "$md") || zf_fail "no FUSE round trip row in results.md"
 IFS='|' read -r _ _ _ _ zf ext4 _ pt null _ <<<"$row"
-[[ "$zf" =~ [1-9] && "$pt" =~ [1-9] && "$null" =~ [1-9] ]] || zf_fail "round trip row lacks a FUSE target: $row"
+[[ "$zf" =~ [1-9] && "$pt" =~ [1-9] ]] || zf_fail "round trip row lacks zonefuse or passthrough_ll: $row"
+[ "${null// /}" = - ] || zf_fail "null's failed round trip run made a value: $row"
 [ "${ext4// /}" = - ] || zf_fail "round trip row has an ext4 value (it would enter the mean): $row"
-grep -q 'one FUSE round trip (a GETATTR, statx forced): zonefuse [0-9.]* us, null [0-9.]* us' "$ZF_WORK/r1.out" ||
-	zf_fail "no round trip line in the bench's output"
+grep -q 'FUSE round trip on null failed; run left out' "$ZF_WORK/r1.out" ||
+	zf_fail "no warning about the left-out round trip run on null"
+grep -q 'one FUSE round trip (a GETATTR, statx forced): zonefuse [0-9.]* us, passthrough_ll [0-9.]* us;' "$ZF_WORK/r1.out" ||
+	zf_fail "no round trip line of zonefuse and passthrough_ll alone in the bench's output"
+rtt_row=$row
 zf_log "left out: $(cat "$ZF_WORK"/r1/bench-*/logs/db_bench-passthrough*.txt | grep -c 'injected failure') failed passthrough_ll runs; row: $row"
 
 # the order: the first db_bench target of rounds 1, 2 and 3
@@ -99,11 +120,16 @@ grep -qi 'error:' "$ZF_WORK"/r1/bench-*/logs/zonefuse.log &&
 left=$(leftovers)
 [ -z "$left" ] || zf_fail "the bench left behind: $left"
 
-# 2. zonefuse's db_bench fails: the bench fails and cleans up
-bench zonefuse "$ZF_WORK/r2"
+# 2. zonefuse's db_bench fails: the bench fails and cleans up; with no round
+# trip program in the build dir, the bench has built one first
+rm "$ZF_WORK/build/bench-ref/fuse-rtt"
+bench zonefuse none "$ZF_WORK/r2"
 [ "$rc" = 1 ] || { tail -n 30 "$ZF_WORK/r2.out"; zf_fail "bench with a failing zonefuse run ended $rc, not 1"; }
 grep -q 'FAILED' "$ZF_WORK/r2.out" || zf_fail "no FAILED line: $(tail -n 5 "$ZF_WORK/r2.out")"
 left=$(leftovers)
 [ -z "$left" ] || zf_fail "the failed bench left behind: $left"
+built=$("$ZF_WORK/build/bench-ref/fuse-rtt" "$ZF_WORK/build/bench-ref" 10) ||
+	zf_fail "the bench built no working round trip program"
+[[ "$built" =~ ^[0-9]+(\.[0-9]+)?$ ]] || zf_fail "the bench's round trip program printed: $built"
 
-zf_pass "failing reference runs (db_bench, IoT) left out (rounds started zonefuse, ext4, passthrough); round trip row on zonefuse, passthrough_ll and null; a failing zonefuse run failed the bench; nothing left behind"
+zf_pass "failing reference runs (db_bench, IoT on passthrough_ll, the round trip on null) left out (rounds started zonefuse, ext4, passthrough); round trip row: $rtt_row; a failing zonefuse run failed the bench; its round trip program built; nothing left behind"
