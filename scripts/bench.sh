@@ -859,12 +859,14 @@ if has_part meta; then
 	fi
 	msg "FUSE round trip: $rtt_calls forced statx calls per run on {${rtt_targets[*]}}, median of $md_runs (load $(load))"
 	declare -A rttv=() rttf=()
+	rtt_made=()   # the files made for it, removed after
 	for t in "${rtt_targets[@]}"; do
 		if [ "$t" = null ]; then
 			rttf[$t]=${tdir[$t]}   # null's mount point is its one file
 		else
 			rttf[$t]=${tdir[$t]}/rtt
 			: >"${rttf[$t]}"
+			rtt_made+=("${rttf[$t]}")
 		fi
 	done
 	for ((i = 1; i <= md_runs; i++)); do
@@ -877,13 +879,13 @@ if has_part meta; then
 			fi
 		done
 	done
+	rm -f "${rtt_made[@]}"
 	line=
 	for t in "${rtt_targets[@]}"; do
-		[ "$t" = null ] || rm -f "${rttf[$t]}"
 		row_of_runs "FUSE round trip" "GETATTR (statx forced), 1 thr" calls/s "$t" "${rttv[$t]:-}"
 	done
 	msg "  round trips: ${line#, } calls/s"
-	unset rttv rttf
+	unset rttv rttf rtt_made
 	[ "$fuse_ref" = 0 ] || stop_target null meta
 	for t in "${kv_targets[@]}"; do stop_target "$t" meta; done
 fi

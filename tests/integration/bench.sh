@@ -29,38 +29,38 @@ zf_require_prog getfattr attr
 	zf_skip "libfuse's passthrough_ll example is missing (apt-get install libfuse3-dev)"
 zf_setup
 
-real_db_bench=$(command -v db_bench)
-mkdir "$ZF_WORK/bin" "$ZF_WORK/tmp"
-# db_bench that fails (exit 1) when its --db is under mnt-$FAIL_ON
-cat >"$ZF_WORK/bin/db_bench" <<EOF
+# failing_wrapper PATH REAL VAR: writes PATH, a program that fails (exit 1,
+# "injected failure") when one of its arguments is the mount point
+# mnt-$VAR or a path under it (--db=DIR included), and runs REAL otherwise
+failing_wrapper() {
+	local name
+	name=$(basename "$1")
+	cat >"$1" <<EOF
 #!/bin/bash
-case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "db_bench: injected failure" >&2; exit 1 ;; esac
-exec "$real_db_bench" "\$@"
+for a in "\$@"; do
+	case "\$a" in *"/mnt-\${$3:-none}"|*"/mnt-\${$3:-none}/"*) echo "$name: injected failure" >&2; exit 1 ;; esac
+done
+exec "$2" "\$@"
 EOF
-chmod +x "$ZF_WORK/bin/db_bench"
+	chmod +x "$1"
+}
+mkdir "$ZF_WORK/bin" "$ZF_WORK/tmp"
+# db_bench, first on PATH, failing when its --db is under mnt-$FAIL_ON
+failing_wrapper "$ZF_WORK/bin/db_bench" "$(command -v db_bench)" FAIL_ON
 # the build dir the bench gets: the programs it runs from there, with
-# zf-leveldb failing (exit 1) when its --db is under mnt-$FAIL_ON; the
-# references (bench-ref) are built into it by the bench itself
+# zf-leveldb failing when its --db is under mnt-$FAIL_ON; the references
+# (bench-ref) are built into it by the bench itself
 mkdir "$ZF_WORK/build" "$ZF_WORK/build/bench-ref"
 for p in zonefuse zonefuse-emu mkfs.zonefuse; do
 	ln -s "$ZF_BUILD_DIR/$p" "$ZF_WORK/build/$p"
 done
-cat >"$ZF_WORK/build/zf-leveldb" <<EOF
-#!/bin/bash
-case " \$* " in *"/mnt-\${FAIL_ON:-none}/"*) echo "zf-leveldb: injected failure" >&2; exit 1 ;; esac
-exec "$ZF_BUILD_DIR/zf-leveldb" "\$@"
-EOF
-chmod +x "$ZF_WORK/build/zf-leveldb"
-# the round trip program, failing (exit 1) when its file is under
-# mnt-$FAIL_RTT_ON; newer than its source, so the bench keeps it
+failing_wrapper "$ZF_WORK/build/zf-leveldb" "$ZF_BUILD_DIR/zf-leveldb" FAIL_ON
+# the round trip program, failing when its file is mnt-$FAIL_RTT_ON (null's
+# mount point is its file) or under it; newer than its source, so the
+# bench keeps it
 cc -std=c11 -O2 "$ZF_SRC_DIR/scripts/lib/fuse-rtt.c" -o "$ZF_WORK/fuse-rtt" ||
 	zf_fail "cannot build scripts/lib/fuse-rtt.c"
-cat >"$ZF_WORK/build/bench-ref/fuse-rtt" <<EOF
-#!/bin/bash
-case "\$1" in *"/mnt-\${FAIL_RTT_ON:-none}"|*"/mnt-\${FAIL_RTT_ON:-none}/"*) echo "fuse-rtt: injected failure" >&2; exit 1 ;; esac
-exec "$ZF_WORK/fuse-rtt" "\$@"
-EOF
-chmod +x "$ZF_WORK/build/bench-ref/fuse-rtt"
+failing_wrapper "$ZF_WORK/build/bench-ref/fuse-rtt" "$ZF_WORK/fuse-rtt" FAIL_RTT_ON
 
 bench() { # FAIL_ON FAIL_RTT_ON RESULTS-DIR: runs the bench, sets rc; output in RESULTS-DIR.out
 	local results=$3
