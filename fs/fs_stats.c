@@ -580,6 +580,8 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 		const char *nm = fs_lat_op_name(op);
 		fs_lat_get(op, &s);
 		fs_text_printf(t, "lat_%s_count=%llu\n", nm, (unsigned long long)s.count);
+		fs_text_printf(t, "lat_%s_total_us=%llu\n", nm,
+			       (unsigned long long)(s.sum_ns / 1000));
 		fs_text_printf(t, "lat_%s_avg_us=%.1f\n", nm,
 			       s.count ? (double)s.sum_ns / (double)s.count / 1e3 : 0.0);
 		fs_text_printf(t, "lat_%s_p50_us=%.1f\n", nm, (double)s.p50_ns / 1e3);

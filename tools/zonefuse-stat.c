@@ -1213,9 +1213,18 @@ static void prom_latency(FILE *f, const char *mnt, const struct stats *st)
 			prom_sample_d(f, sum, mnt, labels, sd(st, key) / 1e6);
 		}
 		snprintf(labels, sizeof(labels), ",op=\"%s\"", op);
-		snprintf(key, sizeof(key), "lat_%s_avg_us", op);
-		prom_sample_d(f, "zonefuse_request_duration_seconds_sum", mnt, labels,
-			      sd(st, key) * (double)n / 1e6);
+		/* The exact running total keeps _sum monotonic; count x the rounded
+		 * average can go down between scrapes, which Prometheus reads as a
+		 * counter reset.  Daemons without the total get the product. */
+		double sum_us;
+		snprintf(key, sizeof(key), "lat_%s_total_us", op);
+		if (sv(st, key)) {
+			sum_us = (double)su(st, key);
+		} else {
+			snprintf(key, sizeof(key), "lat_%s_avg_us", op);
+			sum_us = sd(st, key) * (double)n;
+		}
+		prom_sample_d(f, "zonefuse_request_duration_seconds_sum", mnt, labels, sum_us / 1e6);
 		prom_sample_u(f, "zonefuse_request_duration_seconds_count", mnt, labels, n);
 	}
 	prom_head(f, "zonefuse_request_duration_max_seconds", "gauge",

@@ -117,6 +117,10 @@ lat = fams["zonefuse_request_duration_seconds"]
 w = {s.name: s.value for s in lat.samples if s.labels.get("op") == "write" and "quantile" not in s.labels}
 assert w["zonefuse_request_duration_seconds_count"] >= 11, w
 assert 0 < w["zonefuse_request_duration_seconds_sum"] < 60, w
+# _sum is the daemon's exact running total (a rounded average times the count
+# could go down between scrapes, a counter reset to Prometheus)
+assert round(w["zonefuse_request_duration_seconds_sum"] * 1e6) == int(st["lat_write_total_us"]), \
+    (w, st["lat_write_total_us"])
 assert {s.labels["quantile"] for s in lat.samples if "quantile" in s.labels} == {"0.5", "0.99"}
 print(f"{len(fams)} families, {len(series)} series; zones by class {sorted(classes)}")
 PYEOF

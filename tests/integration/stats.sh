@@ -96,6 +96,15 @@ for k in ["format", "zone_size", "zone_capacity", "zones", "block_size", "meta_z
           "prefetch_limit_bytes", "pending_reset_zones", "lat_write_p99_us"]:
     assert k in s, f"stats key {k} missing"
 assert s["format"] == "1"
+# -- request latency: the running total agrees with count x average, per kind
+for op in ["lookup", "getattr", "setattr", "read", "write", "flush", "fsync", "create",
+           "remove", "rename", "open", "readdir", "xattr", "other"]:
+    n, tot, avg = (s[f"lat_{op}_{k}"] for k in ("count", "total_us", "avg_us"))
+    assert tot.isdigit(), (op, tot)
+    n, tot, avg = int(n), int(tot), float(avg)
+    # avg is rounded to 0.1 us, the total truncated to 1 us
+    assert abs(tot - n * avg) <= n * 0.05 + 1, (op, n, tot, avg)
+assert int(s["lat_write_count"]) > 0 and int(s["lat_write_total_us"]) > 0
 assert int(s["zone_size"]) == 16 * MiB and int(s["zone_capacity"]) == 16 * MiB
 assert int(s["zones"]) == 64 == len(z), (s["zones"], len(z))
 assert int(s["max_open_zones"]) == 14 and int(s["max_active_zones"]) == 14
