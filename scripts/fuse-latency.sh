@@ -26,8 +26,11 @@ On a zonefuse mount a second table sets the same times, summed per request
 class of user.zonefuse.stats (docs/stats.md), next to the daemon's own
 handler time over the run; "outside" is the rest: queued behind other
 requests, the copy through /dev/fuse and the wake-ups of daemon and caller.
-The daemon's xattr count also holds this script's own first read of the
-stats (one or two GETXATTRs, before the tracing starts).
+The daemon's clock runs from the end of its read of a request (after the
+kernel copied the payload in) to the return of its reply, so a class of
+tiny requests can show a slightly negative "outside".  The daemon's xattr
+count also holds this script's own first read of the stats (one or two
+GETXATTRs, before the tracing starts).
 
   -o FILE            also write the tables to FILE
   --buffer-kb N      trace buffer per CPU [16384]; a run that overflows it

@@ -2,7 +2,7 @@
 # scripts/fuse-latency.sh: over 200 small files created and fsync'ed it
 # counts exactly the CREATEs and FSYNCs the kernel sent, the daemon's
 # classes agree with the kernel's counts, and the kernel's time per class
-# holds the daemon's handler time; the command's exit status comes back;
+# holds (nearly all of) the daemon's handler time; the command's exit status comes back;
 # a full trace buffer is said; a directory that is no FUSE mount is refused
 # with the usage status; and no tracing instance is left behind, also when
 # the run is interrupted.
@@ -56,8 +56,9 @@ assert int(k("FSYNC")[0]) == 200, k("FSYNC")
 for cls in ("create", "fsync"):
     kn, kt, dn, dt, out = rows[("class", cls)]
     assert int(kn) == int(dn) == 200, (cls, kn, dn)
-    # the kernel's time runs from queueing to reply, the handler's inside it
-    assert float(kt) >= float(dt) > 0 and abs(float(kt) - float(dt) - float(out)) < 0.15, (cls, kt, dt, out)
+    # the kernel's time runs from queueing to reply, the handler's nearly
+    # inside it (its clock stops when its reply's writev returns)
+    assert float(kt) >= 0.9 * float(dt) > 0 and abs(float(kt) - float(dt) - float(out)) < 0.15, (cls, kt, dt, out)
 avg, p50, p99, mx = (float(v) for v in k("FSYNC")[1:5])
 assert 0 < p50 <= p99 <= mx and avg <= mx, k("FSYNC")
 print("CREATE", k("CREATE"), "fsync class", rows[("class", "fsync")])
