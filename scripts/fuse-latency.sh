@@ -67,6 +67,7 @@ shift
 
 [ "$(id -u)" -eq 0 ] || die "needs root (the kernel's tracing)"
 [ -d "$mnt" ] || bad "$mnt is not a directory"
+mnt=$(realpath "$mnt")	# named in the report as the kernel names it
 command -v python3 >/dev/null || die "python3 is missing"
 fstype=$(findmnt -n -M "$mnt" -o FSTYPE 2>/dev/null | head -n 1) || true
 case "$fstype" in

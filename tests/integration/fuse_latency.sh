@@ -87,6 +87,10 @@ for args in "$ZF_WORK -- true" "/proc -- true" "--buffer-kb 0 $M -- true" "$M" "
 	[ -s "$ZF_WORK/err" ] || zf_fail "'fuse-latency $args' said nothing"
 done
 "$LAT" --help | grep -q "^Usage: " || zf_fail "--help gives no usage"
+# a relative mount point, with a trailing slash
+(cd "$ZF_WORK" && "$LAT" mnt/ -- true) >"$ZF_WORK/rel" 2>&1 ||
+	zf_fail "a relative mount point (mnt/): $(cat "$ZF_WORK/rel")"
+grep -q "^FUSE requests of $M during: true" "$ZF_WORK/rel" || zf_fail "mnt/ is not named $M: $(head -n 1 "$ZF_WORK/rel")"
 
 # ---- 5. interrupted: the instance goes all the same -----------------------------------
 st=0
