@@ -2,7 +2,8 @@
 # scripts/fuse-latency.sh: over 200 small files created and fsync'ed it
 # counts exactly the CREATEs and FSYNCs the kernel sent, the daemon's
 # classes agree with the kernel's counts, and the kernel's time per class
-# holds (nearly all of) the daemon's handler time; the command's exit status comes back;
+# holds (nearly all of) the daemon's handler time; without the daemon's
+# stats only the kernel's table is printed; the command's exit status comes back;
 # a full trace buffer is said; a directory that is no FUSE mount is refused
 # with the usage status; and no tracing instance is left behind, also when
 # the run is interrupted.
@@ -67,6 +68,15 @@ PY
 for i in 0 117 199; do
 	[ "$(stat -c %s "$M/d/f$i")" = 4096 ] || zf_fail "f$i has the wrong size"
 done
+
+# ---- 1b. a FUSE file system without zonefuse's stats: the kernel's table only ------
+mkdir "$ZF_WORK/bin"
+printf '#!/bin/sh\nexit 1\n' >"$ZF_WORK/bin/getfattr"	# as on a mount with no such xattr
+chmod +x "$ZF_WORK/bin/getfattr"
+PATH=$ZF_WORK/bin:$PATH "$LAT" "$M" -- ls "$M/d" >"$ZF_WORK/plain" 2>&1 ||
+	zf_fail "run without the stats: $(tail -n 3 "$ZF_WORK/plain")"
+grep -qE "^OPENDIR +1 " "$ZF_WORK/plain" || zf_fail "the ls's OPENDIR not counted: $(cat "$ZF_WORK/plain")"
+! grep -q "^per class" "$ZF_WORK/plain" || zf_fail "a class table without the daemon's stats"
 
 # ---- 2. the command's exit status ------------------------------------------------
 st=0
