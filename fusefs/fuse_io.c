@@ -71,6 +71,8 @@ static void lat_end(void)
 	}
 }
 
+/* The class of each opcode in the stats; scripts/fuse-latency.sh keeps the
+ * same map to set the kernel's times next to the daemon's. */
 static unsigned int lat_kind(uint32_t opcode)
 {
 	switch (opcode) {

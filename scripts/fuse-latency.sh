@@ -119,6 +119,18 @@ zstats >"$work/before"
 echo 1 >"$inst/tracing_on"
 st=0
 "$@" || st=$?
+# A request the command left in flight (a close's RELEASE goes in the
+# background) gets its reply before the tracing stops: up to 1 s while the
+# connection's waiting count (fusectl) is not 0, else a short pause.
+waiting=/sys/fs/fuse/connections/$conn/waiting
+if [ -r "$waiting" ]; then
+	for _ in $(seq 100); do
+		[ "$(cat "$waiting" 2>/dev/null || echo 0)" -gt 0 ] || break
+		sleep 0.01
+	done
+else
+	sleep 0.05
+fi
 echo 0 >"$inst/tracing_on"
 zstats >"$work/after"
 cat "$inst/trace" >"$work/trace"
@@ -128,7 +140,8 @@ python3 - "$work" "$mnt" "${lost:-0}" "$*" >"$work/report" <<'EOF'
 import collections, math, re, sys
 
 work, mnt, lost, cmd = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-# FUSE opcode -> the daemon's latency class (fusefs/fuse_io.c, fs/fs_stats.h)
+# FUSE opcode -> the daemon's latency class, as lat_kind() in fusefs/fuse_io.c
+# has it (integ_fuse_latency compares the two tables' counts per class)
 CLASS = {
     "LOOKUP": "lookup", "GETATTR": "getattr", "SETATTR": "setattr",
     "READ": "read", "WRITE": "write", "FLUSH": "flush",
@@ -197,13 +210,13 @@ if after:
         c = kern[CLASS.get(op, "other")]
         c[0] += len(v)
         c[1] += sum(v)
+    def total_us(x):  # the exact total where the daemon has it, else count x rounded average
+        return x["total_us"] if "total_us" in x else x.get("count", 0) * x.get("avg_us", 0)
     rows = []
     for cls in sorted(set(kern) | set(after), key=lambda c: -kern[c][1] if c in kern else 0):
         a, b = after.get(cls, {}), before.get(cls, {})
         n = a.get("count", 0) - b.get("count", 0)
-        # the exact total where the daemon has it, else count x rounded average
-        tot = lambda x: x["total_us"] if "total_us" in x else x.get("count", 0) * x.get("avg_us", 0)
-        d_us = tot(a) - tot(b)
+        d_us = total_us(a) - total_us(b)
         kn, ks = kern[cls] if cls in kern else (0, 0.0)
         if not kn and n <= 0:
             continue

@@ -60,6 +60,14 @@ for cls in ("create", "fsync"):
     # the kernel's time runs from queueing to reply, the handler's nearly
     # inside it (its clock stops when its reply's writev returns)
     assert float(kt) >= 0.9 * float(dt) > 0 and abs(float(kt) - float(dt) - float(out)) < 0.15, (cls, kt, dt, out)
+# every class the run used has the kernel's count (the script's map of
+# opcodes agrees with the daemon's); xattr also holds the script's own
+# read of the stats before the tracing started
+for (sec, cls), v in rows.items():
+    if sec == "class" and v[0] != "0":
+        kn, dn = int(v[0]), int(v[2])
+        assert dn == kn or (cls == "xattr" and kn <= dn <= kn + 2), (cls, v)
+assert ("class", "write") in rows and ("class", "open") in rows, rows
 avg, p50, p99, mx = (float(v) for v in k("FSYNC")[1:5])
 assert 0 < p50 <= p99 <= mx and avg <= mx, k("FSYNC")
 print("CREATE", k("CREATE"), "fsync class", rows[("class", "fsync")])
