@@ -96,9 +96,11 @@ for k in ["format", "zone_size", "zone_capacity", "zones", "block_size", "meta_z
           "prefetch_limit_bytes", "pending_reset_zones", "lat_write_p99_us"]:
     assert k in s, f"stats key {k} missing"
 assert s["format"] == "1"
-# -- request latency: the running total agrees with count x average, per kind
-for op in ["lookup", "getattr", "setattr", "read", "write", "flush", "fsync", "create",
-           "remove", "rename", "open", "readdir", "xattr", "other"]:
+# -- request latency: the running total agrees with count x average, for
+#    each of the fourteen kinds
+kinds = [k[len("lat_"):-len("_count")] for k in s if k.startswith("lat_") and k.endswith("_count")]
+assert len(kinds) == 14, kinds
+for op in kinds:
     n, tot, avg = (s[f"lat_{op}_{k}"] for k in ("count", "total_us", "avg_us"))
     assert tot.isdigit(), (op, tot)
     n, tot, avg = int(n), int(tot), float(avg)
