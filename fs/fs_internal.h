@@ -486,6 +486,9 @@ void fs_lifetime_fini(struct fs *fs);	/* safe when init failed or never ran */
  * in->cls / in->cls_src. [L] */
 void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 		      const struct fs_ctx *ctx, struct fs_inode *in);
+/* A RELEASE of `in`: a table's size is final (the inference's level sizes
+ * stop asking for it). [L] */
+void fs_lifetime_note_release(struct fs *fs, struct fs_inode *in);
 /* The last name of `in` is about to go (tid: 0 if unknown); the classes of
  * inferred tables whose level was corrected follow. [L] */
 void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid);

@@ -8,6 +8,7 @@
  *                        their class when it was inferred)
  *   fs_lifetime_pick()   CREATE: facts -> lifetime_decide() -> in->cls
  *   fs_note_read()       READ by a thread (only on page-cache misses)
+ *   fs_lifetime_note_release()  RELEASE: a table's size is final
  *   fs_lifetime_note_unlink()  a file's last name goes: lifetimes, and the
  *                        level corrections of finished compaction jobs
  *                        (in->cls follows, for files whose class was
@@ -27,10 +28,10 @@
  * State: struct fs_lt below, owned by this file, fs->lt (NULL before
  * fs_lifetime_init and after fs_lifetime_fini).  Lifetimes are measured in
  * bytes written to the file system (fs->user_bytes).
- * Locking: pick and note_unlink run with fs->lock held; note_read takes no
- * fs lock (only the inference state's leaf mutex); tail_manifests is
- * called with no lock held.  Order: lt->tail_lock -> fs->lock ->
- * lt->mf_lock (a leaf); the inference mutex is a leaf too.
+ * Locking: pick, note_release and note_unlink run with fs->lock held;
+ * note_read takes no fs lock (only the inference state's leaf mutex);
+ * tail_manifests is called with no lock held.  Order: lt->tail_lock ->
+ * fs->lock -> lt->mf_lock (a leaf); the inference mutex is a leaf too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -166,7 +167,7 @@ static void adopt_existing(struct fs *fs)
 			lifetime_infer_adopt(fs->lt->infer, in->ino, k,
 					     in->cls_src == LIFETIME_SRC_INFERRED
 						     ? level_of_class(in->cls) : -1,
-					     fs->user_bytes);
+					     fs->user_bytes, in->size);
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -331,6 +332,12 @@ static void log_level_classes(struct fs_lt *lt, const uint8_t map[LIFETIME_MAX_L
 			      lifetime_class_name(map[l]),
 			      (unsigned long long)st.level[l].n, st.level[l].log2_life);
 	zf_dbg("lifetime: level classes now (deaths/log2 lifetime in bytes): %s", b);
+}
+
+void fs_lifetime_note_release(struct fs *fs, struct fs_inode *in)
+{
+	if (fs->lt && S_ISREG(in->mode) && in->nlink)
+		lifetime_infer_seal(fs->lt->infer, in->ino, in->size);
 }
 
 void fs_lifetime_note_unlink(struct fs *fs, struct fs_inode *in, uint32_t tid)

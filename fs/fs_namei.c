@@ -462,6 +462,7 @@ int fs_release(struct fs *fs, uint64_t ino)
 	in->pins--;
 	if (in->nopen)
 		in->nopen--;
+	fs_lifetime_note_release(fs, in);
 	if (behind)
 		fs_behind_add(fs, in);
 	fs_inode_maybe_free(fs, in);

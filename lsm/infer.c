@@ -2,7 +2,15 @@
  * tables and WALs, the threads that create and read them, the compaction
  * jobs they run, and the picker targets learned from those jobs (the model
  * is in lifetime.h).  Every public function takes li->mu, a leaf lock, for
- * its whole run; the static helpers below are called with it held. */
+ * its whole run; the static helpers below are called with it held.
+ *
+ * No step of a create, read or unlink walks the live files: the daemon
+ * calls them under its global lock, and a database on a large drive has
+ * tens of thousands of tables.  So the picker's inputs are kept as running
+ * sums (tables per level; bytes per level of the sealed tables, whose size
+ * is final, plus the few open ones asked for their size when needed), and
+ * each thread lists the outputs of its open job for the corrections.
+ * lifetime_infer_check() recounts both from the table. */
 #include "lsm/lifetime.h"
 
 #include <errno.h>
@@ -17,6 +25,7 @@
 #define LI_READS 16
 #define LI_OBS 128
 #define LI_BATCH_NS (5ull * 1000000000ull)	/* inputs of one job die within this */
+#define LI_OPEN 128	/* unsealed tables tracked; the oldest is sealed past it */
 
 struct li_file {
 	uint64_t file;		/* 0 = empty slot */
@@ -26,6 +35,8 @@ struct li_file {
 	uint8_t kind;
 	bool dead;		/* tombstone */
 	bool exact;		/* level from a MANIFEST */
+	bool sealed;		/* table whose size is final: bytes counts */
+	uint64_t bytes;		/* sealed: its size, in lv_bytes[level] */
 };
 
 struct li_read {
@@ -48,6 +59,9 @@ struct li_thread {
 	uint64_t last_output;
 	uint64_t n_flush, jobs_comp;
 	struct li_read reads[LI_READS];
+	uint64_t *outs;		/* outputs of the open job, in creation order */
+	uint32_t nouts, capouts;
+	bool outs_lost;		/* an output could not be listed: fix_job scans */
 };
 
 struct li_obs {
@@ -70,6 +84,12 @@ struct lifetime_infer {
 	double target[LIFETIME_MAX_LEVELS];
 	bool targets_dirty;
 	struct lifetime_infer_stats st;
+	/* Running sums over the live tables of a known level (< MAX_LEVELS):
+	 * how many per level, and the sealed ones' bytes per level. */
+	uint64_t lv_n[LIFETIME_MAX_LEVELS];
+	uint64_t lv_bytes[LIFETIME_MAX_LEVELS];
+	uint64_t open[LI_OPEN];	/* unsealed tables, oldest first */
+	unsigned int nopen;
 };
 
 static size_t fhash(uint64_t file, size_t cap)
@@ -139,8 +159,82 @@ static struct li_file *file_get(struct lifetime_infer *li, uint64_t file)
 	return x;
 }
 
+/* Whether x counts in the per-level sums. */
+static bool lv_counted(const struct li_file *x)
+{
+	return x->kind == LIFETIME_KIND_TABLE && x->level >= 0 &&
+	       x->level < LIFETIME_MAX_LEVELS;
+}
+
+static void lv_take(struct lifetime_infer *li, const struct li_file *x)
+{
+	if (!lv_counted(x))
+		return;
+	li->lv_n[x->level]--;
+	if (x->sealed)
+		li->lv_bytes[x->level] -= x->bytes;
+}
+
+static void lv_give(struct lifetime_infer *li, const struct li_file *x)
+{
+	if (!lv_counted(x))
+		return;
+	li->lv_n[x->level]++;
+	if (x->sealed)
+		li->lv_bytes[x->level] += x->bytes;
+}
+
+static void set_level(struct lifetime_infer *li, struct li_file *x, int level)
+{
+	lv_take(li, x);
+	x->level = (int8_t)level;
+	lv_give(li, x);
+}
+
+static void open_drop(struct lifetime_infer *li, uint64_t file)
+{
+	for (unsigned int i = 0; i < li->nopen; i++)
+		if (li->open[i] == file) {
+			memmove(&li->open[i], &li->open[i + 1],
+				(li->nopen - i - 1) * sizeof(li->open[0]));
+			li->nopen--;
+			return;
+		}
+}
+
+/* x's size is bytes from now on (until it is sealed again). */
+static void seal(struct lifetime_infer *li, struct li_file *x, uint64_t bytes)
+{
+	lv_take(li, x);
+	if (!x->sealed && x->kind == LIFETIME_KIND_TABLE)
+		open_drop(li, x->file);
+	x->sealed = true;
+	x->bytes = bytes;
+	lv_give(li, x);
+}
+
+/* A new table x joins the open ones; the oldest open table is sealed at
+ * its current size when there are LI_OPEN already. */
+static void open_add(struct lifetime_infer *li, struct li_file *x,
+		     uint64_t (*size_of)(void *, uint64_t), void *arg)
+{
+	if (li->nopen == LI_OPEN) {
+		uint64_t f = li->open[0];
+		struct li_file *o = file_find(li, f);
+
+		if (o)
+			seal(li, o, size_of ? size_of(arg, f) : 0);
+		else
+			open_drop(li, f);
+	}
+	li->open[li->nopen++] = x->file;
+}
+
 static void file_del(struct lifetime_infer *li, struct li_file *x)
 {
+	lv_take(li, x);
+	if (x->kind == LIFETIME_KIND_TABLE && !x->sealed)
+		open_drop(li, x->file);
 	x->dead = true;
 	x->file = 0;
 	li->flive--;
@@ -164,6 +258,8 @@ void lifetime_infer_free(struct lifetime_infer *li)
 {
 	if (!li)
 		return;
+	for (int i = 0; i < LI_THREADS; i++)
+		free(li->th[i].outs);
 	pthread_mutex_destroy(&li->mu);
 	free(li->f);
 	free(li);
@@ -186,6 +282,7 @@ static struct li_thread *thread_get(struct lifetime_infer *li, uint32_t tid,
 			if (!old || old->used)
 				old = t;
 	}
+	free(old->outs);
 	memset(old, 0, sizeof(*old));
 	old->used = true;
 	old->tid = tid;
@@ -280,17 +377,14 @@ static int picker_level(struct lifetime_infer *li, struct li_thread *t,
 	double best = 0;
 	int lvl = 0;
 
-	t->f_n0 = 0;
-	memset(t->f_b, 0, sizeof(t->f_b));
-	for (size_t i = 0; i < li->fcap; i++) {
-		const struct li_file *x = &li->f[i];
+	t->f_n0 = (uint32_t)li->lv_n[0];
+	for (int k = 0; k < LIFETIME_MAX_LEVELS; k++)
+		t->f_b[k] = (double)li->lv_bytes[k];
+	for (unsigned int i = 0; i < li->nopen; i++) {
+		const struct li_file *x = file_find(li, li->open[i]);
 
-		if (!x->file || x->dead || x->kind != LIFETIME_KIND_TABLE ||
-		    x->level < 0 || x->level >= LIFETIME_MAX_LEVELS)
-			continue;
-		if (x->level == 0)
-			t->f_n0++;
-		t->f_b[x->level] += size_of ? (double)size_of(arg, x->file) : 0;
+		if (x && lv_counted(x) && size_of)
+			t->f_b[x->level] += (double)size_of(arg, x->file);
 	}
 	if (li->targets_dirty)
 		learn_targets(li);
@@ -331,6 +425,26 @@ static int read_inputs(struct lifetime_infer *li, struct li_thread *t,
 	return bytes >= LIFETIME_READ_MIN ? min : -1;
 }
 
+/* Lists file as an output of t's open job. */
+static void outs_add(struct li_thread *t, uint64_t file)
+{
+	if (t->outs_lost)
+		return;
+	if (t->nouts == t->capouts) {
+		uint32_t cap = t->capouts ? 2 * t->capouts : 16;
+		uint64_t *o = t->outs ? realloc(t->outs, cap * sizeof(*o))
+				      : calloc(cap, sizeof(*o));
+
+		if (!o) {
+			t->outs_lost = true;
+			return;
+		}
+		t->outs = o;
+		t->capouts = cap;
+	}
+	t->outs[t->nouts++] = file;
+}
+
 static void close_job(struct li_thread *t)
 {
 	t->job = 0;
@@ -341,6 +455,8 @@ static void close_job(struct li_thread *t)
 static void open_job(struct lifetime_infer *li, struct li_thread *t, int level,
 		     uint64_t now)
 {
+	t->nouts = 0;
+	t->outs_lost = false;
 	t->job = li->next_job++;
 	t->job_level = level;
 	t->job_last_ns = now;
@@ -387,8 +503,10 @@ static int table_level(struct lifetime_infer *li, struct li_file *x,
 	}
 	if (lvl >= LIFETIME_MAX_LEVELS)
 		lvl = LIFETIME_MAX_LEVELS - 1;
-	x->level = (int8_t)lvl;
+	set_level(li, x, lvl);
 	x->job = why == LIFETIME_WHY_FLUSH ? 0 : t->job;
+	if (x->job)
+		outs_add(t, x->file);
 	if (t->job)
 		t->job_last_ns = now_ns;
 	t->last_output = x->file;
@@ -430,6 +548,7 @@ void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
 	}
 	if (kind != LIFETIME_KIND_TABLE)
 		goto out;
+	open_add(li, x, size_of, arg);
 	lvl = table_level(li, x, thread_get(li, tid, now_ns), now_ns, size_of, arg, &why);
 	if (g)
 		*g = (struct lifetime_guess){ .level = lvl, .why = why, .job = x->job };
@@ -438,7 +557,8 @@ out:
 }
 
 void lifetime_infer_adopt(struct lifetime_infer *li, uint64_t file,
-			  enum lifetime_kind kind, int level, uint64_t clock)
+			  enum lifetime_kind kind, int level, uint64_t clock,
+			  uint64_t size)
 {
 	struct li_file *x;
 
@@ -447,12 +567,31 @@ void lifetime_infer_adopt(struct lifetime_infer *li, uint64_t file,
 	pthread_mutex_lock(&li->mu);
 	x = file_get(li, file);
 	if (x) {
+		lv_take(li, x);
+		if (x->kind == LIFETIME_KIND_TABLE && !x->sealed)
+			open_drop(li, file);
 		x->kind = (uint8_t)kind;
 		x->level = (int8_t)(level < LIFETIME_MAX_LEVELS ? level : LIFETIME_MAX_LEVELS - 1);
 		x->born = clock;
+		x->sealed = true;	/* it was written before the mount */
+		x->bytes = size;
+		lv_give(li, x);
 		if (kind == LIFETIME_KIND_WAL)
 			li->live_wal++;
 	}
+	pthread_mutex_unlock(&li->mu);
+}
+
+void lifetime_infer_seal(struct lifetime_infer *li, uint64_t file, uint64_t size)
+{
+	struct li_file *x;
+
+	if (!li || !file)
+		return;
+	pthread_mutex_lock(&li->mu);
+	x = file_find(li, file);
+	if (x && x->kind == LIFETIME_KIND_TABLE)
+		seal(li, x, size);
 	pthread_mutex_unlock(&li->mu);
 }
 
@@ -483,20 +622,32 @@ void lifetime_infer_read(struct lifetime_infer *li, uint64_t file, uint32_t tid,
 	pthread_mutex_unlock(&li->mu);
 }
 
-/* Set every output of job to level; append the changes to fixes. */
-static size_t fix_job(struct lifetime_infer *li, uint64_t job, int level,
+/* Set x, an output of job, to level; append the change to fixes. */
+static size_t fix_one(struct lifetime_infer *li, struct li_file *x, uint64_t job,
+		      int level, struct lifetime_fix *fixes, size_t n)
+{
+	if (!x || !x->file || x->dead || x->job != job || x->level == level || x->exact)
+		return n;
+	if (fixes && n < LIFETIME_MAX_FIXES)
+		fixes[n++] = (struct lifetime_fix){ x->file, x->level, level };
+	set_level(li, x, level);
+	li->st.tables_corrected++;
+	return n;
+}
+
+/* Set every output of t's open job to level (from its list, or a scan of
+ * the table when an output could not be listed); append the changes to
+ * fixes. */
+static size_t fix_job(struct lifetime_infer *li, struct li_thread *t, int level,
 		      struct lifetime_fix *fixes, size_t n)
 {
-	for (size_t i = 0; i < li->fcap; i++) {
-		struct li_file *x = &li->f[i];
-
-		if (!x->file || x->dead || x->job != job || x->level == level || x->exact)
-			continue;
-		if (fixes && n < LIFETIME_MAX_FIXES)
-			fixes[n++] = (struct lifetime_fix){ x->file, x->level, level };
-		x->level = (int8_t)level;
-		li->st.tables_corrected++;
+	if (t->outs_lost) {
+		for (size_t i = 0; i < li->fcap; i++)
+			n = fix_one(li, &li->f[i], t->job, level, fixes, n);
+		return n;
 	}
+	for (uint32_t i = 0; i < t->nouts; i++)
+		n = fix_one(li, file_find(li, t->outs[i]), t->job, level, fixes, n);
 	return n;
 }
 
@@ -557,7 +708,7 @@ static size_t resolve_job(struct lifetime_infer *li, struct li_thread *t, int lv
 		li->obs[t->obs_idx].in_level = (int8_t)lvl;
 	li->targets_dirty = true;
 	t->job_level = out_level;
-	return fix_job(li, t->job, out_level, fixes, n);
+	return fix_job(li, t, out_level, fixes, n);
 }
 
 size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
@@ -622,7 +773,7 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
 		if (x->level != level) {
 			if (fix)
 				*fix = (struct lifetime_fix){ file, x->level, level };
-			x->level = (int8_t)level;
+			set_level(li, x, level);
 			changed = 1;
 		}
 		x->exact = true;
@@ -671,4 +822,39 @@ void lifetime_infer_get_stats(struct lifetime_infer *li,
 		st->level_targets[k] = (uint64_t)li->target[k];
 	lifetime_level_classes(&li->st.wal, li->st.level, st->level_class);
 	pthread_mutex_unlock(&li->mu);
+}
+
+int lifetime_infer_check(struct lifetime_infer *li)
+{
+	uint64_t n[LIFETIME_MAX_LEVELS] = { 0 }, b[LIFETIME_MAX_LEVELS] = { 0 };
+	unsigned int unsealed = 0;
+	int ret = 0;
+
+	if (!li)
+		return 0;
+	pthread_mutex_lock(&li->mu);
+	for (size_t i = 0; i < li->fcap; i++) {
+		const struct li_file *x = &li->f[i];
+
+		if (!x->file || x->dead)
+			continue;
+		if (x->kind == LIFETIME_KIND_TABLE && !x->sealed)
+			unsealed++;
+		if (!lv_counted(x))
+			continue;
+		n[x->level]++;
+		if (x->sealed)
+			b[x->level] += x->bytes;
+	}
+	if (memcmp(n, li->lv_n, sizeof(n)) || memcmp(b, li->lv_bytes, sizeof(b)) ||
+	    unsealed != li->nopen)
+		ret = -EUCLEAN;
+	for (unsigned int i = 0; i < li->nopen && !ret; i++) {
+		const struct li_file *x = file_find(li, li->open[i]);
+
+		if (!x || x->kind != LIFETIME_KIND_TABLE || x->sealed)
+			ret = -EUCLEAN;
+	}
+	pthread_mutex_unlock(&li->mu);
+	return ret;
 }

@@ -279,16 +279,24 @@ void lifetime_infer_free(struct lifetime_infer *li);
  * now_ns: monotonic time; clock: bytes written to the file system so far
  * (the lifetime unit).  For tables, *g gets the inferred level; size_of
  * (called with the state's mutex held; must not call back) gives the
- * current size of a live table.  Creating a file id already known replaces
+ * current size of a table not yet sealed (at most 128 calls).  Creating a file id already known replaces
  * its record. */
 void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
 			   enum lifetime_kind kind, uint32_t tid,
 			   uint64_t now_ns, uint64_t clock,
 			   uint64_t (*size_of)(void *arg, uint64_t file),
 			   void *arg, struct lifetime_guess *g);
-/* Register a table that exists already (mount) at a level (-1 unknown). */
+/* Register a file that exists already (mount); a table at a level (-1
+ * unknown) and of its final size in bytes. */
 void lifetime_infer_adopt(struct lifetime_infer *li, uint64_t file,
-			  enum lifetime_kind kind, int level, uint64_t clock);
+			  enum lifetime_kind kind, int level, uint64_t clock,
+			  uint64_t size);
+/* A table's writer is done with it (the daemon: a RELEASE): from now on it
+ * counts as size bytes in the picker's level sizes, without asking size_of.
+ * A table never sealed is asked for its size while it is among the
+ * newest 128 unsealed ones, and sealed at that size after.  No-op for a
+ * file that is not a known table. */
+void lifetime_infer_seal(struct lifetime_infer *li, uint64_t file, uint64_t size);
 /* Thread tid read bytes of file (cheap: no file lookup). */
 void lifetime_infer_read(struct lifetime_infer *li, uint64_t file, uint32_t tid,
 			 uint64_t bytes, uint64_t now_ns);
@@ -320,5 +328,9 @@ struct lifetime_infer_stats {
 };
 void lifetime_infer_get_stats(struct lifetime_infer *li,
 			      struct lifetime_infer_stats *st);
+/* Recounts the running sums (tables and sealed bytes per level, the open
+ * tables) from the table of files: 0, or -EUCLEAN if one disagrees.  For
+ * tests; walks every file. */
+int lifetime_infer_check(struct lifetime_infer *li);
 
 #endif

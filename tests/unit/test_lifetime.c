@@ -22,6 +22,7 @@
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
 #include "lsm/lifetime.h"
+#include "failalloc.h"
 #include "testlib.h"
 
 #define MiB (1024ull * 1024ull)
@@ -310,6 +311,11 @@ static uint64_t sim_table(struct sim *s, uint32_t tid, int level, uint64_t size,
 	lifetime_infer_create(s->li, f, LIFETIME_KIND_TABLE, tid, s->now, s->clock,
 			      sim_size, s, &gg);
 	s->size[f] = size;
+	/* Half the tables are closed (sealed) as the daemon does at RELEASE;
+	 * the others stay open, and the picker asks for their size. */
+	if (f % 2)
+		lifetime_infer_seal(s->li, f, size);
+	ck_assert_int_eq(lifetime_infer_check(s->li), 0);
 	s->truth[f] = level;
 	s->live[f] = true;
 	s->total++;
@@ -325,6 +331,7 @@ static void sim_unlink(struct sim *s, uint64_t f, uint32_t tid)
 	s->nfix += lifetime_infer_unlink(s->li, f, tid, s->now, s->clock,
 					 s->fixes + (s->nfix < LIFETIME_MAX_FIXES / 2 ? s->nfix : 0));
 	s->live[f] = false;
+	ck_assert_int_eq(lifetime_infer_check(s->li), 0);
 	sim_tick(s, 0);
 }
 
@@ -482,7 +489,7 @@ START_TEST(infer_from_reads)
 	uint64_t sz[16] = { 0 };
 
 	for (uint64_t f = 1; f <= 4; f++)
-		lifetime_infer_adopt(li, f, LIFETIME_KIND_TABLE, f <= 2 ? 2 : 3, 0);
+		lifetime_infer_adopt(li, f, LIFETIME_KIND_TABLE, f <= 2 ? 2 : 3, 0, 0);
 	ck_assert_int_eq(lifetime_infer_level(li, 3), 3);
 	ck_assert_int_eq(lifetime_infer_level(li, 99), -1);
 	/* too little read: not evidence */
@@ -577,6 +584,97 @@ START_TEST(infer_corners)
 		ck_assert_int_ge(lifetime_infer_level(li, f), f % 3 ? 0 : -1);
 	lifetime_infer_free(li);
 	lifetime_infer_free(NULL);
+}
+END_TEST
+
+/* The picker's running sums (tables and sealed bytes per level, the open
+ * tables) stay equal to a recount through adopt, seal, re-seal, more open
+ * tables than are tracked, exact levels, corrections, re-created ids and
+ * unlinks. */
+START_TEST(infer_sums_recount)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+	struct lifetime_guess g;
+	uint64_t sz[16] = { 0 };
+
+	for (uint64_t f = 1; f <= 8; f++)
+		lifetime_infer_adopt(li, f, LIFETIME_KIND_TABLE, (int)(f % 4) - 1, 0, f * MiB);
+	lifetime_infer_adopt(li, 9, LIFETIME_KIND_WAL, -1, 0, 4096);
+	lifetime_infer_adopt(li, 3, LIFETIME_KIND_TABLE, 12, 0, 7);	/* again */
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	ck_assert_int_eq(lifetime_infer_level(li, 3), LIFETIME_MAX_LEVELS - 1);
+	/* 300 tables of one job, none closed: 128 stay open, the rest are
+	 * sealed oldest first */
+	for (uint64_t f = 100; f < 400; f++) {
+		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 7, 1000 + f, 0,
+				      sim_size, sz, &g);
+		ck_assert_int_ge(g.level, 0);
+	}
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	for (uint64_t f = 350; f < 400; f++)
+		lifetime_infer_seal(li, f, f);
+	lifetime_infer_seal(li, 360, 1);	/* written again, closed again */
+	lifetime_infer_seal(li, 9, 1);		/* a WAL: not a table, no-op */
+	lifetime_infer_seal(li, 99999, 1);	/* unknown */
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	ck_assert_int_eq(lifetime_infer_set_level(li, 120, 5, &fx[0]), 1);
+	ck_assert_int_eq(lifetime_infer_set_level(li, 360, 0, &fx[0]), 1);
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	/* an input of level 1 dies: the job's outputs are corrected */
+	ck_assert_uint_gt(lifetime_infer_unlink(li, 2, 7, 500000, 0, fx), 0);
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	ck_assert_int_eq(lifetime_infer_level(li, 120), 5);	/* exact stays */
+	ck_assert_int_eq(lifetime_infer_level(li, 121), 2);
+	/* ids re-created as another kind, and unlinked, open or sealed */
+	lifetime_infer_create(li, 130, LIFETIME_KIND_WAL, 8, 600000, 0, sim_size, sz, &g);
+	lifetime_infer_create(li, 370, LIFETIME_KIND_OTHER, 8, 600000, 0, sim_size, sz, &g);
+	for (uint64_t f = 100; f < 400; f += 3)
+		lifetime_infer_unlink(li, f, 9, 700000, 0, fx);
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	lifetime_infer_free(li);
+}
+END_TEST
+
+/* A job whose outputs could not be listed (no memory for the list) still
+ * has them all corrected when its inputs die: by a scan instead. */
+static size_t fix_scenario(bool fail_list, int *levels)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+	struct lifetime_guess g;
+	uint64_t sz[16] = { 0 };
+	size_t n;
+
+	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	if (fail_list)
+		failalloc_arm_calloc(16, sizeof(uint64_t));
+	for (uint64_t f = 10; f < 13; f++)
+		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 300, 1000, 0,
+				      sim_size, sz, &g);
+	failalloc_disarm();
+	n = lifetime_infer_unlink(li, 1, 300, 2000, 0, fx);
+	for (uint64_t f = 10; f < 13; f++)
+		levels[f - 10] = lifetime_infer_level(li, f);
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	lifetime_infer_free(li);
+	return n;
+}
+
+START_TEST(infer_fix_without_list)
+{
+	int with[3], without[3];
+	uint64_t failed = failalloc_failed();
+
+	ck_assert_uint_eq(fix_scenario(false, with), 3);
+	ck_assert_uint_eq(failalloc_failed(), failed);
+	ck_assert_uint_eq(fix_scenario(true, without), 3);
+	ck_assert_uint_eq(failalloc_failed(), failed + 1);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(with[i], 2);
+		ck_assert_int_eq(without[i], 2);
+	}
 }
 END_TEST
 
@@ -927,6 +1025,8 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_from_reads);
 	tcase_add_test(tc, infer_leveldb_single_thread);
 	tcase_add_test(tc, infer_corners);
+	tcase_add_test(tc, infer_sums_recount);
+	tcase_add_test(tc, infer_fix_without_list);
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
