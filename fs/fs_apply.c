@@ -189,6 +189,10 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		struct fs_inode *ia = fs_inode_get(fs, a), *ib = fs_inode_get(fs, b);
 		src->ino = b;
 		dst->ino = a;
+		if (ia && ia->dir)
+			ia->dir->self = dst;
+		if (ib && ib->dir)
+			ib->dir->self = src;
 		if (p != np) {	/* moved directories change their parents' link counts */
 			if (ia && ia->dir) { ia->dir->parent = np; npd->nlink++; pd->nlink--; }
 			if (ib && ib->dir) { ib->dir->parent = p; pd->nlink++; npd->nlink--; }

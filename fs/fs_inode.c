@@ -315,6 +315,9 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
 	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
 	fs->ndirents++;
+	struct fs_inode *in = fs_inode_get(fs, d->ino);
+	if (in && in->dir)
+		in->dir->self = d;
 }
 
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
@@ -355,6 +358,9 @@ void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	if (*pp)
 		*pp = d->hnext;
 	fs->ndirents--;
+	struct fs_inode *in = fs_inode_get(fs, d->ino);
+	if (in && in->dir && in->dir->self == d)
+		in->dir->self = NULL;
 	if (d->slot < dd->n && dd->ents[d->slot] == d) {
 		dd->ents[d->slot] = NULL;
 		dd->live--;

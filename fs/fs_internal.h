@@ -72,6 +72,10 @@ struct fs_dir {
 	size_t n, cap, live;
 	uint64_t next_cookie;		/* starts at 3 ('.'=1, '..'=2) */
 	uint64_t parent;		/* for '..' */
+	/* Its own name: the entry in its parent (a directory has one),
+	 * NULL for the root.  Kept by fs_dirent_insert/_remove and the
+	 * exchange of two names. */
+	struct fs_dirent *self;
 };
 
 /* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one

@@ -214,8 +214,9 @@ void fs_lifetime_fini(struct fs *fs)
 	fs->lt = NULL;
 }
 
-/* Path of dir/name relative to the root, for rules with '/' ([L]).
- * Returns false if it does not fit. */
+/* Path of dir/name relative to the root, for rules with '/' ([L]): a
+ * step per ancestor, each directory knowing its own entry.  Returns false
+ * if it does not fit. */
 static bool rel_path(struct fs *fs, struct fs_inode *dir, const char *name,
 		     char *buf, size_t size)
 {
@@ -227,16 +228,12 @@ static bool rel_path(struct fs *fs, struct fs_inode *dir, const char *name,
 	memmove(buf + size - len - 1, name, len + 1);
 	size_t pos = size - len - 1;
 	for (int depth = 0; ino != FS_ROOT_INO && depth < 256; depth++) {
-		struct fs_inode *d = fs_inode_get(fs, ino), *p;
-		const char *comp = NULL;
+		struct fs_inode *d = fs_inode_get(fs, ino);
+		const struct fs_dirent *self = d && d->dir ? d->dir->self : NULL;
 
-		if (!d || !d->dir || !(p = fs_inode_get(fs, d->dir->parent)) || !p->dir)
+		if (!self || self->ino != ino || self->parent != d->dir->parent)
 			return false;
-		for (size_t i = 0; i < p->dir->n && !comp; i++)
-			if (p->dir->ents[i] && p->dir->ents[i]->ino == ino)
-				comp = p->dir->ents[i]->name;
-		if (!comp)
-			return false;
+		const char *comp = self->name;
 		size_t cl = strlen(comp);
 		if (cl + 1 > pos)
 			return false;

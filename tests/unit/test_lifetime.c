@@ -1011,6 +1011,58 @@ START_TEST(fs_class_sources)
 }
 END_TEST
 
+/* Rules with '/' match the path from the root: right after directories
+ * are renamed, exchanged and removed, and after a remount (the names are
+ * rebuilt from the log), however deep. */
+START_TEST(fs_rule_paths)
+{
+	struct zdev *dev;
+	struct fs *fs;
+	struct stat st;
+	struct fs_ctx ctx = { 0, 0, 1 };
+	uint64_t a, b, c, deep;
+	FILE *f;
+
+	fs_dev_make();
+	f = fopen(fhints, "w");
+	fputs("a/b/*.txt extreme\nc/b/*.txt short\nc/x/*.txt extreme\nc/*.txt long\n"
+	      "d/d/d/d/d/d/d/d/d/d/*.txt extreme\n", f);
+	fclose(f);
+	fs = fs_up(&dev, fhints, false);
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "a", 0755, &ctx, &st), 0);
+	a = st.st_ino;
+	ck_assert_int_eq(fs_mkdir(fs, a, "b", 0755, &ctx, &st), 0);
+	b = st.st_ino;
+	lifetime_is(fs, mk(fs, b, "x.txt", 1), "extreme rule\n");
+	/* a renamed: its subdirectory's path is c/b */
+	ck_assert_int_eq(fs_rename(fs, FS_ROOT_INO, "a", FS_ROOT_INO, "c", 0), 0);
+	lifetime_is(fs, mk(fs, b, "y.txt", 1), "short rule\n");
+	/* b and a new c/x exchanged: b is c/x, and c/b the new one */
+	ck_assert_int_eq(fs_mkdir(fs, a, "x", 0755, &ctx, &st), 0);
+	ck_assert_int_eq(fs_rename(fs, a, "b", a, "x", RENAME_EXCHANGE), 0);
+	lifetime_is(fs, mk(fs, b, "z.txt", 1), "extreme rule\n");
+	lifetime_is(fs, mk(fs, st.st_ino, "z.txt", 1), "short rule\n");
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "e", 0755, &ctx, &st), 0);
+	c = st.st_ino;
+	ck_assert_int_eq(fs_rename(fs, a, "x", c, "b", 0), 0);	/* b is e/b */
+	lifetime_is(fs, mk(fs, b, "w.txt", 1), "medium default\n");
+	/* ten levels */
+	deep = FS_ROOT_INO;
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(fs_mkdir(fs, deep, "d", 0755, &ctx, &st), 0);
+		deep = st.st_ino;
+	}
+	lifetime_is(fs, mk(fs, deep, "v.txt", 1), "extreme rule\n");
+	fs_down(fs, dev);
+	fs = fs_up(&dev, fhints, false);
+	lifetime_is(fs, mk(fs, deep, "u.txt", 1), "extreme rule\n");
+	lifetime_is(fs, mk(fs, a, "t.txt", 1), "long rule\n");
+	fs_down(fs, dev);
+	unlink(fhints);
+	tl_dev_remove(&td);
+}
+END_TEST
+
 static Suite *lifetime_suite(void)
 {
 	Suite *s = suite_create("lifetime");
@@ -1030,6 +1082,7 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
+	tcase_add_test(tc, fs_rule_paths);
 	suite_add_tcase(s, tc);
 	return s;
 }
