@@ -23,14 +23,27 @@
 # same + fdatasync, and db_bench fillrandom --sync=1 (--dbnum keys),
 # targets alternating, median of --reps.
 #
+# Part "files": does a request cost more with more files?  On the first
+# geometry, --files TABLES counts (default 1,000 and 64,000): one thread
+# writes that many 4 KiB tables (NNNNNNNN.sst) into a directory, then
+# another creates a table and unlinks the oldest, --churn times
+# (scripts/lib/tables-churn.py): each iteration is a compaction job of
+# one input and one output for the daemon's level inference, the most
+# jobs per file there can be.  Iterations per second, median of --reps
+# alternating rounds, each row's ratio to the first (the issue's target:
+# >= 0.95); with --base, that build's rows too.
+#
 # Needs root and /dev/fuse (exit 77 without them).
-# Usage: scripts/bench-zones.sh [--part zones|sync|all] [--size 16G]
+# Usage: scripts/bench-zones.sh [--part zones|sync|files|all] [--size 16G]
 #          [--geoms "64M:256 16M:1024 1M:16384 256K:65536"] [--reps 3] [--fio-size 512m]
 #          [--runtime 10] [--dir DIR] [--opts O] [--base BUILDDIR] [--dbnum 20000]
+#          [--files "1000 64000"] [--churn 5000]
 #   --geoms    ZONE_SIZE:COUNT pairs, the first is the reference
 #   --dir      where the device files live (default: a tmpfs of our own)
 #   --opts     extra zonefuse mount options
 #   --base     also run this build's zonefuse (e.g. main's), as "base"
+#   --files    table counts for part "files", the first is the reference
+#   --churn    iterations per run of part "files"
 #   ZF_BUILD_DIR=DIR runs the binaries of another build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +57,8 @@ opts=
 part=all
 base=
 dbnum=20000
+files="1000 64000"
+churn=5000
 while [ $# -gt 0 ]; do
 	case $1 in
 	--part) part=$2; shift 2 ;;
@@ -56,15 +71,17 @@ while [ $# -gt 0 ]; do
 	--opts) opts=$2; shift 2 ;;
 	--base) base=$2; shift 2 ;;
 	--dbnum) dbnum=$2; shift 2 ;;
-	-h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+	--files) files=$2; shift 2 ;;
+	--churn) churn=$2; shift 2 ;;
+	-h|--help) sed -n '2,47p' "$0"; exit 0 ;;
 	*) echo "bench-zones: unknown option $1" >&2; exit 2 ;;
 	esac
 done
-case $part in zones | sync | all) ;; *) echo "bench-zones: --part zones|sync|all" >&2; exit 2 ;; esac
+case $part in zones | sync | files | all) ;; *) echo "bench-zones: --part zones|sync|files|all" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "bench-zones: SKIP: needs root (FUSE mounts)" >&2; exit 77; }
 [ -c /dev/fuse ] || { echo "bench-zones: SKIP: no /dev/fuse" >&2; exit 77; }
 need=(fio fusermount3 python3 numfmt)
-[ "$part" = zones ] || need+=(db_bench mkfs.ext4 losetup)
+case $part in sync | all) need+=(db_bench mkfs.ext4 losetup) ;; esac
 for p in "${need[@]}"; do
 	command -v "$p" >/dev/null || { echo "bench-zones: SKIP: $p missing" >&2; exit 77; }
 done
@@ -254,5 +271,41 @@ for t in tg:
 EOF
 }
 
-[ "$part" = sync ] || part_zones
-[ "$part" = zones ] || part_sync
+part_files() {
+	local res=$work/files.tsv r t n it secs zs=${G[0]%%:*} nz=${G[0]##*:}
+	local targets=(zonefuse) items=()
+	[ -z "$base" ] || targets=(zonefuse base)
+	for t in "${targets[@]}"; do for n in $files; do items+=("$t:$n"); done; done
+	: >"$res"
+	for ((r = 1; r <= reps; r++)); do
+		for it in $(ordered "$r" "${items[@]}"); do
+			t=${it%%:*} n=${it##*:}
+			if [ "$t" = base ]; then mount_zf "$base" "$zs" "$nz"; else mount_zf "$B" "$zs" "$nz"; fi
+			mkdir "$mnt/db"
+			secs=$(python3 scripts/lib/tables-churn.py "$mnt/db" "$n" "$churn" | cut -d' ' -f2)
+			umount_zf
+			printf '%s\t%s\t%s\t%s\n' "$t" "$n" "$r" "$(python3 -c "print('%.0f' % ($churn / max($secs, 1e-6)))")" >>"$res"
+			echo "bench-zones: round $r, $t, $n tables: $(tail -n 1 "$res" | cut -f4) iterations/s (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+		done
+	done
+	python3 - "$res" "$reps" "$churn" "${G[0]}" <<'EOF'
+import statistics, sys
+res, reps, churn, geo = sys.argv[1:]
+rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
+print(f"file count: {churn} x (create a 4 KiB table, unlink the oldest) by one thread, after another "
+      f"wrote N tables ({geo.split(':')[1]} x {geo.split(':')[0]} zones); median of {reps} alternating rounds; "
+      f"ratio to the target's first row")
+print(f"{'target':>10} {'tables':>8} {'iterations/s':>13} {'ratio':>6}  runs")
+for t in dict.fromkeys(x[0] for x in rows):
+    ref = None
+    for n in dict.fromkeys(x[1] for x in rows if x[0] == t):
+        r = [float(x[3]) for x in rows if x[0] == t and x[1] == n]
+        m = statistics.median(r)
+        ref = ref or m
+        print(f"{t:>10} {int(n):8d} {m:13.0f} {m / ref:6.2f}  " + " ".join(f"{v:.0f}" for v in r))
+EOF
+}
+
+case $part in zones | all) part_zones ;; esac
+case $part in sync | all) part_sync ;; esac
+case $part in files | all) part_files ;; esac
