@@ -171,6 +171,7 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
 	extmap_free(&in->map);
 	if (in->dir) {
 		free(in->dir->ents);
+		free(in->dir->cookies);
 		free(in->dir);
 	}
 	free(in->symlink);
@@ -259,6 +260,7 @@ static void dir_compact(struct fs_dir *dd)
 	for (size_t i = 0; i < dd->n; i++)
 		if (dd->ents[i]) {
 			dd->ents[k] = dd->ents[i];
+			dd->cookies[k] = dd->cookies[i];
 			dd->ents[k]->slot = k;
 			k++;
 		}
@@ -282,11 +284,15 @@ struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const cha
 		if (dd->live < dd->n / 2) {
 			dir_compact(dd);
 		} else {
-			size_t cap = dd->cap;
+			size_t cap = dd->cap, ccap = dd->cap;
 			struct fs_dirent **e = zf_grow(dd->ents, &cap, dd->n + 1, sizeof(*e), 16);
 			if (!e)
 				return NULL;
 			dd->ents = e;
+			uint64_t *c = zf_grow(dd->cookies, &ccap, cap, sizeof(*c), 16);
+			if (!c)
+				return NULL;	/* ents is larger: harmless, cap stays */
+			dd->cookies = c;
 			dd->cap = cap;
 		}
 	}
@@ -308,6 +314,7 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 
 	d->cookie = dd->next_cookie++;
 	d->slot = dd->n;
+	dd->cookies[dd->n] = d->cookie;
 	dd->ents[dd->n++] = d;
 	dd->live++;
 	if (fs->ndirents + 1 > fs->dtab_size)
@@ -333,15 +340,9 @@ size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie)
 {
 	size_t lo = 0, hi = dd->n;	/* first slot with cookie >= `cookie` */
 	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2, m = mid;
-		while (m < hi && !dd->ents[m])
-			m++;
-		if (m == hi) {
-			hi = mid;
-			continue;
-		}
-		if (dd->ents[m]->cookie < cookie)
-			lo = m + 1;
+		size_t mid = lo + (hi - lo) / 2;
+		if (dd->cookies[mid] < cookie)
+			lo = mid + 1;
 		else
 			hi = mid;
 	}

@@ -67,8 +67,12 @@ struct fs_dirent {
 struct fs_dir {
 	/* Sorted by cookie; NULL = removed.  A directory of more than
 	 * DIR_COMPACT_MIN slots is compacted once less than half of them are
-	 * live (fs_inode.c); each dirent knows its slot. */
+	 * live (fs_inode.c); each dirent knows its slot.  cookies[i] is the
+	 * cookie of the entry put in slot i, kept after its removal, so a
+	 * READDIR resumed at a cookie finds its slot by a binary search
+	 * that never walks removed slots. */
 	struct fs_dirent **ents;
+	uint64_t *cookies;
 	size_t n, cap, live;
 	uint64_t next_cookie;		/* starts at 3 ('.'=1, '..'=2) */
 	uint64_t parent;		/* for '..' */

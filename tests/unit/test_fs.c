@@ -884,6 +884,53 @@ START_TEST(dir_remove_in_creation_order)
 }
 END_TEST
 
+/* A run of removed slots in the middle of a large directory, just short of
+ * the half that compacts it: a listing resumed at every step, before and
+ * after the run, returns every live name once and no removed one. */
+START_TEST(dir_resume_across_removed_run)
+{
+	const int N = 4000, A = 1000, B = 2900;	/* f1000..f2899 go */
+	struct stat st;
+	char name[32];
+	unsigned char *seen = calloc(N, 1);
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "mid", 0755, NULL, &st), 0);
+	uint64_t d = st.st_ino;
+	fs_forget(fs, d, 1);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		create(d, name);
+	}
+	for (int i = A; i < B; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(fs_unlink(fs, d, name), 0);
+	}
+	struct fs_inode *di = fs_inode_pin(fs, d);
+	ck_assert_ptr_nonnull(di);
+	ck_assert_uint_eq(di->dir->n, (size_t)N);	/* not compacted */
+	fs_inode_unpin(fs, di);
+	for (int per = 1; per <= 64; per *= 4) {
+		struct rd_step r = { .seen = seen, .per = per };
+		uint64_t off = 0;
+		int steps = 0;
+
+		memset(seen, 0, N);
+		for (;; steps++) {
+			r.n = 0;
+			ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, &r), 0);
+			if (r.n == 0)
+				break;
+			off = r.next;
+		}
+		ck_assert_int_eq(r.dups, 0);
+		ck_assert_int_eq(steps, (N - (B - A) + 2 + per - 1) / per);
+		for (int i = 0; i < N; i++)
+			ck_assert_msg(seen[i] == (i < A || i >= B), "f%d seen %d", i, seen[i]);
+	}
+	check_clean();
+	free(seen);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fs");
@@ -892,6 +939,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, write_read_remount);
 	tcase_add_test(tc, dir_remove_in_creation_order);
+	tcase_add_test(tc, dir_resume_across_removed_run);
 	tcase_add_test(tc, small_appends_and_overwrites);
 	tcase_add_test(tc, truncate_and_holes);
 	tcase_add_test(tc, namespace_ops);
