@@ -305,9 +305,32 @@ static void obs_note(struct lifetime_level_obs *o, uint64_t life)
 /* Learn target(k) (bytes) for k >= 1 from the jobs seen: the threshold on
  * y = bytes(Lk) / max(L0 score, 1, lower levels' scores) that best
  * separates jobs from level k from the others. */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* How many of the n sorted values v[] are below c. */
+static unsigned below(const double *v, unsigned n, double c)
+{
+	unsigned lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (v[mid] < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static void learn_targets(struct lifetime_infer *li)
 {
-	double pos[LI_OBS], neg[LI_OBS];
+	double pos[LI_OBS], neg[LI_OBS], spos[LI_OBS], sneg[LI_OBS];
 
 	for (int k = 1; k < LIFETIME_MAX_LEVELS; k++) {
 		unsigned np = 0, nn = 0;
@@ -331,14 +354,17 @@ static void learn_targets(struct lifetime_infer *li)
 			double best_c = pos[0];
 			unsigned best_err = UINT32_MAX;
 
+			/* every value is a candidate threshold c; its errors
+			 * are the positives below c and the negatives at or
+			 * above it, counted by binary search in sorted copies */
+			memcpy(spos, pos, np * sizeof(*pos));
+			memcpy(sneg, neg, nn * sizeof(*neg));
+			qsort(spos, np, sizeof(*spos), cmp_double);
+			qsort(sneg, nn, sizeof(*sneg), cmp_double);
 			for (unsigned a = 0; a < np + nn; a++) {
 				double c = a < np ? pos[a] : neg[a - np];
-				unsigned err = 0;
+				unsigned err = below(spos, np, c) + nn - below(sneg, nn, c);
 
-				for (unsigned i = 0; i < np; i++)
-					err += pos[i] < c;
-				for (unsigned i = 0; i < nn; i++)
-					err += neg[i] >= c;
 				if (err < best_err || (err == best_err && c < best_c)) {
 					best_err = err;
 					best_c = c;
