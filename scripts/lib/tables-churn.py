@@ -6,11 +6,17 @@ Usage: tables-churn.py DIR TABLES ITERATIONS
 
 One thread creates TABLES files DIR/NNNNNNNN.sst of 4 KiB (as one job);
 then the main thread, a different one (the daemon tells threads apart by
-the requests' thread ids), ITERATIONS times creates a new table of 4 KiB,
-closes it and unlinks the oldest: each iteration is a compaction job of
-one input and one output, the most jobs per file there can be.  Prints
-"ITERATIONS SECONDS" for the churn alone.
+the requests' thread ids), ITERATIONS times creates a new table of 4 KiB
+and closes it, and unlinks the one it created LAG iterations before: each
+iteration is a compaction job of one input and one output, the most jobs
+per file there can be.  The TABLES stay, so only their number differs
+between runs: every churned table lives LAG iterations, less than the
+daemon's write-behind delay, whatever TABLES is, and the TABLES are
+synced and written out before the churn starts.  Prints "ITERATIONS
+SECONDS" for the churn alone.
 """
+LAG = 500
+SETTLE_S = 2.0  # more than the write-behind delay (1 s)
 import os
 import sys
 import threading
@@ -35,10 +41,14 @@ def main():
     setup = threading.Thread(target=lambda: [make(name(i)) for i in range(tables)])
     setup.start()
     setup.join()
+    # The tables' data goes to the device now, not during the churn.
+    os.sync()
+    time.sleep(SETTLE_S)
     t0 = time.monotonic()
     for k in range(iters):
         make(name(tables + k))
-        os.unlink(name(k))
+        if k >= LAG:
+            os.unlink(name(tables + k - LAG))
     print(iters, f"{time.monotonic() - t0:.3f}")
 
 
