@@ -25,14 +25,14 @@
 #
 # Part "files": does a request cost more with more files?  On the first
 # geometry, --files TABLES counts (default 1,000 and 64,000): one thread
-# writes that many 4 KiB tables (NNNNNNNN.sst) into a directory, then
-# another creates a table and unlinks the one it made 500 tables before,
-# --churn times (scripts/lib/tables-churn.py): each iteration is a
-# compaction job of one input and one output for the daemon's level
-# inference, the most jobs per file there can be, and each churned table
-# lives as long whatever N is.  Iterations per second, median of --reps
-# alternating rounds, each row's ratio to the first (the target:
-# >= 0.95); with --base, that build's rows too.
+# writes that many 4 KiB tables (*.sst) into a directory, which stay; then,
+# --churn times, a second thread creates a table, a third creates one and
+# unlinks the two made 500 iterations before (scripts/lib/tables-churn.py):
+# for the daemon's level inference each iteration is a compaction job of
+# one input and one output, the most jobs per file there can be, and each
+# churned table lives as long whatever N is.  Iterations per second,
+# median of --reps alternating rounds, each row's ratio to the first (the
+# issue's target: >= 0.95); with --base, that build's rows too.
 #
 # Needs root and /dev/fuse (exit 77 without them).
 # Usage: scripts/bench-zones.sh [--part zones|sync|files|all] [--size 16G]
@@ -293,8 +293,8 @@ part_files() {
 import statistics, sys
 res, reps, churn, geo = sys.argv[1:]
 rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
-print(f"file count: {churn} x (create a 4 KiB table, unlink the one 500 before) by one thread, after another "
-      f"wrote N tables ({geo.split(':')[1]} x {geo.split(':')[0]} zones); median of {reps} alternating rounds; "
+print(f"file count: {churn} x (an input table, an output table, unlink the pair of 500 before), "
+      f"with N other tables ({geo.split(':')[1]} x {geo.split(':')[0]} zones); median of {reps} alternating rounds; "
       f"ratio to the target's first row")
 print(f"{'target':>10} {'tables':>8} {'iterations/s':>13} {'ratio':>6}  runs")
 for t in dict.fromkeys(x[0] for x in rows):

@@ -4,25 +4,27 @@ make it: used by scripts/bench-zones.sh --part files.
 
 Usage: tables-churn.py DIR TABLES ITERATIONS
 
-One thread creates TABLES files DIR/NNNNNNNN.sst of 4 KiB (as one job);
-then the main thread, a different one (the daemon tells threads apart by
-the requests' thread ids), ITERATIONS times creates a new table of 4 KiB
-and closes it, and unlinks the one it created LAG iterations before: each
-iteration is a compaction job of one input and one output, the most jobs
-per file there can be.  The TABLES stay, so only their number differs
-between runs: every churned table lives LAG iterations, less than the
-daemon's write-behind delay, whatever TABLES is, and the TABLES are
-synced and written out before the churn starts.  Prints "ITERATIONS
-SECONDS" for the churn alone.
+A feeder thread creates TABLES files DIR/tNNNNNNNN.sst of 4 KiB, which
+then stay; they are synced and given time for the daemon's write-behind
+before the clock starts.  Then, ITERATIONS times: the feeder creates a
+table (an input), the main thread creates one (an output) and unlinks
+the input and the output made LAG iterations before.  For the daemon's
+level inference each iteration is a compaction job of the main thread
+with one input and one output: the inputs belong to the feeder's job, so
+the main thread's job is the one whose input died (an UNLINK carries no
+thread id), the most jobs per file there can be.  Every churned table lives LAG iterations, less than the
+write-behind delay, whatever TABLES is: only the number of tables differs
+between runs.  Prints "ITERATIONS SECONDS" for the churn alone.
 """
-LAG = 500
-SETTLE_S = 2.0  # more than the write-behind delay (1 s)
 import os
+import queue
 import sys
 import threading
 import time
 
 BLOCK = b"t" * 4096
+LAG = 500
+SETTLE_S = 2.0  # more than the write-behind delay (1 s)
 
 
 def make(path):
@@ -33,23 +35,39 @@ def make(path):
         os.close(fd)
 
 
+def feeder(top, tables, todo, done):
+    for i in range(tables):
+        make(os.path.join(top, f"t{i:08d}.sst"))
+    done.put(None)
+    for path in iter(todo.get, None):
+        make(path)
+        done.put(path)
+
+
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__.strip().split("\n\n")[1])
     top, tables, iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    name = lambda i: os.path.join(top, f"{i:08d}.sst")
-    setup = threading.Thread(target=lambda: [make(name(i)) for i in range(tables)])
-    setup.start()
-    setup.join()
-    # The tables' data goes to the device now, not during the churn.
+    todo, done = queue.Queue(), queue.Queue()
+    feed = threading.Thread(target=feeder, args=(top, tables, todo, done))
+    feed.start()
+    done.get()
     os.sync()
     time.sleep(SETTLE_S)
+    inp = lambda k: os.path.join(top, f"i{k:08d}.sst")
+    out = lambda k: os.path.join(top, f"o{k:08d}.sst")
     t0 = time.monotonic()
     for k in range(iters):
-        make(name(tables + k))
+        todo.put(inp(k))
+        done.get()
+        make(out(k))
         if k >= LAG:
-            os.unlink(name(tables + k - LAG))
-    print(iters, f"{time.monotonic() - t0:.3f}")
+            os.unlink(inp(k - LAG))
+            os.unlink(out(k - LAG))
+    elapsed = time.monotonic() - t0
+    todo.put(None)
+    feed.join()
+    print(iters, f"{elapsed:.3f}")
 
 
 if __name__ == "__main__":
