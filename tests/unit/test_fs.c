@@ -827,6 +827,21 @@ static int rd_fn(void *arg, const char *name, const struct stat *st, uint64_t ne
 	return 0;
 }
 
+/* A new directory under the root holding f0 .. f<n-1>; its inode. */
+static uint64_t dir_of_n(const char *dname, int n)
+{
+	struct stat st;
+	char name[32];
+
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, dname, 0755, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		create(st.st_ino, name);
+	}
+	return st.st_ino;
+}
+
 /* A large directory whose names are removed in creation order (what an
  * mdtest unlink phase or a log cleaner does): each remove finds its slot at
  * once, the slots are compacted as they empty, and a readdir resumed from
@@ -835,16 +850,9 @@ static int rd_fn(void *arg, const char *name, const struct stat *st, uint64_t ne
 START_TEST(dir_remove_in_creation_order)
 {
 	const int N = 3000;
-	struct stat st;
 	char name[32];
 	unsigned char *seen = calloc(N, 1);
-	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "big", 0755, NULL, &st), 0);
-	uint64_t d = st.st_ino;
-	fs_forget(fs, d, 1);
-	for (int i = 0; i < N; i++) {
-		snprintf(name, sizeof(name), "f%d", i);
-		create(d, name);
-	}
+	uint64_t d = dir_of_n("big", N);
 	/* half a listing, then remove the first 2,000 (past it), then the rest */
 	struct rd_step r = { .seen = seen, .per = 1000 };
 	ck_assert_int_eq(fs_readdir(fs, d, 0, false, rd_fn, &r), 0);
@@ -890,16 +898,9 @@ END_TEST
 START_TEST(dir_resume_across_removed_run)
 {
 	const int N = 4000, A = 1000, B = 2900;	/* f1000..f2899 go */
-	struct stat st;
 	char name[32];
 	unsigned char *seen = calloc(N, 1);
-	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "mid", 0755, NULL, &st), 0);
-	uint64_t d = st.st_ino;
-	fs_forget(fs, d, 1);
-	for (int i = 0; i < N; i++) {
-		snprintf(name, sizeof(name), "f%d", i);
-		create(d, name);
-	}
+	uint64_t d = dir_of_n("mid", N);
 	for (int i = A; i < B; i++) {
 		snprintf(name, sizeof(name), "f%d", i);
 		ck_assert_int_eq(fs_unlink(fs, d, name), 0);
