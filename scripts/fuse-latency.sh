@@ -81,6 +81,11 @@ majmin=$(mountpoint -d "$mnt") || die "cannot read the device number of $mnt"
 conn=$(((${majmin%%:*} << 20) | ${majmin##*:}))
 
 tracefs=
+# A kernel with tracing has the mount point even where nothing mounted it
+# (as on a fresh machine): mount it, as perf and trace-cmd do.
+if [ -d /sys/kernel/tracing ] && [ ! -d /sys/kernel/tracing/instances ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
 for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
 	[ -d "$d/instances" ] && { tracefs=$d; break; }
 done

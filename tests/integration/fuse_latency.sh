@@ -15,6 +15,10 @@ zf_require_prog python3 python3
 zf_require_prog getfattr attr
 zf_require_prog findmnt util-linux
 T=
+# Not mounted on a fresh machine; the script under test mounts it too.
+if [ -d /sys/kernel/tracing ] && [ ! -d /sys/kernel/tracing/instances ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
 for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
 	[ -d "$d/instances" ] && { T=$d; break; }
 done
