@@ -827,6 +827,19 @@ static int rd_fn(void *arg, const char *name, const struct stat *st, uint64_t ne
 	return 0;
 }
 
+/* readdir of d from cookie off to the end in steps of r->per entries;
+ * the number of steps that returned entries. */
+static int rd_to_end(uint64_t d, uint64_t off, struct rd_step *r)
+{
+	for (int steps = 0;; steps++) {
+		r->n = 0;
+		ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, r), 0);
+		if (r->n == 0)
+			return steps;
+		off = r->next;
+	}
+}
+
 /* A new directory under the root holding f0 .. f<n-1>; its inode. */
 static uint64_t dir_of_n(const char *dname, int n)
 {
@@ -867,13 +880,7 @@ START_TEST(dir_remove_in_creation_order)
 	ck_assert_uint_eq(di->dir->live, (size_t)(N - 2000));
 	ck_assert_uint_le(di->dir->n, 2 * di->dir->live);
 	fs_inode_unpin(fs, di);
-	for (;;) {
-		r.n = 0;
-		ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, &r), 0);
-		if (r.n == 0)
-			break;
-		off = r.next;
-	}
+	rd_to_end(d, off, &r);
 	ck_assert_int_eq(r.dups, 0);
 	/* f0..f997 came in the first step (after . and ..); 998..1999 were
 	 * removed before the rest was read; 2000.. all came */
@@ -911,17 +918,9 @@ START_TEST(dir_resume_across_removed_run)
 	fs_inode_unpin(fs, di);
 	for (int per = 1; per <= 64; per *= 4) {
 		struct rd_step r = { .seen = seen, .per = per };
-		uint64_t off = 0;
-		int steps = 0;
 
 		memset(seen, 0, N);
-		for (;; steps++) {
-			r.n = 0;
-			ck_assert_int_eq(fs_readdir(fs, d, off, false, rd_fn, &r), 0);
-			if (r.n == 0)
-				break;
-			off = r.next;
-		}
+		int steps = rd_to_end(d, 0, &r);
 		ck_assert_int_eq(r.dups, 0);
 		ck_assert_int_eq(steps, (N - (B - A) + 2 + per - 1) / per);
 		for (int i = 0; i < N; i++)
