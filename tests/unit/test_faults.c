@@ -770,6 +770,54 @@ START_TEST(enomem_write_extent_log_agrees)
 }
 END_TEST
 
+static int count_fn(void *arg, const char *name, const struct stat *st, uint64_t off)
+{
+	(void)name, (void)st, (void)off;
+	++*(int *)arg;
+	return 0;
+}
+
+/* Entries of directory d, '.' and '..' included. */
+static int dir_count(uint64_t d)
+{
+	int n = 0;
+	ck_assert_int_eq(fs_readdir(fs, d, 0, false, count_fn, &n), 0);
+	return n;
+}
+
+/* No memory for a directory's cookie array when its slots grow: the
+ * create fails before anything is logged, the directory lists what it
+ * had (the slot array grew, the cookies did not), and the next create,
+ * with memory, succeeds. */
+START_TEST(enomem_dir_cookies)
+{
+	struct stat st;
+	char name[16];
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "d", 0755, NULL, &st), 0);
+	uint64_t d = st.st_ino;
+	for (int i = 0; i < 16; i++) {	/* the first 16 slots, full */
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(fs_mknod(fs, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
+		fs_forget(fs, st.st_ino, 1);
+	}
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *di = fs_inode_get(fs, d);
+	ck_assert_uint_eq(di->dir->n, di->dir->cap);
+	failalloc_arm(di->dir->cookies);
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_int_eq(fs_mknod(fs, d, "g", S_IFREG | 0644, 0, NULL, &st), -ENOMEM);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(dir_count(d), 2 + 16);
+	ck_assert_int_eq(fs_mknod(fs, d, "g", S_IFREG | 0644, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	ck_assert_int_eq(dir_count(d), 2 + 17);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	crash_remount();
+	ck_assert_int_eq(dir_count(d), 2 + 17);
+}
+END_TEST
+
 /* No memory for the extent map when a hole punch splits an extent: the
  * punch either is logged and applied or neither (memory must not keep
  * serving bytes the log has punched). */
@@ -992,6 +1040,7 @@ int main(void)
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
+	tcase_add_test(tc, enomem_dir_cookies);
 	tcase_add_test(tc, release_write_error_reaches_fsync);
 	tcase_add_test(tc, write_behind_error_reaches_fsync);
 	suite_add_tcase(s, tc);
