@@ -593,14 +593,11 @@ void lifetime_infer_adopt(struct lifetime_infer *li, uint64_t file,
 	pthread_mutex_lock(&li->mu);
 	x = file_get(li, file);
 	if (x) {
+		seal(li, x, size);	/* it was written before the mount */
 		lv_take(li, x);
-		if (x->kind == LIFETIME_KIND_TABLE && !x->sealed)
-			open_drop(li, file);
 		x->kind = (uint8_t)kind;
 		x->level = (int8_t)(level < LIFETIME_MAX_LEVELS ? level : LIFETIME_MAX_LEVELS - 1);
 		x->born = clock;
-		x->sealed = true;	/* it was written before the mount */
-		x->bytes = size;
 		lv_give(li, x);
 		if (kind == LIFETIME_KIND_WAL)
 			li->live_wal++;
