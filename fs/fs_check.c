@@ -223,8 +223,10 @@ static int check_extents(struct check *ck)
 		else if (S_ISREG(in->mode))
 			ck->files++;
 		uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
-		for (size_t i = 0; i < in->map.n; i++) {
-			int ret = check_extent(ck, in, &in->map.v[i], limit);
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c)) {
+			int ret = check_extent(ck, in, e, limit);
 			if (ret)
 				return ret;
 		}
@@ -306,9 +308,12 @@ int fs_check_shares(struct fs *fs, fs_report_fn report, void *arg)
 
 	pthread_mutex_lock(&fs->lock);
 	int ret = load_zones(&ck);
-	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
-		for (size_t i = 0; i < in->map.n && !ret; i++)
-			ret = remember(&ck, in, &in->map.v[i]);
+	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e && !ret;
+		     e = extmap_next(&in->map, &c))
+			ret = remember(&ck, in, e);
+	}
 	if (!ret)
 		ret = check_refs(&ck);
 	pthread_mutex_unlock(&fs->lock);

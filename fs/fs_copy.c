@@ -267,15 +267,16 @@ int fs_share_rebuild(struct fs *fs)
 	int ret = share_setup(fs);
 
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
-		struct fs_cext *nv = zf_grow(v, &cap, n + in->map.n, sizeof(*nv), 64);
+		struct fs_cext *nv = zf_grow(v, &cap, n + extmap_count(&in->map), sizeof(*nv), 64);
 		if (!nv) {
 			ret = -ENOMEM;
 			break;
 		}
 		v = nv;
-		for (size_t i = 0; i < in->map.n; i++)
-			v[n++] = (struct fs_cext){ in->ino, in->map.v[i].off, in->map.v[i].len,
-						   in->map.v[i].dev };
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c))
+			v[n++] = (struct fs_cext){ in->ino, e->off, e->len, e->dev };
 	}
 	if (!ret && n) {
 		qsort(v, n, sizeof(*v), cmp_dev);
@@ -317,8 +318,9 @@ uint64_t fs_share_file_bytes(const struct fs *fs, const struct fs_inode *in)
 
 	if (!sh->shared_blocks)
 		return 0;
-	for (size_t i = 0; i < in->map.n; i++) {
-		const struct extmap_ext *x = &in->map.v[i];
+	struct extmap_cur c;
+	for (const struct extmap_ext *x = extmap_seek(&in->map, 0, &c); x;
+	     x = extmap_next(&in->map, &c)) {
 		FOR_ZONE_PARTS(sh, fs->bs, x->dev, x->len, z, b0, b1, s, e) {
 			const uint16_t *r = z < sh->nzones ? sh->refs[z] : NULL;
 			for (uint64_t b = b0; r && b < b1; b++)
@@ -404,8 +406,9 @@ static uint32_t collect_runs(const struct fs_inode *src, uint64_t a, uint64_t b,
 	uint32_t n = 0;
 
 	*end = b;
-	for (size_t i = extmap_find(&src->map, a); i < src->map.n; i++) {
-		const struct extmap_ext *e = &src->map.v[i];
+	struct extmap_cur c;
+	for (const struct extmap_ext *e = extmap_seek(&src->map, a, &c); e;
+	     e = extmap_next(&src->map, &c)) {
 		if (e->off >= b)
 			break;
 		if (n == max) {

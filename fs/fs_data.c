@@ -310,11 +310,11 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
 	struct zdev_req reqs[MAX_BATCH];
 	unsigned n = 0;
 	uint64_t pos = off, end = off + len;
-	size_t i = extmap_find(&in->map, off);
+	struct extmap_cur c;
+	const struct extmap_ext *e = extmap_seek(&in->map, off, &c);
 	int ret = 0;
 
 	while (pos < end) {
-		const struct extmap_ext *e = i < in->map.n ? &in->map.v[i] : NULL;
 		if (!e || e->off >= end) {
 			memset(buf + (pos - off), 0, end - pos);
 			break;
@@ -328,7 +328,7 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
 			.op = ZDEV_OP_READ, .offset = e->dev + (pos - e->off),
 			.buf = buf + (pos - off), .len = seg_end - pos };
 		pos = seg_end;
-		i++;
+		e = extmap_next(&in->map, &c);
 		if (n == MAX_BATCH || pos >= end) {
 			int r = zdev_io_batch(fs->dev, reqs, n);
 			if (r < 0)
@@ -839,11 +839,9 @@ void fs_rbuf_put(struct fs_rbuf *rb)
 static bool read_at_fd(struct fs *fs, struct fs_inode *in, uint64_t off, size_t size,
 		       struct fs_rbuf *rb)
 {
-	size_t i = extmap_find(&in->map, off);
-	if (i >= in->map.n)
-		return false;
-	const struct extmap_ext *e = &in->map.v[i];
-	if (e->off > off || off + size > e->off + e->len)
+	struct extmap_cur c;
+	const struct extmap_ext *e = extmap_seek(&in->map, off, &c);
+	if (!e || e->off > off || off + size > e->off + e->len)
 		return false;
 	int fd = zdev_read_fd(fs->dev, e->dev + (off - e->off), size, &rb->fd_off);
 	if (fd < 0)

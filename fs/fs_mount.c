@@ -322,8 +322,9 @@ static int mount_reconcile(struct fs *fs)
 			fs_inode_destroy(fs, in);	/* orphan: unlinked while open */
 	}
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
-		for (size_t i = 0; i < in->map.n; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c)) {
 			if (e->dev < data_start || e->dev + e->len > data_end ||
 			    e->dev / g->zone_size != (e->dev + e->len - 1) / g->zone_size) {
 				zf_err("inode %llu: extent at device offset %llu is outside the data zones",

@@ -233,9 +233,12 @@ static bool schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off,
 	if (b->state != PF_EMPTY || fs->pf.bytes + window(fs) > fs->opts.prefetch_limit)
 		return false;
 	/* Device ranges of the window. */
-	size_t i = extmap_find(&in->map, off);
+	struct extmap_cur c0, c;
+	const struct extmap_ext *first = extmap_seek(&in->map, off, &c0);
 	uint32_t n = 0;
-	for (size_t k = i; k < in->map.n && in->map.v[k].off < end && n < PF_MAX_REQS; k++)
+	c = c0;
+	for (const struct extmap_ext *e = first; e && e->off < end && n < PF_MAX_REQS;
+	     e = extmap_next(&in->map, &c))
 		n++;
 	if (n == 0 || n >= PF_MAX_REQS)
 		return false;	/* nothing on the device, or too fragmented to bother */
@@ -248,8 +251,9 @@ static bool schedule(struct fs *fs, struct fs_inode *in, int slot, uint64_t off,
 	/* Zero only what no extent covers (holes, the tail after the last
 	 * extent); the device reads write the rest. */
 	uint64_t pos = off;
-	for (uint32_t q = 0; q < n; q++) {
-		const struct extmap_ext *e = &in->map.v[i + q];
+	c = c0;
+	const struct extmap_ext *e = first;
+	for (uint32_t q = 0; q < n; q++, e = extmap_next(&in->map, &c)) {
 		uint64_t a = ZF_MAX(off, e->off), z = ZF_MIN(end, e->off + e->len);
 		if (a > pos)
 			memset(d->buf + (pos - off), 0, a - pos);

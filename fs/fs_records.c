@@ -869,15 +869,17 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 		ret = snap_append(m, FS_REC_XATTR_SET, r);
 	}
 	const size_t per = (MLOG_MAX_PAYLOAD - 16) / 24;
-	for (size_t i = 0; i < in->map.n && !ret; i += per) {
-		uint32_t n = (uint32_t)ZF_MIN(per, in->map.n - i);
+	struct extmap_cur c;
+	const struct extmap_ext *e = extmap_seek(&in->map, 0, &c);
+	for (size_t i = 0; i < extmap_count(&in->map) && !ret; i += per) {
+		uint32_t n = (uint32_t)ZF_MIN(per, extmap_count(&in->map) - i);
 		r->n = 0;
 		put_u64(r, in->ino);
 		put_u32(r, n);
-		for (uint32_t k = 0; k < n; k++) {
-			put_u64(r, in->map.v[i + k].off);
-			put_u64(r, in->map.v[i + k].len);
-			put_u64(r, in->map.v[i + k].dev);
+		for (uint32_t k = 0; k < n; k++, e = extmap_next(&in->map, &c)) {
+			put_u64(r, e->off);
+			put_u64(r, e->len);
+			put_u64(r, e->dev);
 		}
 		ret = snap_append(m, FS_REC_EXTENTS, r);
 	}

@@ -296,8 +296,9 @@ static int zone_files(struct fs *fs, uint32_t first, uint32_t n, uint32_t *files
 	memset(files, 0, (size_t)n * sizeof(*files));
 	pthread_mutex_lock(&fs->lock);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
-		for (size_t i = 0; i < in->map.n; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c)) {
 			uint64_t z0 = e->dev / zsz, z1 = (e->dev + e->len - 1) / zsz;
 			for (uint64_t z = z0; z <= z1; z++) {
 				if (z < first || z >= (uint64_t)first + n)
@@ -625,7 +626,7 @@ int fs_stats_render_file(struct fs *fs, uint64_t ino, struct fs_text *t)
 		return in ? -ENODATA : -ENOENT;
 	}
 	size = in->size;
-	extents = in->map.n;
+	extents = extmap_count(&in->map);
 	mapped = extmap_bytes(&in->map);
 	shared = fs_share_file_bytes(fs, in);
 	pthread_mutex_unlock(&fs->lock);

@@ -296,14 +296,19 @@ static int virtual_get(struct fs *fs, uint64_t ino, const char *name, struct fs_
 		ret = -ENODATA;
 	} else {
 		/* Copy what we need; format outside fs->lock. */
-		size_t from = kind == V_EXTENTS ? (size_t)ZF_MIN(start, (uint64_t)in->map.n) : 0;
-		n = in->map.n - from;
+		size_t count = extmap_count(&in->map);
+		size_t from = kind == V_EXTENTS ? (size_t)ZF_MIN(start, (uint64_t)count) : 0;
+		n = count - from;
 		if (kind == V_EXTENTS)
 			n = ZF_MIN(n, (size_t)FS_STATS_MAX_TEXT / 8);
-		if (n && !(copy = malloc(n * sizeof(*copy))))
+		if (n && !(copy = malloc(n * sizeof(*copy)))) {
 			ret = -ENOMEM;
-		else if (n)
-			memcpy(copy, in->map.v + from, n * sizeof(*copy));
+		} else if (n) {
+			struct extmap_cur c;
+			const struct extmap_ext *e = extmap_nth(&in->map, from, &c);
+			for (size_t k = 0; k < n; k++, e = extmap_next(&in->map, &c))
+				copy[k] = *e;
+		}
 	}
 	pthread_mutex_unlock(&fs->lock);
 	if (!ret && kind == V_EXTENTS)

@@ -125,8 +125,9 @@ static int collect_pieces(struct fs *fs, uint64_t start, uint64_t zsize,
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
 		if (!S_ISREG(in->mode))
 			continue;
-		for (size_t i = 0; i < in->map.n; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c)) {
 			uint64_t a = ZF_MAX(e->dev, start);
 			uint64_t z = ZF_MIN(e->dev + e->len, start + zsize);
 
@@ -232,9 +233,9 @@ static int64_t repoint(struct fs *fs, uint64_t ino, struct gc_part *parts,
 		/* sub-ranges still mapped to the bytes we read (few: at most
 		 * the extents the part overlaps; more than 16 is handled by
 		 * discarding the rest, the next pass moves them) */
-		for (size_t i = extmap_find(&in->map, p->off);
-		     i < in->map.n && in->map.v[i].off < end && nc < 16; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, p->off, &c);
+		     e && e->off < end && nc < 16; e = extmap_next(&in->map, &c)) {
 			uint64_t a = ZF_MAX(p->off, e->off);
 			uint64_t b = ZF_MIN(end, e->off + e->len);
 
@@ -470,9 +471,9 @@ static uint32_t claim_shared(const struct gc_piece *sp, size_t np, struct fs_ino
 		if (a0 >= z0 || !in)
 			continue;
 		uint64_t off = sp[k].off + (a0 - sp[k].dev), end = off + (z0 - a0);
-		for (size_t i = extmap_find(&in->map, off);
-		     i < in->map.n && in->map.v[i].off < end && n < max; i++) {
-			const struct extmap_ext *e = &in->map.v[i];
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, off, &c);
+		     e && e->off < end && n < max; e = extmap_next(&in->map, &c)) {
 			uint64_t a = ZF_MAX(off, e->off), b = ZF_MIN(end, e->off + e->len);
 			uint64_t old = a0 + (a - off);
 
@@ -651,8 +652,10 @@ static void skip_zones(struct fs *fs, uint64_t *skip, size_t words)
 			pthread_rwlock_unlock(&in->rw);
 			continue;
 		}
-		for (size_t i = 0; i < in->map.n; i++) {
-			uint64_t z = in->map.v[i].dev / g->zone_size;
+		struct extmap_cur c;
+		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
+		     e = extmap_next(&in->map, &c)) {
+			uint64_t z = e->dev / g->zone_size;
 
 			if (z >= first && z - first < nr && (z - first) / 64 < words)
 				skip[(z - first) / 64] |= 1ull << ((z - first) % 64);

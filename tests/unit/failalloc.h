@@ -4,7 +4,7 @@
  * The test program that links failalloc.c gets its realloc() and calloc():
  * every call goes to the next one (libc's, or a sanitizer's) except the one
  * armed, which returns NULL with errno ENOMEM.  A realloc is chosen by its
- * pointer (e.g. an extent map's array, so nothing else in the process
+ * pointer (e.g. an extent map's block, so nothing else in the process
  * fails), a calloc by its exact arguments (e.g. 1 and the size of one
  * struct); once, by whichever thread makes that call first.
  */

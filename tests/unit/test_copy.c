@@ -386,9 +386,11 @@ START_TEST(copy_gc_moves_shared_once)
 	ck_assert_uint_eq(valid_bytes(), n);
 	pthread_mutex_lock(&fs->lock);
 	const struct extmap *ma = &fs_inode_get(fs, a)->map, *mb = &fs_inode_get(fs, b)->map;
-	ck_assert_uint_eq(ma->n, mb->n);
-	for (size_t i = 0; i < ma->n; i++)
-		ck_assert(memcmp(&ma->v[i], &mb->v[i], sizeof(ma->v[i])) == 0);
+	ck_assert_uint_eq(extmap_count(ma), extmap_count(mb));
+	struct extmap_cur ca, cb;
+	for (const struct extmap_ext *x = extmap_seek(ma, 0, &ca), *y = extmap_seek(mb, 0, &cb);
+	     x; x = extmap_next(ma, &ca), y = extmap_next(mb, &cb))
+		ck_assert(memcmp(x, y, sizeof(*x)) == 0);
 	pthread_mutex_unlock(&fs->lock);
 	both_same(a, b, want, n);
 	remount();
@@ -484,8 +486,9 @@ START_TEST(copy_record_validation)
 	uint64_t a = mk("a");
 	uint8_t *want = make_file(a, 64 * 1024, 10);
 	uint64_t dev0;
+	struct extmap_cur cur;
 	pthread_mutex_lock(&fs->lock);
-	dev0 = fs_inode_get(fs, a)->map.v[0].dev;
+	dev0 = extmap_nth(&fs_inode_get(fs, a)->map, 0, &cur)->dev;
 	pthread_mutex_unlock(&fs->lock);
 	struct { uint64_t src, dst, off, len, size; uint8_t cls, csrc; uint32_t n;
 		 uint64_t r[2][3]; } __attribute__((packed)) rec = {

@@ -680,23 +680,25 @@ static void map_of(uint64_t ino, uint64_t *dev_of, size_t nblk)
 	ck_assert_ptr_nonnull(in);
 	for (size_t b = 0; b < nblk; b++) {
 		uint64_t off = (uint64_t)b * BS;
-		size_t i = extmap_find(&in->map, off);
-		const struct extmap_ext *e = i < in->map.n ? &in->map.v[i] : NULL;
+		struct extmap_cur c;
+		const struct extmap_ext *e = extmap_seek(&in->map, off, &c);
 		dev_of[b] = e && e->off <= off ? e->dev + (off - e->off) + 1 : 0;
 	}
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* Make the next growth of ino's extent array fail; the map must be full
- * (its next set needs a bigger array), so that the growth happens. */
+/* Make the next growth of ino's extent map fail; the map's one block must
+ * be full (its next set needs a bigger block), so that the growth happens. */
 static void arm_map(uint64_t ino, size_t want_n)
 {
 	pthread_mutex_lock(&fs->lock);
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	ck_assert_ptr_nonnull(in);
-	ck_assert_uint_eq(in->map.n, want_n);
-	ck_assert_uint_gt(in->map.n + 2, in->map.cap);
-	failalloc_arm(in->map.v);
+	ck_assert_uint_eq(extmap_count(&in->map), want_n);
+	ck_assert_uint_eq(in->map.nblk, 1);
+	ck_assert_uint_le(in->map.idxcap, 1);
+	ck_assert_uint_gt(want_n + 2, in->map.one.blk->cap);
+	failalloc_arm(in->map.one.blk);
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -767,6 +769,47 @@ START_TEST(enomem_write_extent_log_agrees)
 	ck_assert_int_eq(r, -ENOMEM);
 	log_matches_memory(ino);
 	expect_seven_blocks(ino);
+}
+END_TEST
+
+/* No memory for a new block of the extent map, when a write-out's extent
+ * would split a full one: as above, nothing is logged that memory does
+ * not apply, and the write succeeds once memory is back. */
+START_TEST(enomem_write_extent_block_split)
+{
+	uint64_t ino = mkfile("x");
+	for (unsigned k = 0; k < EXTMAP_BLK; k++) {	/* one full block of extents */
+		put(ino, (uint64_t)k * 2 * BS, BS, 11);
+		ck_assert_int_eq(fs_flush(fs, ino), 0);
+	}
+	ck_assert_int_eq(fs_commit(fs), 0);
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_uint_eq(extmap_count(&in->map), EXTMAP_BLK);
+	ck_assert_uint_eq(in->map.nblk, 1);
+	ck_assert_int_eq(extmap_reserve(&in->map, 0), 0);	/* no spare block left */
+	ck_assert_uint_eq(in->map.nspare, 0);
+	pthread_mutex_unlock(&fs->lock);
+	put(ino, 3 * BS, BS, 11);	/* a hole between two extents */
+	failalloc_arm_calloc(1, EXTMAP_BLK_BYTES);
+	int r = fs_fsync(fs, ino, false);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	log_matches_memory(ino);
+	expect_seven_blocks(ino);
+	put(ino, 3 * BS, BS, 11);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	log_matches_memory(ino);
+	pthread_mutex_lock(&fs->lock);
+	in = fs_inode_get(fs, ino);
+	ck_assert_uint_eq(extmap_count(&in->map), EXTMAP_BLK + 1);
+	ck_assert_uint_eq(in->map.nblk, 2);
+	pthread_mutex_unlock(&fs->lock);
+	uint8_t b[BS];
+	ck_assert_int_eq(fs_read(fs, ino, 3 * BS, BS, b), BS);
+	for (unsigned i = 0; i < BS; i++)
+		ck_assert_uint_eq(b[i], byte_at(11, 3 * BS + i));
 }
 END_TEST
 
@@ -1035,6 +1078,7 @@ int main(void)
 	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
 	tcase_add_test(tc, failed_fsync_attr_stays_dirty);
 	tcase_add_test(tc, enomem_write_extent_log_agrees);
+	tcase_add_test(tc, enomem_write_extent_block_split);
 	tcase_add_test(tc, enomem_punch_log_agrees);
 	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
 	tcase_add_test(tc, failed_copy_shares_nothing);
