@@ -366,17 +366,6 @@ static ssize_t copy_bytes(struct fs *fs, uint64_t src, uint64_t soff, uint64_t d
 	return done ? (ssize_t)done : ret;
 }
 
-/* Does src hold buffered pages in [a, b)? [RW] */
-static bool buffered_in(const struct fs *fs, const struct fs_inode *in, uint64_t a, uint64_t b)
-{
-	for (const struct fs_chunk *c = in->chunks; c; c = c->next) {
-		uint64_t cs = c->idx * fs->opts.stripe_unit;
-		if (cs < b && cs + fs->opts.stripe_unit > a)
-			return true;
-	}
-	return false;
-}
-
 static void lock_pair(struct fs_inode *src, struct fs_inode *dst)
 {
 	if (src == dst) {
@@ -481,7 +470,7 @@ static int share_range(struct fs *fs, struct fs_inode *src, struct fs_inode *dst
 	for (int t = 0; t < COPY_TRIES && ret == 1; t++) {
 		/* src's bytes on the device, so that they can be shared */
 		pthread_rwlock_wrlock(&src->rw);
-		ret = buffered_in(fs, src, a, *b) ? fs_data_writeout(fs, src, true) : 0;
+		ret = fs_data_buffered(fs, src, a, *b) ? fs_data_writeout(fs, src, true) : 0;
 		pthread_rwlock_unlock(&src->rw);
 		if (ret)
 			break;
@@ -489,7 +478,7 @@ static int share_range(struct fs *fs, struct fs_inode *src, struct fs_inode *dst
 		fs_data_wait_writeout(dst);	/* its extents would come after ours */
 		pthread_rwlock_unlock(&dst->rw);
 		lock_pair(src, dst);
-		if (dst->wb_busy || buffered_in(fs, src, a, *b)) {
+		if (dst->wb_busy || fs_data_buffered(fs, src, a, *b)) {
 			unlock_pair(src, dst);
 			ret = 1;	/* a writer came in between: again */
 			continue;

@@ -1,7 +1,7 @@
 /* fs_data — file data: write buffers, writing chunks to zones (striped over
  * several zones of the file's class), reads, truncate, fallocate, fsync.
  *
- * Write buffer: per inode, a sorted list of chunks (stripe_unit bytes of
+ * Write buffer: per inode, a sorted array of chunks (stripe_unit bytes of
  * file each) holding block-sized pages.  A chunk's buffer holds its pages
  * in slots in the order they arrived (c->slot maps a page to its slot), so
  * a chunk costs memory for the pages it holds, not for the highest page
@@ -26,7 +26,7 @@
  *  - at most one write-out per inode is in flight (in->wb_busy), so a file
  *    writes at most stripe_width zones at once; a writer that
  *    finds a stripe ready while one is in flight waits for it to end;
- *  - busy chunks stay in the inode's chunk list, so reads still overlay
+ *  - busy chunks stay in the inode's chunk array, so reads still overlay
  *    their bytes; nothing changes or frees them until the write-out ends:
  *    fs_write waits when its range (or the zeroed tail) touches one;
  *    truncate and punch wait for the write-out first (its extents would be
@@ -69,12 +69,25 @@
 
 /* ---- buffer pages [RW] ---- */
 
+/* Position of the first chunk whose idx is >= idx (nchunks if none). */
+static uint32_t chunk_pos(const struct fs_inode *in, uint64_t idx)
+{
+	uint32_t lo = 0, hi = in->nchunks;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (in->chunks[mid]->idx < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static struct fs_chunk *chunk_find(struct fs_inode *in, uint64_t idx)
 {
-	for (struct fs_chunk *c = in->chunks; c && c->idx <= idx; c = c->next)
-		if (c->idx == idx)
-			return c;
-	return NULL;
+	uint32_t i = chunk_pos(in, idx);
+	return i < in->nchunks && in->chunks[i]->idx == idx ? in->chunks[i] : NULL;
 }
 
 static bool page_present(const struct fs_chunk *c, uint32_t i)
@@ -156,11 +169,18 @@ static void chunk_buf_release(struct fs_chunk *c)
 
 static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t idx)
 {
-	struct fs_chunk **pp = &in->chunks;
-	while (*pp && (*pp)->idx < idx)
-		pp = &(*pp)->next;
-	if (*pp && (*pp)->idx == idx)
-		return *pp;
+	uint32_t pos = chunk_pos(in, idx);
+	if (pos < in->nchunks && in->chunks[pos]->idx == idx)
+		return in->chunks[pos];
+	if (in->nchunks == in->chunks_cap) {
+		size_t cap = in->chunks_cap;
+		struct fs_chunk **v = zf_grow(in->chunks, &cap, (size_t)in->nchunks + 1,
+					      sizeof(*v), 8);
+		if (!v)
+			return NULL;
+		in->chunks = v;
+		in->chunks_cap = (uint32_t)ZF_MIN(cap, (size_t)UINT32_MAX);
+	}
 	struct fs_chunk *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
@@ -174,8 +194,9 @@ static struct fs_chunk *chunk_get(struct fs *fs, struct fs_inode *in, uint64_t i
 	}
 	c->idx = idx;
 	c->seq = in->chunk_seq++;
-	c->next = *pp;
-	*pp = c;
+	memmove(&in->chunks[pos + 1], &in->chunks[pos],
+		(size_t)(in->nchunks - pos) * sizeof(*in->chunks));
+	in->chunks[pos] = c;
 	in->nchunks++;
 	return c;
 }
@@ -231,6 +252,7 @@ static int chunk_adopt(struct fs *fs, struct fs_inode *in, uint64_t idx,
 	c->donor = d;
 	c->buf = p;
 	c->cap = c->nslots = c->npresent = n;
+	in->ncomplete++;
 	for (uint32_t i = 0; i < n; i++) {
 		c->slot[i] = i;
 		c->present[i / 64] |= 1ull << (i % 64);
@@ -240,62 +262,86 @@ static int chunk_adopt(struct fs *fs, struct fs_inode *in, uint64_t idx,
 	return 0;
 }
 
-static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
+/* Free c's memory; its place in in->chunks is the caller's. */
+static void chunk_release(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
 {
-	struct fs_chunk **pp = &in->chunks;
-	while (*pp && *pp != c)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = c->next;
 	uint64_t bytes = (uint64_t)c->cap * fs->bs;
 	in->buffered -= bytes;
 	fs->buffered -= bytes;
+	in->ncomplete -= c->npresent == fs->pages_per_chunk;
 	chunk_buf_release(c);
 	free(c->present);
 	free(c->slot);
 	free(c);
-	in->nchunks--;
 }
 
-/* Forget page i of c (its bytes are no longer buffered). */
-static void chunk_drop_page(struct fs *fs, struct fs_inode *in, struct fs_chunk *c, uint32_t i)
+static void chunk_free(struct fs *fs, struct fs_inode *in, struct fs_chunk *c)
+{
+	uint32_t pos = chunk_pos(in, c->idx);
+	memmove(&in->chunks[pos], &in->chunks[pos + 1],
+		(size_t)(in->nchunks - pos - 1) * sizeof(*in->chunks));
+	in->nchunks--;
+	chunk_release(fs, in, c);
+}
+
+/* Forget page i of c (its bytes are no longer buffered); c stays, even
+ * when it holds no page now. */
+static void page_forget(struct fs *fs, struct fs_inode *in, struct fs_chunk *c, uint32_t i)
 {
 	if (!page_present(c, i))
 		return;
+	in->ncomplete -= c->npresent == fs->pages_per_chunk;
 	c->present[i / 64] &= ~(1ull << (i % 64));
 	c->npresent--;
-	if (c->npresent == 0)
-		chunk_free(fs, in, c);
+}
+
+/* Remove the entries of in->chunks[from, to) set to NULL (their chunks
+ * released): one move of the array's tail for all of them. */
+static void chunks_compact(struct fs_inode *in, uint32_t from, uint32_t to)
+{
+	uint32_t w = from;
+	for (uint32_t i = from; i < to; i++)
+		if (in->chunks[i])
+			in->chunks[w++] = in->chunks[i];
+	memmove(&in->chunks[w], &in->chunks[to], (size_t)(in->nchunks - to) * sizeof(*in->chunks));
+	in->nchunks -= to - w;
 }
 
 /* Drop buffered pages of blocks starting at or after `from` (bytes). */
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
 {
-	struct fs_chunk *c = in->chunks;
-	while (c) {
-		struct fs_chunk *next = c->next;
+	uint32_t first = chunk_pos(in, from / fs->opts.stripe_unit), n = in->nchunks;
+
+	for (uint32_t k = first; k < n; k++) {
+		struct fs_chunk *c = in->chunks[k];
 		uint64_t cstart = c->idx * fs->opts.stripe_unit;
-		if (cstart >= from) {
-			chunk_free(fs, in, c);
-		} else if (cstart + fs->opts.stripe_unit > from) {
-			uint32_t first = (uint32_t)((from - cstart + fs->bs - 1) / fs->bs);
-			for (uint32_t i = fs->pages_per_chunk; i-- > first;) {
-				bool last = c->npresent == 1 && page_present(c, i);
-				chunk_drop_page(fs, in, c, i);
-				if (last)
-					break;	/* c was freed */
-			}
+		if (cstart < from) {	/* the chunk `from` is inside */
+			uint32_t p0 = (uint32_t)((from - cstart + fs->bs - 1) / fs->bs);
+			for (uint32_t i = p0; i < fs->pages_per_chunk; i++)
+				page_forget(fs, in, c, i);
+			if (c->npresent)
+				continue;
 		}
-		c = next;
+		chunk_release(fs, in, c);
+		in->chunks[k] = NULL;
+	}
+	chunks_compact(in, first, n);
+	if (in->nchunks == 0) {
+		free(in->chunks);
+		in->chunks = NULL;
+		in->chunks_cap = 0;
 	}
 }
 
 void fs_data_drop_range(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
 {
-	for (uint64_t blk = from / fs->bs; blk < to / fs->bs && in->chunks; blk++) {
+	for (uint64_t blk = from / fs->bs; blk < to / fs->bs && in->nchunks; blk++) {
 		struct fs_chunk *c = chunk_find(in, blk / fs->pages_per_chunk);
-		if (c)
-			chunk_drop_page(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
+		if (c) {
+			page_forget(fs, in, c, (uint32_t)(blk % fs->pages_per_chunk));
+			if (c->npresent == 0)
+				chunk_free(fs, in, c);
+		}
 	}
 }
 
@@ -393,6 +439,7 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	c->slot[pi] = (uint32_t)sl;
 	c->present[pi / 64] |= 1ull << (pi % 64);
 	c->npresent++;
+	in->ncomplete += c->npresent == fs->pages_per_chunk;
 	return p;
 }
 
@@ -570,9 +617,10 @@ static bool range_busy(struct fs *fs, struct fs_inode *in, uint64_t from, uint64
 {
 	if (!in->wb_busy || from >= to)
 		return false;
-	uint64_t i0 = from / fs->opts.stripe_unit, i1 = (to - 1) / fs->opts.stripe_unit;
-	for (struct fs_chunk *c = in->chunks; c && c->idx <= i1; c = c->next)
-		if (c->idx >= i0 && c->busy)
+	uint64_t i1 = (to - 1) / fs->opts.stripe_unit;
+	for (uint32_t k = chunk_pos(in, from / fs->opts.stripe_unit);
+	     k < in->nchunks && in->chunks[k]->idx <= i1; k++)
+		if (in->chunks[k]->busy)
 			return true;
 	return false;
 }
@@ -698,11 +746,25 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		nparts = w;
 	}
 	pthread_rwlock_wrlock(&in->rw);
-	for (uint32_t i = 0; i < n; i++) {
-		if (ret)
+	if (ret) {
+		for (uint32_t i = 0; i < n; i++)
 			cs[i]->busy = false;
-		else
-			chunk_free(fs, in, cs[i]);
+	} else {
+		/* The busy chunks are exactly cs[0, n) (one write-out at a
+		 * time): free them in one pass over their span of the array. */
+		uint64_t i0 = UINT64_MAX, i1 = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			i0 = ZF_MIN(i0, cs[i]->idx);
+			i1 = ZF_MAX(i1, cs[i]->idx);
+		}
+		uint32_t lo = chunk_pos(in, i0), hi = n ? chunk_pos(in, i1) + 1 : lo;
+		for (uint32_t k = lo; k < hi; k++) {
+			if (in->chunks[k]->busy) {
+				chunk_release(fs, in, in->chunks[k]);
+				in->chunks[k] = NULL;
+			}
+		}
+		chunks_compact(in, lo, hi);
 	}
 	/* A read-ahead window filled while these pages were buffered holds the
 	 * old device bytes for them; the overlay is gone now, so drop it. */
@@ -730,9 +792,12 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all)
 		/* Complete chunks with no unwritten gap before them, in order;
 		 * everything complete once too many wait.  Chunks of the
 		 * write-out in flight cover their range. */
+		if (in->ncomplete == 0)
+			return 0;	/* what follows would find no chunk to write */
 		uint64_t expect = extmap_end(&in->map);
 		n = held = 0;
-		for (struct fs_chunk *c = in->chunks; c; c = c->next) {
+		for (uint32_t k = 0; k < in->nchunks; k++) {
+			struct fs_chunk *c = in->chunks[k];
 			uint64_t start = c->idx * fs->opts.stripe_unit;
 			if (c->busy) {
 				if (start <= expect)
@@ -751,9 +816,10 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all)
 		}
 		if (held > fs->opts.reorder_chunks) {
 			n = 0;
-			for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
-				if (!c->busy && c->npresent == fs->pages_per_chunk)
-					list[n++] = c;
+			for (uint32_t k = 0; k < in->nchunks && n < MAX_BATCH; k++)
+				if (!in->chunks[k]->busy &&
+				    in->chunks[k]->npresent == fs->pages_per_chunk)
+					list[n++] = in->chunks[k];
 		}
 		/* Striping: wait until a full stripe of chunks is ready, then
 		 * write them to that many zones at once. */
@@ -782,8 +848,8 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all)
 	uint64_t lim = in->chunk_seq;
 	for (;;) {
 		bool any = false;
-		for (struct fs_chunk *c = in->chunks; c && !any; c = c->next)
-			any = c->seq < lim;
+		for (uint32_t k = 0; k < in->nchunks && !any; k++)
+			any = in->chunks[k]->seq < lim;
 		if (!any)
 			return 0;
 		if (in->wb_busy) {
@@ -791,9 +857,9 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all)
 			continue;
 		}
 		n = 0;
-		for (struct fs_chunk *c = in->chunks; c && n < MAX_BATCH; c = c->next)
-			if (c->seq < lim)
-				list[n++] = c;
+		for (uint32_t k = 0; k < in->nchunks && n < MAX_BATCH; k++)
+			if (in->chunks[k]->seq < lim)
+				list[n++] = in->chunks[k];
 		int ret = write_chunks(fs, in, list, n, stripe_width(fs, in));
 		if (ret)
 			return ret;
@@ -813,14 +879,34 @@ static struct fs_inode *pin_reg(struct fs *fs, uint64_t ino, int *err)
 }
 
 
-/* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
-static bool range_buffered(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to)
+int fs_data_check(const struct fs *fs, const struct fs_inode *in)
 {
-	uint64_t i0 = from / fs->opts.stripe_unit, i1 = (to - 1) / fs->opts.stripe_unit;
-	for (struct fs_chunk *c = in->chunks; c && c->idx <= i1; c = c->next)
-		if (c->idx >= i0)
-			return true;
-	return false;
+	uint32_t complete = 0;
+	uint64_t bytes = 0;
+
+	if (in->nchunks > in->chunks_cap)
+		return -EUCLEAN;
+	for (uint32_t k = 0; k < in->nchunks; k++) {
+		const struct fs_chunk *c = in->chunks[k];
+		uint32_t n = 0;
+		if (k && in->chunks[k - 1]->idx >= c->idx)
+			return -EUCLEAN;
+		for (uint32_t i = 0; i < fs->pages_per_chunk; i++)
+			n += page_present(c, i);
+		if (n != c->npresent || n == 0)
+			return -EUCLEAN;
+		complete += n == fs->pages_per_chunk;
+		bytes += (uint64_t)c->cap * fs->bs;
+	}
+	return complete == in->ncomplete && bytes == in->buffered ? 0 : -EUCLEAN;
+}
+
+bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t from, uint64_t to)
+{
+	if (from >= to)
+		return false;
+	uint32_t k = chunk_pos(in, from / fs->opts.stripe_unit);
+	return k < in->nchunks && in->chunks[k]->idx <= (to - 1) / fs->opts.stripe_unit;
 }
 
 void fs_rbuf_put(struct fs_rbuf *rb)
@@ -872,7 +958,7 @@ ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 	uint64_t a1 = ZF_ALIGN_UP(off + size, fs->bs);
 	/* Without buffered pages to lay over them, the bytes of a read-ahead
 	 * window are sent as they are (no copy). */
-	bool overlay = in->chunks && range_buffered(fs, in, a0, a1);
+	bool overlay = fs_data_buffered(fs, in, a0, a1);
 	if ((flags & FS_READ_FD) && !overlay && read_at_fd(fs, in, off, size, rb)) {
 		rb->fs = fs;
 		rb->held = in;	/* read-locked and pinned until fs_rbuf_put */

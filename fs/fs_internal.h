@@ -88,7 +88,6 @@ struct fs_dir {
  * Every page in a chunk is newer than the device: a present page is one
  * still to be written. */
 struct fs_chunk {
-	struct fs_chunk *next;		/* sorted by idx */
 	uint64_t idx;			/* file offset / stripe_unit */
 	uint64_t seq;			/* creation order (in->chunk_seq) */
 	uint32_t npresent;		/* pages present */
@@ -142,9 +141,11 @@ struct fs_inode {
 	uint32_t pins;			/* internal temporary references */
 	pthread_rwlock_t rw;
 	struct extmap map;		/* [L+RW] */
-	struct fs_chunk *chunks;	/* [RW] write buffer */
+	struct fs_chunk **chunks;	/* [RW] write buffer: nchunks, sorted by
+					 * idx (a lookup is a bisection) */
 	uint64_t buffered;		/* [RW] bytes of chunk buffers */
-	uint32_t nchunks;		/* [RW] */
+	uint32_t nchunks, chunks_cap;	/* [RW] */
+	uint32_t ncomplete;		/* [RW] chunks with every page present */
 	uint64_t chunk_seq;		/* [RW] chunks created */
 	/* write-out in flight (fs_data.c): at most one per inode; it holds
 	 * the busy chunks and runs its device I/O without in->rw.  Changed
@@ -479,6 +480,12 @@ void fs_share_fill_stats(struct fs *fs, struct fs_stats *st);
 int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl, drops] */
 /* No write-out in flight (in->wb_busy false) when called: */
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
+/* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
+bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t from, uint64_t to);
+/* The write buffer's own invariants (chunks sorted and unique, counts of
+ * pages, complete chunks and bytes): 0 or -EUCLEAN.  O(chunks); for
+ * tests.  [RW] */
+int fs_data_check(const struct fs *fs, const struct fs_inode *in);
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
 /* Forget the buffered pages of the blocks inside [from, to) (bytes, block

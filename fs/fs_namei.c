@@ -436,7 +436,7 @@ int fs_open(struct fs *fs, uint64_t ino, int flags)
  * [RW] */
 static bool may_write_behind(struct fs *fs, const struct fs_inode *in)
 {
-	return fs_write_behind_on(fs) && in->chunks && in->buffered <= fs_file_share(fs) &&
+	return fs_write_behind_on(fs) && in->nchunks && in->buffered <= fs_file_share(fs) &&
 	       fs->buffered <= fs->opts.buffer_bytes / 2;
 }
 

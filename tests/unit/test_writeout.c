@@ -24,6 +24,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"
 #include "testlib.h"
 
 #define UNIT (64u << 10)		/* stripe_unit */
@@ -597,6 +598,92 @@ START_TEST(notice_only_where_a_call_blocks)
 }
 END_TEST
 
+/* fs_data_check on ino, holding its rw lock. */
+static void chunks_ok(uint64_t ino)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_ptr_nonnull(in);
+	pthread_rwlock_rdlock(&in->rw);
+	int r = fs_data_check(fs, in);
+	uint32_t n = in->nchunks;
+	pthread_rwlock_unlock(&in->rw);
+	ck_assert_msg(r == 0, "write buffer of %u chunks inconsistent", n);
+}
+
+/* Random page writes (single pages, runs, whole chunks) over a file of
+ * 256 chunks, with truncates, fsyncs and reads between: the chunk index
+ * (sorted array, complete-chunk count, bytes) stays consistent and every
+ * read returns the newest bytes. */
+START_TEST(random_pages_keep_the_chunk_index)
+{
+	enum { SPAN = 256 * UNIT };
+	static uint8_t model[SPAN];
+	static uint8_t buf[2 * UNIT], got[2 * UNIT];
+	uint64_t ino = mkfile("r"), size = 0, whole = 0;
+	uint32_t most = 0;
+
+	memset(model, 0, sizeof(model));
+	/* a complete chunk held back (a gap before it), then cut in two */
+	fill(buf, 5 * UNIT, UNIT, 1);
+	ck_assert_int_eq(fs_write(fs, ino, 5 * UNIT, buf, UNIT, false), (ssize_t)UNIT);
+	chunks_ok(ino);
+	ck_assert_int_eq(fs_setattr(fs, ino, &(struct stat){ .st_size = 5 * UNIT + UNIT / 2 },
+				    FS_SET_SIZE, NULL), 0);
+	chunks_ok(ino);
+	memcpy(model + 5 * UNIT, buf, UNIT / 2);
+	size = 5 * UNIT + UNIT / 2;
+	srand(17);
+	for (uint32_t step = 2; step <= 3000; step++) {
+		int op = rand() % 100;
+		if (op < 80) {
+			uint64_t off, len;
+			if (op < 10) {	/* whole chunks: complete at once */
+				off = (uint64_t)(rand() % 255) * UNIT;
+				len = UNIT * (1 + (uint64_t)(rand() % 2));
+				whole = off;
+			} else {
+				off = (uint64_t)(rand() % (SPAN / 4096)) * 4096 + (uint64_t)(rand() % 3) * 100;
+				len = 1 + (uint64_t)(rand() % (3 * 4096));
+				if (off + len > SPAN)
+					len = SPAN - off;
+			}
+			fill(buf, off, len, step);
+			ck_assert_int_eq(fs_write(fs, ino, off, buf, len, false), (ssize_t)len);
+			memcpy(model + off, buf, len);
+			size = ZF_MAX(size, off + len);
+		} else if (op < 85) {
+			/* half of them into the chunk last written whole */
+			uint64_t to = rand() % 2 ? (uint64_t)rand() % SPAN : whole + UNIT / 2;
+			ck_assert_int_eq(fs_setattr(fs, ino, &(struct stat){ .st_size = (off_t)to },
+						    FS_SET_SIZE, NULL), 0);
+			if (to < size)
+				memset(model + to, 0, size - to);
+			size = to;
+		} else if (op < 88) {
+			ck_assert_int_eq(fs_fsync(fs, ino, rand() % 2), 0);
+		} else {
+			uint64_t off = (uint64_t)rand() % SPAN, len = 1 + (uint64_t)(rand() % (2 * UNIT));
+			if (off + len > SPAN)
+				len = SPAN - off;
+			ssize_t want = off >= size ? 0 : (ssize_t)ZF_MIN(len, size - off);
+			ck_assert_int_eq(fs_read(fs, ino, off, len, got), want);
+			ck_assert_msg(memcmp(got, model + off, (size_t)want) == 0,
+				      "step %u: read [%llu, +%llu) differs", step,
+				      (unsigned long long)off, (unsigned long long)len);
+		}
+		chunks_ok(ino);
+		pthread_mutex_lock(&fs->lock);
+		most = ZF_MAX(most, fs_inode_get(fs, ino)->nchunks);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	ck_assert_uint_gt(most, 30);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	chunks_ok(ino);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("writeout");
@@ -610,6 +697,7 @@ int main(void)
 	tcase_add_test(tc, chunk_slots_out_of_order);
 	tcase_add_test(tc, chunk_grows_to_the_write);
 	tcase_add_test(tc, notice_only_where_a_call_blocks);
+	tcase_add_test(tc, random_pages_keep_the_chunk_index);
 	suite_add_tcase(s, tc);
 
 	return tl_run(s);
