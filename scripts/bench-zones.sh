@@ -34,17 +34,32 @@
 # median of --reps alternating rounds, each row's ratio to the first (the
 # issue's target: >= 0.95); with --base, that build's rows too.
 #
+# Part "extents": does a write cost more in a file of more extents?  On
+# the first geometry, a file of --ext-size (default 2 GiB) is written
+# sequentially in 1 MiB writes ("seq": one extent per stripe unit), or
+# that and then every 8 KiB of it once more in random order with
+# O_DIRECT ("aged": about one extent per 8 KiB; not timed).  Then fio
+# writes --ext-io (default 128 MiB) of random 4 KiB O_DIRECT writes into
+# it (psync, an fsync at the end), the same requests for both layouts,
+# each cutting an extent in two or three (an insert into the map).
+# MiB/s and the daemon's CPU time per write, median of --reps
+# alternating rounds, the ratio of "aged" to "seq" (the issue's target:
+# >= 0.95), the file's extents before the timed writes
+# (user.zonefuse.file); with --base, that build's rows too.
+#
 # Needs root and /dev/fuse (exit 77 without them).
-# Usage: scripts/bench-zones.sh [--part zones|sync|files|all] [--size 16G]
+# Usage: scripts/bench-zones.sh [--part zones|sync|files|extents|all] [--size 16G]
 #          [--geoms "64M:256 16M:1024 1M:16384 256K:65536"] [--reps 3] [--fio-size 512m]
 #          [--runtime 10] [--dir DIR] [--opts O] [--base BUILDDIR] [--dbnum 20000]
-#          [--files "1000 64000"] [--churn 5000]
+#          [--files "1000 64000"] [--churn 5000] [--ext-size 2g] [--ext-io 128m]
 #   --geoms    ZONE_SIZE:COUNT pairs, the first is the reference
 #   --dir      where the device files live (default: a tmpfs of our own)
 #   --opts     extra zonefuse mount options
 #   --base     also run this build's zonefuse (e.g. main's), as "base"
 #   --files    table counts for part "files", the first is the reference
 #   --churn    iterations per run of part "files"
+#   --ext-size the file's size in part "extents"
+#   --ext-io   bytes of timed random writes per run of part "extents"
 #   ZF_BUILD_DIR=DIR runs the binaries of another build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +75,8 @@ base=
 dbnum=20000
 files="1000 64000"
 churn=5000
+ext_size=2g
+ext_io=128m
 while [ $# -gt 0 ]; do
 	case $1 in
 	--part) part=$2; shift 2 ;;
@@ -74,14 +91,17 @@ while [ $# -gt 0 ]; do
 	--dbnum) dbnum=$2; shift 2 ;;
 	--files) files=$2; shift 2 ;;
 	--churn) churn=$2; shift 2 ;;
-	-h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+	--ext-size) ext_size=$2; shift 2 ;;
+	--ext-io) ext_io=$2; shift 2 ;;
+	-h|--help) sed -n '2,63p' "$0"; exit 0 ;;
 	*) echo "bench-zones: unknown option $1" >&2; exit 2 ;;
 	esac
 done
-case $part in zones | sync | files | all) ;; *) echo "bench-zones: --part zones|sync|files|all" >&2; exit 2 ;; esac
+case $part in zones | sync | files | extents | all) ;; *) echo "bench-zones: --part zones|sync|files|extents|all" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "bench-zones: SKIP: needs root (FUSE mounts)" >&2; exit 77; }
 [ -c /dev/fuse ] || { echo "bench-zones: SKIP: no /dev/fuse" >&2; exit 77; }
 need=(fio fusermount3 python3 numfmt)
+case $part in extents | all) need+=(getfattr) ;; esac
 case $part in sync | all) need+=(db_bench mkfs.ext4 losetup) ;; esac
 for p in "${need[@]}"; do
 	command -v "$p" >/dev/null || { echo "bench-zones: SKIP: $p missing" >&2; exit 77; }
@@ -307,6 +327,58 @@ for t in dict.fromkeys(x[0] for x in rows):
 EOF
 }
 
+part_extents() {
+	local res=$work/extents.tsv r t lay it zs=${G[0]%%:*} nz=${G[0]##*:} bw ios c0 c1 us n
+	local targets=(zonefuse) items=()
+	[ -z "$base" ] || targets=(zonefuse base)
+	for t in "${targets[@]}"; do for lay in seq aged; do items+=("$t:$lay"); done; done
+	: >"$res"
+	for ((r = 1; r <= reps; r++)); do
+		for it in $(ordered "$r" "${items[@]}"); do
+			t=${it%%:*} lay=${it##*:}
+			if [ "$t" = base ]; then mount_zf "$base" "$zs" "$nz"; else mount_zf "$B" "$zs" "$nz"; fi
+			fio --name=fill --filename="$mnt/f" --rw=write --bs=1m --size="$ext_size" \
+				--ioengine=psync --end_fsync=1 >/dev/null
+			[ "$lay" = seq ] || fio --name=age --filename="$mnt/f" --rw=randwrite --bs=8k --direct=1 \
+				--size="$ext_size" --ioengine=psync --end_fsync=1 >/dev/null
+			n=$(getfattr --only-values -n user.zonefuse.file "$mnt/f" | awk -F= '$1 == "extents" { print $2 }')
+			c0=$(cpu_ticks)
+			fio --name=rand --filename="$mnt/f" --rw=randwrite --bs=4k --size="$ext_size" \
+				--io_size="$ext_io" --direct=1 --ioengine=psync --end_fsync=1 \
+				--output-format=json --output="$work/fio.json" >/dev/null
+			c1=$(cpu_ticks)
+			read -r bw ios < <(python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.1f %d" % (w["bw"] / 1024, w["total_ios"]))' "$work/fio.json")
+			us=$(((c1 - c0) * 1000000 / $(getconf CLK_TCK) / (ios ? ios : 1)))
+			umount_zf
+			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$lay" "$r" "$bw" "$us" "$n" >>"$res"
+			echo "bench-zones: round $r, $t, $lay file: $bw MiB/s, $us us CPU/write, $n extents before (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+		done
+	done
+	python3 - "$res" "$reps" "$ext_io" "$ext_size" "${G[0]}" <<'EOF'
+import statistics, sys
+res, reps, io, size, geo = sys.argv[1:]
+rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
+print(f"extent count: fio randwrite 4 KiB O_DIRECT, {io} into a {size} file written sequentially "
+      f"(seq) or then rewritten 8 KiB at a time in random order (aged) ({geo.split(':')[1]} x {geo.split(':')[0]} zones); "
+      f"median of {reps} alternating rounds; ratios to the target's seq row (MiB/s over its, its CPU/write over ours)")
+print(f"{'target':>10} {'layout':>7} {'extents':>9} {'MiB/s':>8} {'ratio':>6} {'us CPU/write':>13} {'ratio':>6}  runs (MiB/s)")
+for t in dict.fromkeys(x[0] for x in rows):
+    ref = cref = None
+    for lay in ("seq", "aged"):
+        r = [x for x in rows if x[0] == t and x[1] == lay]
+        if not r:
+            continue
+        bw = statistics.median(float(x[3]) for x in r)
+        cpu = statistics.median(int(x[4]) for x in r)
+        n = statistics.median(int(x[5] or 0) for x in r)
+        ref = ref or bw
+        cref = cref or cpu
+        print(f"{t:>10} {lay:>7} {n:9.0f} {bw:8.1f} {bw / ref:6.2f} {cpu:13.0f} {cref / cpu if cpu else 0:6.2f}  "
+              + " ".join(x[3] for x in r))
+EOF
+}
+
 case $part in zones | all) part_zones ;; esac
 case $part in sync | all) part_sync ;; esac
 case $part in files | all) part_files ;; esac
+case $part in extents | all) part_extents ;; esac
