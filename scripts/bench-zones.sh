@@ -188,11 +188,19 @@ umount_ext4() {
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
 
+us_per() { # ticks before, ticks after, count: the daemon's CPU us per one
+	echo $((($2 - $1) * 1000000 / $(getconf CLK_TCK) / ($3 ? $3 : 1)))
+}
+
+fio_write_result() { # prints write MiB/s and writes done of $work/fio.json
+	python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.1f %d" % (w["bw"] / 1024, w["total_ios"]))' "$work/fio.json"
+}
+
 fio_randwrite() { # sync option (fsync|fdatasync): prints write MiB/s and writes done
 	fio --name=zones --directory="$mnt" --rw=randwrite --bs=4k --size="$fio_size" \
 		--ioengine=psync --"$1"=1 --time_based --runtime="$runtime" \
 		--output-format=json --output="$work/fio.json" >/dev/null
-	python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.1f %d" % (w["bw"] / 1024, w["total_ios"]))' "$work/fio.json"
+	fio_write_result
 }
 
 dbbench_sync() { # prints fillrandom ops/s
@@ -223,7 +231,7 @@ part_zones() {
 			c0=$(cpu_ticks)
 			read -r bw ios < <(fio_randwrite fsync)
 			c1=$(cpu_ticks)
-			us=$(((c1 - c0) * 1000000 / $(getconf CLK_TCK) / (ios ? ios : 1)))
+			us=$(us_per "$c0" "$c1" "$ios")
 			hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
 			umount_zf
 			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$g" "$r" "$bw" "$mount_ms" "$hwm" "$us" >>"$res"
@@ -347,8 +355,8 @@ part_extents() {
 				--io_size="$ext_io" --direct=1 --ioengine=psync --end_fsync=1 \
 				--output-format=json --output="$work/fio.json" >/dev/null
 			c1=$(cpu_ticks)
-			read -r bw ios < <(python3 -c 'import json,sys; w=json.load(open(sys.argv[1]))["jobs"][0]["write"]; print("%.1f %d" % (w["bw"] / 1024, w["total_ios"]))' "$work/fio.json")
-			us=$(((c1 - c0) * 1000000 / $(getconf CLK_TCK) / (ios ? ios : 1)))
+			read -r bw ios < <(fio_write_result)
+			us=$(us_per "$c0" "$c1" "$ios")
 			umount_zf
 			printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$lay" "$r" "$bw" "$us" "$n" >>"$res"
 			echo "bench-zones: round $r, $t, $lay file: $bw MiB/s, $us us CPU/write, $n extents before (load $(cut -d' ' -f1 /proc/loadavg))" >&2

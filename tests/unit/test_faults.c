@@ -755,6 +755,18 @@ static uint64_t seven_extents(const char *name, uint32_t blocks)
 	return ino;
 }
 
+/* An fsync whose write-out's extent finds no memory (armed) fails with
+ * -ENOMEM; what the log holds is what memory maps. */
+static void fsync_enomem_log_agrees(uint64_t ino)
+{
+	int r = fs_fsync(fs, ino, false);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	log_matches_memory(ino);
+	expect_seven_blocks(ino);
+}
+
 /* No memory for the extent map when a write-out records its extent: no
  * EXTENT record may reach the log that memory does not apply (its bytes
  * would not count as valid, the zone could be reset under the record). */
@@ -763,12 +775,7 @@ START_TEST(enomem_write_extent_log_agrees)
 	uint64_t ino = seven_extents("x", 1);
 	put(ino, 14 * BS, BS, 11);
 	arm_map(ino, 7);
-	int r = fs_fsync(fs, ino, false);
-	failalloc_disarm();
-	ck_assert_uint_eq(failalloc_failed(), 1);
-	ck_assert_int_eq(r, -ENOMEM);
-	log_matches_memory(ino);
-	expect_seven_blocks(ino);
+	fsync_enomem_log_agrees(ino);
 }
 END_TEST
 
@@ -792,12 +799,7 @@ START_TEST(enomem_write_extent_block_split)
 	pthread_mutex_unlock(&fs->lock);
 	put(ino, 3 * BS, BS, 11);	/* a hole between two extents */
 	failalloc_arm_calloc(1, EXTMAP_BLK_BYTES);
-	int r = fs_fsync(fs, ino, false);
-	failalloc_disarm();
-	ck_assert_uint_eq(failalloc_failed(), 1);
-	ck_assert_int_eq(r, -ENOMEM);
-	log_matches_memory(ino);
-	expect_seven_blocks(ino);
+	fsync_enomem_log_agrees(ino);
 	put(ino, 3 * BS, BS, 11);
 	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
 	log_matches_memory(ino);
