@@ -325,8 +325,9 @@ void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from)
 		chunk_release(fs, in, c);
 		in->chunks[k] = NULL;
 	}
-	chunks_compact(in, first, n);
-	if (in->nchunks == 0) {
+	if (first < n)
+		chunks_compact(in, first, n);
+	if (in->nchunks == 0) {	/* an empty buffer keeps no array */
 		free(in->chunks);
 		in->chunks = NULL;
 		in->chunks_cap = 0;
