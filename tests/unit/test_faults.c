@@ -1046,6 +1046,75 @@ START_TEST(enomem_donated_write)
 }
 END_TEST
 
+/* The first byte of ino's [0, size) that is not byte_at(31) where a page
+ * in pages[] was written, or zero elsewhere; size if none. */
+static uint64_t first_wrong(uint64_t ino, uint64_t size, const uint64_t *pages, unsigned n)
+{
+	uint8_t *b = calloc(1, size + 1), *want = calloc(1, size);
+	for (unsigned i = 0; i < n; i++)
+		fill(want + pages[i], BS, pages[i], 31);
+	ck_assert_int_eq(fs_read(fs, ino, 0, size + 1, b), (ssize_t)size);
+	uint64_t k = 0;
+	while (k < size && b[k] == want[k])
+		k++;
+	free(b);
+	free(want);
+	return k;
+}
+
+/* No memory to grow a file's array of buffered chunks: a write that
+ * reaches a new chunk stops there (a short count, or -ENOMEM when it
+ * buffered nothing), the chunks already buffered stay consistent, and the
+ * next write, with memory, is buffered; all of it reaches the device. */
+START_TEST(enomem_write_chunk_array)
+{
+	const uint64_t su = fs->opts.stripe_unit;
+	uint64_t ino = mkfile("chunks"), pages[64];
+	unsigned k = 0;
+	struct fs_inode *in;
+	uint32_t nchunks, cap;
+	ck_assert_uint_gt(su, 2 * BS);
+	do {	/* one page at the start of each chunk, until the array is full */
+		pages[k] = k * su;
+		put(ino, pages[k++], BS, 31);
+		pthread_mutex_lock(&fs->lock);
+		in = fs_inode_get(fs, ino);
+		pthread_mutex_unlock(&fs->lock);
+		pthread_rwlock_rdlock(&in->rw);
+		nchunks = in->nchunks;
+		cap = in->chunks_cap;
+		pthread_rwlock_unlock(&in->rw);
+	} while (nchunks < cap && k < 60);
+	ck_assert_uint_eq(nchunks, cap);
+	uint8_t b[2 * BS];
+	fill(b, sizeof(b), k * su - BS, 31);
+	failalloc_arm(in->chunks);	/* the last page of chunk k-1, then chunk k */
+	ck_assert_int_eq(fs_write(fs, ino, k * su - BS, b, 2 * BS, false), BS);
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	pages[k] = k * su - BS;
+	failalloc_arm(in->chunks);	/* only chunk k */
+	ck_assert_int_eq(fs_write(fs, ino, k * su, b + BS, BS, false), -ENOMEM);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 2);
+	struct stat st;
+	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, k * su);
+	pthread_rwlock_rdlock(&in->rw);
+	ck_assert_int_eq(fs_data_check(fs, in), 0);
+	ck_assert_uint_eq(in->nchunks, k);
+	pthread_rwlock_unlock(&in->rw);
+	ck_assert_uint_eq(first_wrong(ino, k * su, pages, k + 1), k * su);
+	ck_assert_int_eq(fs_write(fs, ino, k * su, b + BS, BS, false), BS);
+	pages[k + 1] = k * su;
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
+	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_uint_eq(first_wrong(ino, k * su + BS, pages, k + 2), k * su + BS);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -1086,6 +1155,7 @@ int main(void)
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
+	tcase_add_test(tc, enomem_write_chunk_array);
 	tcase_add_test(tc, enomem_dir_cookies);
 	tcase_add_test(tc, release_write_error_reaches_fsync);
 	tcase_add_test(tc, write_behind_error_reaches_fsync);
