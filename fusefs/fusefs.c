@@ -118,11 +118,62 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
+void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, int err)
+{
+	struct fusefs_wb_errors *w = &ff->wb;
+	pthread_mutex_lock(&w->lock);
+	unsigned int n = atomic_load(&w->n), i = 0;
+	while (i < n && w->e[i].ino != ino)
+		i++;
+	if (i == n && n < FUSEFS_WB_ERRORS) {
+		w->e[n].ino = ino;
+		w->e[n].err = err;
+		atomic_store(&w->n, n + 1);
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* Attributes only (offset < 0): no page is touched, so this cannot
+	 * wait for the write-back that sent the WRITE. */
+	if (ff->se)
+		(void)fuse_lowlevel_notify_inval_inode(ff->se, ino, -1, 0);
+}
+
+/* The write-back error noted for ino, now taken (0: none). */
+static int wb_error_take(struct fusefs *ff, uint64_t ino)
+{
+	struct fusefs_wb_errors *w = &ff->wb;
+	int err = 0;
+
+	if (atomic_load(&w->n) == 0)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	unsigned int n = atomic_load(&w->n);
+	for (unsigned int i = 0; i < n; i++) {
+		if (w->e[i].ino == ino) {
+			err = w->e[i].err;
+			w->e[i] = w->e[n - 1];
+			atomic_store(&w->n, n - 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+static uint64_t fh_of(fuse_ino_t ino, int flags)
+{
+	return ino | ((flags & O_ACCMODE) != O_RDONLY ? FUSEFS_FH_WRITE : 0);
+}
+
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct stat st;
-	int ret = fs_getattr(fs_of(req), ino, &st);
-	(void)fi;
+	int ret = 0;
+	/* With a writer's file handle: the kernel asks before a write() (or a
+	 * seek to the end, or a read past it) of that writer. */
+	if (fi && (fi->fh & FUSEFS_FH_WRITE))
+		ret = wb_error_take(ff_of(req), ino);
+	if (!ret)
+		ret = fs_getattr(fs_of(req), ino, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -235,7 +286,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->keep_cache = 1;	/* only the kernel changes our files */
-	fi->fh = ino;
+	fi->fh = fh_of(ino, fi->flags);
 	if (fuse_reply_open(req, fi) == -ENOENT)	/* the opener went away */
 		fs_release(fs_of(req), ino);
 }
@@ -267,7 +318,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
 	fi->keep_cache = 1;
-	fi->fh = st.st_ino;
+	fi->fh = fh_of(st.st_ino, fi->flags);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fs_release(ff->fs, st.st_ino);
 		fs_forget(ff->fs, st.st_ino, 1);
@@ -306,17 +357,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		     off_t off, struct fuse_file_info *fi)
 {
+	struct fusefs *ff = ff_of(req);	/* req is gone once replied to */
 	bool kill = fusefs_io_take_kill_suidgid();
-	(void)fi;
 	if (off < 0) {
 		reply_err(req, -EINVAL);
 		return;
 	}
-	ssize_t n = fs_write(fs_of(req), ino, (uint64_t)off, buf, size, kill);
+	ssize_t n = fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
+	if (n < 0 && fi->writepage)
+		fusefs_wb_error_note(ff, ino, (int)n);
 }
 
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
@@ -334,6 +387,8 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	};
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &wo, sizeof(wo) } };
 	fusefs_io_send(ff, iov, n < 0 ? 1 : 2);
+	if (n < 0 && (w->write_flags & FUSE_WRITE_CACHE))
+		fusefs_wb_error_note(ff, h->nodeid, (int)n);
 	if (atomic_load(&rx->donor->refs) > 1) {	/* kept by the write buffer */
 		fs_donor_put(rx->donor);
 		rx->donor = NULL;
@@ -342,7 +397,10 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
+	/* close() has reported the write-back's errors (the kernel's): a
+	 * writer opening the file later must not get them again. */
+	if (fi->fh & FUSEFS_FH_WRITE)
+		(void)wb_error_take(ff_of(req), ino);
 	reply_err(req, fs_release(fs_of(req), ino));
 }
 

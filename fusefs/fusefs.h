@@ -7,15 +7,28 @@
  * stops asking for security.capability before every write(), and zonefuse
  * clears set-id bits itself on write, truncate and chown.
  *
+ * Write-back errors: in writeback-cache mode write() only fills the page
+ * cache, and a WRITE the kernel sends later that the fs refuses (ENOSPC on
+ * a full device, EIO) reaches fsync() and close() through the kernel but
+ * never write(), so a writer that does not sync (`dd if=/dev/zero of=f`)
+ * would write forever.  So the WRITE's handler notes the error and
+ * invalidates the inode's attributes; the kernel then asks for them at the
+ * writer's next write() (a GETATTR carrying the writer's file handle), and
+ * that GETATTR is answered with the error, once: the write() fails with
+ * it, as NFS reports a failed write-back at the next write().
+ *
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
  * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
- * all state is in struct fs (thread-safe) and in per-thread request flags.
+ * the fs state is in struct fs (thread-safe), the write-back errors in
+ * struct fusefs_wb_errors under its lock (a leaf: nothing is taken inside
+ * it), the rest in per-thread request flags.
  */
 #ifndef ZONEFUSE_FUSEFS_H
 #define ZONEFUSE_FUSEFS_H
 
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 
 #include "fs/fs.h"
 
@@ -27,9 +40,27 @@ struct fusefs_conf {
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
 };
 
+/* Write-back errors no writer has seen yet (top comment).  Full: a further
+ * error is not noted, and reaches the writer only at fsync() or close(). */
+#define FUSEFS_WB_ERRORS 64
+struct fusefs_wb_errors {
+	pthread_mutex_t lock;	/* zero is unlocked (glibc); main.c inits it too */
+	_Atomic unsigned int n;	/* entries used; read without the lock to skip
+				 * the lock when 0 */
+	struct {
+		uint64_t ino;
+		int err;	/* -errno of the first refused WRITE */
+	} e[FUSEFS_WB_ERRORS];	/* [lock] */
+};
+/* A file handle (fi->fh) is its inode number, with this bit when the file
+ * was opened for writing: only a writer's GETATTR takes a write-back
+ * error. */
+#define FUSEFS_FH_WRITE (1ull << 63)
 struct fusefs {
 	struct fs *fs;
+	struct fuse_session *se;	/* for notifications; NULL until mounted */
 	struct fusefs_conf conf;
+	struct fusefs_wb_errors wb;
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */
@@ -112,6 +143,10 @@ void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);
 /* fusefs.c: serve a WRITE received by fusefs_io_receive (rx->is_write),
  * without libfuse, and reply to it. */
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx);
+/* fusefs.c: a WRITE of the kernel's write-back of ino was refused with err
+ * (-errno): note it for the writer's next write() and invalidate ino's
+ * attributes in the kernel (top comment).  Call after the reply. */
+void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, int err);
 
 /* fuse_io.c: the reply to a request fetched from an io_uring entry
  * (uring.c) goes into the entry.  Between begin and end, on this thread,

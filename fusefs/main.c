@@ -778,6 +778,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	if (set_max_read(d, args))
 		return 1;
 
+	pthread_mutex_init(&d->ff.wb.lock, NULL);
 	se = fuse_session_new(args, &ops, sizeof(ops), &d->ff);
 	if (!se)
 		return 1;
@@ -785,6 +786,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		goto out_se;
 	if (fuse_session_mount(se, d->opts.mountpoint) != 0)
 		goto out_sig;
+	d->ff.se = se;
 	r = fusefs_install_io(se, &d->ff);
 	if (r)
 		zf_warn("custom FUSE I/O not installed (%s): writes will be slower", strerror(-r));
@@ -808,6 +810,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	detach_done(detach, 0);
 	ret = serve(se, d) ? 1 : 0;
 out_mount:
+	d->ff.se = NULL;
 	fuse_session_unmount(se);
 out_sig:
 	fuse_remove_signal_handlers(se);

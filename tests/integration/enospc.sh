@@ -1,6 +1,7 @@
 #!/bin/bash
 # Fill the device: writes fail with ENOSPC (and only when it is really
-# full), the file system stays consistent, and deleting frees space again.
+# full), also a write() of a writer that never syncs, the file system stays
+# consistent, and deleting frees space again.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -38,6 +39,57 @@ with open(os.path.join(m, "after"), "wb") as f:
     f.flush(); os.fsync(f.fileno())
 print(f"filled {written >> 20} MiB of {cap >> 20} MiB, then wrote {int(0.5 * cap) >> 20} MiB after deleting")
 PY
+# A writer that never syncs learns of the full device at a write(): its
+# write() calls only fill the page cache, the kernel's write-back WRITEs
+# are refused, and a next write() fails (without that, such a writer would
+# write to the page cache forever).  A file written whole before its
+# write-back learns it at close().  Neither error stays behind for the next
+# writer of the file, who writes once there is room again (its first fsync
+# may still report the refused write-back: the kernel gives an error no
+# fsync has seen to the next fsync of any opener).
+python3 - "$ZF_MNT" <<'PY' || zf_fail "writers that never sync on a full device"
+import errno, os, sys, time
+m = sys.argv[1]
+buf = b"\0" * (1 << 20)
+fd = os.open(os.path.join(m, "endless"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+n, t0, err = 0, time.monotonic(), None
+while time.monotonic() - t0 < 60:
+    try:
+        n += os.write(fd, buf)
+    except OSError as e:
+        err = e.errno
+        break
+assert err == errno.ENOSPC, f"no ENOSPC at write() after {n >> 20} MiB in 60 s (errno {err})"
+try:
+    os.close(fd)
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+print(f"endless writer: ENOSPC at write() after {n >> 20} MiB, {time.monotonic() - t0:.1f} s")
+late = os.path.join(m, "late")
+fd = os.open(late, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+for _ in range(8):
+    os.write(fd, buf)
+try:
+    os.close(fd)
+    raise AssertionError("close() of 8 MiB written to a full device succeeded")
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+for f in ("after", "endless"):
+    os.truncate(os.path.join(m, f), 0)
+# The open refreshes the file's attributes (the kernel checks the mode);
+# a write() asks for them again once they are older than attr_timeout (5 s).
+fd = os.open(late, os.O_WRONLY | os.O_APPEND)
+time.sleep(6)
+for _ in range(4):
+    os.write(fd, buf)
+try:
+    os.fsync(fd)
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+os.fsync(fd)
+assert os.fstat(fd).st_size == 12 << 20, os.fstat(fd).st_size
+os.close(fd)
+PY
 zf_umount
 zf_fsck
-zf_pass "ENOSPC only when full; space comes back after delete"
+zf_pass "ENOSPC only when full, also at write() without a sync; space comes back after delete"
