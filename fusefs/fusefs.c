@@ -354,6 +354,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fs_rbuf_put(&rb);
 }
 
+/* The kernel takes the reply to a WRITE of its write-back as all or
+ * nothing (it does not read the count), so a part taken (fs_write: memory
+ * ran out) is an error there, or the rest would be lost unnoticed.  A
+ * WRITE from write() (O_DIRECT) returns the part to its caller. */
+static ssize_t writeback_whole(ssize_t n, size_t size, bool writeback)
+{
+	return writeback && n >= 0 && (size_t)n < size ? -ENOMEM : n;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		     off_t off, struct fuse_file_info *fi)
 {
@@ -363,7 +372,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		reply_err(req, -EINVAL);
 		return;
 	}
-	ssize_t n = fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill);
+	ssize_t n = writeback_whole(fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill),
+				    size, fi->writepage);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
@@ -377,8 +387,10 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	const struct fuse_in_header *h = (const void *)rx->flat;
 	const struct fuse_write_in *w = (const void *)(rx->flat + sizeof(*h));
 	bool kill = fusefs_io_take_kill_suidgid();
+	bool writeback = w->write_flags & FUSE_WRITE_CACHE;
 	ssize_t n = w->offset > (uint64_t)INT64_MAX ? -EINVAL :
-		fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor, w->size, kill);
+		writeback_whole(fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor,
+						 w->size, kill), w->size, writeback);
 	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
 	struct fuse_out_header oh = {
 		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),
@@ -387,7 +399,7 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	};
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &wo, sizeof(wo) } };
 	fusefs_io_send(ff, iov, n < 0 ? 1 : 2);
-	if (n < 0 && (w->write_flags & FUSE_WRITE_CACHE))
+	if (n < 0 && writeback)
 		fusefs_wb_error_note(ff, h->nodeid, (int)n);
 	if (atomic_load(&rx->donor->refs) > 1) {	/* kept by the write buffer */
 		fs_donor_put(rx->donor);

@@ -1,0 +1,129 @@
+/* Unit tests for the answer to a FUSE WRITE (fusefs/fusefs.c), served as
+ * the zf loop serves it (fusefs_write_direct) on a mounted emulated device,
+ * the reply read from a socket standing in for /dev/fuse.  The kernel does
+ * not read the count in the reply to a WRITE of its write-back: when the fs
+ * takes only part of one (memory for a chunk ran out), the reply is an
+ * error and the error is noted for the writer's next write(), while a
+ * WRITE from write() (O_DIRECT) gets the short count. */
+#include <check.h>
+#include <errno.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "failalloc.h"
+#include "fs/fs.h"
+#include "fs/fs_internal.h"
+#include "fusefs/fusefs.h"
+#include "testlib.h"
+
+#define BS 4096u
+
+static struct tl_dev t;
+static struct zdev *dev;
+static struct fs *fs;
+static struct fusefs ff;
+static int sv[2];
+
+static void setup(void)
+{
+	tl_dev_make(&t, "fusefs-write", 16, 16u << 20, 8);
+	tl_dev_open(&t, &dev);
+	ck_assert_int_eq(tl_mount(dev, 64u << 20, false, &fs), 0);
+	ff = (struct fusefs){ .fs = fs };
+	pthread_mutex_init(&ff.wb.lock, NULL);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	fusefs_io_set_thread_fd(sv[0]);
+}
+
+static void teardown(void)
+{
+	failalloc_disarm();
+	fusefs_io_set_thread_fd(-1);
+	close(sv[0]);
+	close(sv[1]);
+	tl_teardown(&t, &dev, &fs);
+}
+
+/* Serve a WRITE of n bytes at off to ino with write_flags; the reply's
+ * error and count. */
+static void serve_write(uint64_t ino, uint64_t off, uint32_t n, uint32_t flags,
+			int *err, uint32_t *count)
+{
+	struct fusefs_rx rx = { .flat = calloc(1, FUSEFS_RX_FLAT),
+				.donor = fs_donor_new(FUSEFS_RX_PAYLOAD), .is_write = true };
+	ck_assert_ptr_nonnull(rx.flat);
+	ck_assert_ptr_nonnull(rx.donor);
+	struct fuse_in_header *h = (void *)rx.flat;
+	struct fuse_write_in *w = (void *)(h + 1);
+	*h = (struct fuse_in_header){ .len = (uint32_t)(sizeof(*h) + sizeof(*w) + n),
+				      .opcode = FUSE_WRITE, .unique = 9, .nodeid = ino };
+	*w = (struct fuse_write_in){ .offset = off, .size = n, .write_flags = flags };
+	memset(rx.donor->base, 0x5a, n);
+	rx.n = h->len;
+	fusefs_write_direct(&ff, &rx);
+
+	char b[256];
+	ssize_t r = recv(sv[1], b, sizeof(b), 0);
+	const struct fuse_out_header *oh = (const void *)b;
+	ck_assert_int_ge(r, (ssize_t)sizeof(*oh));
+	ck_assert_uint_eq(oh->unique, 9);
+	*err = oh->error;
+	*count = 0;
+	if (!oh->error) {
+		ck_assert_int_eq(r, (ssize_t)(sizeof(*oh) + sizeof(struct fuse_write_out)));
+		*count = ((const struct fuse_write_out *)(oh + 1))->size;
+	}
+	fs_donor_put(rx.donor);
+	free(rx.flat);
+}
+
+/* Two pages: the last of chunk 0 (buffered already) and the first of
+ * chunk 1, whose chunk cannot be had. */
+START_TEST(writeback_write_taken_in_part_is_an_error)
+{
+	const uint64_t su = fs->opts.stripe_unit;
+	uint64_t ino = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
+	uint8_t page[BS];
+	int err;
+	uint32_t count;
+
+	ck_assert_uint_gt(su, BS);
+	memset(page, 1, BS);
+	ck_assert_int_eq(fs_write(fs, ino, 0, page, BS, false), BS);
+
+	failalloc_arm_calloc(1, sizeof(struct fs_chunk));	/* from write() */
+	serve_write(ino, su - BS, 2 * BS, 0, &err, &count);
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(count, BS);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), 0);
+
+	failalloc_arm_calloc(1, sizeof(struct fs_chunk));	/* the write-back */
+	serve_write(ino, su - BS, 2 * BS, FUSE_WRITE_CACHE, &err, &count);
+	ck_assert_uint_eq(failalloc_failed(), 2);
+	ck_assert_int_eq(err, -ENOMEM);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), 1);
+	ck_assert_uint_eq(ff.wb.e[0].ino, ino);
+	ck_assert_int_eq(ff.wb.e[0].err, -ENOMEM);
+
+	failalloc_disarm();					/* memory back */
+	serve_write(ino, su - BS, 2 * BS, FUSE_WRITE_CACHE, &err, &count);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(count, 2 * BS);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("fusefs_write");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, writeback_write_taken_in_part_is_an_error);
+	suite_add_tcase(s, tc);
+	return tl_run(s);
+}
