@@ -150,7 +150,18 @@ db_point() { # kind round
 		sleep "$(delay_s "$d")"
 		crash "$mode" "$r"
 		reap "$pid" "$kind client"
-		wait "$pid" || zf_fail "dbcrash run ($kind) failed: $(tail -n 5 "$ZF_WORK/db.out")"
+		st=0
+		wait "$pid" || st=$?
+		# RocksDB's debug build asserts on an errno it does not expect
+		# from access() (FileExists), which a dead mount gives its
+		# background threads between the crash and the client's exit:
+		# the client's end, not a lost write (verify below says that).
+		if [ "$st" -ne 0 ] && [ "$kind" = rocksdb ] &&
+			grep -q "FileExists.*Assertion .err == EIO || err == ENOMEM' failed" "$ZF_WORK/db.out"; then
+			zf_log "rocksdb client aborted by its FileExists assertion after the $mode"
+			st=0
+		fi
+		[ "$st" -eq 0 ] || zf_fail "dbcrash run ($kind) failed: $(tail -n 5 "$ZF_WORK/db.out")"
 		recover "$mode"
 		python3 "$HERE/dbcrash.py" verify --lib "$kind" "$db" "$ack" >"$ZF_WORK/dbv.out" 2>&1 || {
 			cat "$ZF_WORK/dbv.out" >&2
