@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "common/zf_common.h"
 #include "zoned/zdev.h"
@@ -113,6 +114,27 @@ static uint64_t parse_sz(const char *opt, const char *s)
 
 /* ---- create ------------------------------------------------------------- */
 
+/* The file is sparse: its zones take room only as they are written.  Say
+ * so when the file system holding it cannot take all of them, because
+ * writes to the device then fail (ENOSPC) once it fills, and the file
+ * system on the device sees I/O errors. */
+static void warn_if_short(const char *file, const struct zdev_emu_params *p)
+{
+	struct statvfs v;
+	char b1[32], b2[32];
+	uint64_t need = (uint64_t)p->nr_zones * p->zone_size;
+
+	if (statvfs(file, &v) != 0)
+		return;
+	uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+	if (avail >= need)
+		return;
+	fprintf(stderr, "zonefuse-emu: warning: %s is sparse and its file system has %s "
+		"free, less than the device's %s: once that fills, writes to the device "
+		"fail (ENOSPC)\n", file, zf_fmt_bytes(avail, b1, sizeof(b1)),
+		zf_fmt_bytes(need, b2, sizeof(b2)));
+}
+
 static int cmd_create(int argc, char **argv)
 {
 	enum { O_ZSIZE = 256, O_ZONES, O_ZCAP, O_CONV, O_MAXOPEN, O_MAXACT, O_BS,
@@ -185,6 +207,7 @@ static int cmd_create(int argc, char **argv)
 	       zf_fmt_bytes(p.zone_size, b1, sizeof(b1)),
 	       zf_fmt_bytes(p.zone_capacity ? p.zone_capacity : p.zone_size, b2, sizeof(b2)),
 	       p.nr_conv_zones, p.block_size, p.max_open, p.max_active);
+	warn_if_short(file, &p);
 	return 0;
 }
 

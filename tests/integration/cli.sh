@@ -11,7 +11,9 @@
 #      right after it succeed (3 rounds with unwritten buffers);
 #   4. logs: -o log=FILE in the background gets the same lines the
 #      foreground prints on stderr; without log= and without /dev/log the
-#      daemon names its log file before detaching and writes there.
+#      daemon names its log file before detaching and writes there;
+#   5. zonefuse-emu create warns when the image's file system has less room
+#      than the device, and only then.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -114,4 +116,19 @@ else
 	grep -q "zonefuse\[$pid\]: info: unmounted" "$file" || zf_fail "$file has no unmount line of pid $pid"
 	zf_log "default log without /dev/log: $file"
 fi
-zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets"
+
+# 5. zonefuse-emu create warns when the file system that holds the sparse
+#    image has less room than the device, and only then.
+small=$ZF_WORK/small
+mkdir "$small"
+mount -t tmpfs -o size=32m tmpfs "$small" || zf_fail "cannot mount a tmpfs on $small"
+rc=0
+"$ZF_EMU" create "$small/big.img" --zone-size 16M --zones 4 >/dev/null 2>"$ZF_WORK/emu.err" || rc=$?
+"$ZF_EMU" create "$small/fits.img" --zone-size 4M --zones 4 >/dev/null 2>"$ZF_WORK/emu2.err" || rc=$((rc + $?))
+umount "$small"
+[ "$rc" -eq 0 ] || zf_fail "zonefuse-emu create on a small tmpfs failed: $(cat "$ZF_WORK/emu.err" "$ZF_WORK/emu2.err")"
+grep -q "warning: .*big.img is sparse and its file system has .* free, less than the device's 64.0 MiB" \
+	"$ZF_WORK/emu.err" || zf_fail "no warning for a device larger than its file system's room: $(cat "$ZF_WORK/emu.err")"
+[ ! -s "$ZF_WORK/emu2.err" ] || zf_fail "a warning for a device that fits: $(cat "$ZF_WORK/emu2.err")"
+zf_log "zonefuse-emu create: $(cat "$ZF_WORK/emu.err")"
+zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets, sparse-image warning"
