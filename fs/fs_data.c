@@ -407,30 +407,35 @@ static int read_extents(struct fs *fs, struct fs_inode *in, uint64_t off,
  * fill: the caller writes part of the page, so a new page holds the
  * device's bytes (zeros beyond the file size); without it the caller
  * overwrites the whole page and a new page's bytes are left as they are.
- * [RW excl] */
-static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
-			 uint32_t want)
+ * The page is stored in *page (page may be NULL).  -ENOMEM, or the
+ * device's error when its bytes cannot be read. [RW excl] */
+static int page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
+		    uint32_t want, uint8_t **page)
 {
 	uint64_t idx = blk / fs->pages_per_chunk;
 	uint32_t pi = (uint32_t)(blk % fs->pages_per_chunk);
 	struct fs_chunk *c = chunk_get(fs, in, idx);
 	if (!c)
-		return NULL;
-	if (page_present(c, pi))
-		return slot_buf(fs, c, pi);
+		return -ENOMEM;
+	if (page_present(c, pi)) {
+		if (page)
+			*page = slot_buf(fs, c, pi);
+		return 0;
+	}
 	int sl = chunk_slot_new(fs, in, c, want);
 	if (sl < 0) {
 		if (c->npresent == 0)
 			chunk_free(fs, in, c);
-		return NULL;
+		return -ENOMEM;
 	}
 	uint8_t *p = c->buf + (size_t)sl * fs->bs;
 	uint64_t start = blk * fs->bs;
 	if (fill && start < in->size) {
-		if (read_extents(fs, in, start, fs->bs, p)) {
+		int err = read_extents(fs, in, start, fs->bs, p);
+		if (err) {
 			if (c->npresent == 0)
 				chunk_free(fs, in, c);
-			return NULL;
+			return err;
 		}
 		if (in->size - start < fs->bs)
 			memset(p + (in->size - start), 0, fs->bs - (in->size - start));
@@ -441,7 +446,9 @@ static uint8_t *page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool 
 	c->present[pi / 64] |= 1ull << (pi % 64);
 	c->npresent++;
 	in->ncomplete += c->npresent == fs->pages_per_chunk;
-	return p;
+	if (page)
+		*page = p;
+	return 0;
 }
 
 /* Make the bytes of the last block beyond the current size zero in the
@@ -450,7 +457,7 @@ static int zero_tail(struct fs *fs, struct fs_inode *in)
 {
 	if (in->size % fs->bs == 0)
 		return 0;
-	return page_get(fs, in, in->size / fs->bs, true, 1) ? 0 : -ENOMEM;
+	return page_get(fs, in, in->size / fs->bs, true, 1, NULL);
 }
 
 /* ---- writing chunks to zones ---- */
@@ -1125,9 +1132,10 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		/* pages of this write from blk to the end of its chunk */
 		uint64_t cend = ZF_MIN(end, (blk / fs->pages_per_chunk + 1) * fs->opts.stripe_unit);
 		uint32_t want = (uint32_t)((cend - blk * fs->bs + fs->bs - 1) / fs->bs);
-		uint8_t *p = page_get(fs, in, blk, partial, want);
-		if (!p) {
-			ret = pos > off ? (ssize_t)(pos - off) : -ENOMEM;
+		uint8_t *p;
+		int err = page_get(fs, in, blk, partial, want, &p);
+		if (err) {
+			ret = pos > off ? (ssize_t)(pos - off) : err;
 			break;
 		}
 		memcpy(p + bo, src + (pos - off), n);
@@ -1198,8 +1206,8 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	bool shrink = size < in->size;
 	if (!shrink)
 		ret = zero_tail(fs, in);	/* bytes beyond the size only */
-	else if (size % fs->bs && !page_get(fs, in, size / fs->bs, true, 1))
-		ret = -ENOMEM;
+	else if (size % fs->bs)
+		ret = page_get(fs, in, size / fs->bs, true, 1, NULL);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fs->lock);
@@ -1305,8 +1313,7 @@ static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 		pos += n;
 	}
 	for (unsigned k = 0; k < nedge && !err; k++)
-		if (!page_get(fs, in, edge[k][0] / fs->bs, true, 1))
-			err = -ENOMEM;
+		err = page_get(fs, in, edge[k][0] / fs->bs, true, 1, NULL);
 	if (!err && b > a) {
 		pthread_mutex_lock(&fs->lock);
 		/* A punch inside one extent splits it: one more entry. */

@@ -1115,6 +1115,57 @@ START_TEST(enomem_write_chunk_array)
 }
 END_TEST
 
+/* A write, truncate or punch that must read a block's bytes from the
+ * device to change part of it fails with the device's error when that
+ * read fails (not with -ENOMEM, and not by changing anything); once the
+ * device reads again, the same calls work and reach the device. */
+START_TEST(read_fault_partial_block_is_eio)
+{
+	const uint64_t size = 3 * BS - 100;
+	uint64_t ino = mkfile("rmw");
+	put(ino, 0, size, 51);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_int_eq(fs_unmount(fs), 0);	/* nothing of it buffered */
+	fs = NULL;
+	ck_assert_int_eq(try_mount(), 0);
+
+	uint8_t b[BS];
+	fill(b, sizeof(b), 0, 52);
+	const int pm = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE;
+	struct stat a = { .st_size = (off_t)(2 * BS + 5) };
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 100, -EIO), 0);
+	ck_assert_int_eq(fs_write(fs, ino, BS + 10, b, 100, false), -EIO);
+	ck_assert_int_eq(fs_write(fs, ino, 10 * BS, b, BS, false), -EIO);	/* tail */
+	ck_assert_int_eq(fs_setattr(fs, ino, &a, FS_SET_SIZE, NULL), -EIO);
+	ck_assert_int_eq(fs_fallocate(fs, ino, pm, 1000, 100), -EIO);
+	/* Whole blocks first: those are taken, the count says how many. */
+	ck_assert_int_eq(fs_write(fs, ino, 0, b, BS + 10, false), BS);
+	clear_faults();
+	put(ino, 0, BS, 51);			/* as it was */
+	expect(ino, size, 0, size, 51);
+	struct fs_inode *in;
+	pthread_mutex_lock(&fs->lock);
+	in = fs_inode_get(fs, ino);
+	pthread_mutex_unlock(&fs->lock);
+	pthread_rwlock_rdlock(&in->rw);
+	ck_assert_int_eq(fs_data_check(fs, in), 0);
+	pthread_rwlock_unlock(&in->rw);
+
+	ck_assert_int_eq(fs_write(fs, ino, BS + 10, b, 100, false), 100);
+	ck_assert_int_eq(fs_setattr(fs, ino, &a, FS_SET_SIZE, NULL), 0);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
+	ck_assert_int_eq(try_mount(), 0);
+	uint8_t want[2 * BS + 5], got[2 * BS + 6];
+	fill(want, sizeof(want), 0, 51);
+	memcpy(want + BS + 10, b, 100);
+	ck_assert_int_eq(fs_read(fs, ino, 0, sizeof(got), got), (ssize_t)sizeof(want));
+	ck_assert(memcmp(got, want, sizeof(want)) == 0);
+}
+END_TEST
+
 int main(void)
 {
 	/* ZF_FAULT_POINTS: fault positions per sweep (default 16; the long
@@ -1137,6 +1188,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, read_faults);
+	tcase_add_test(tc, read_fault_partial_block_is_eio);
 	tcase_add_test(tc, mkfs_faults);
 	tcase_add_test(tc, device_full);
 	tcase_add_test(tc, meta_full);
