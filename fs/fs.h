@@ -177,8 +177,10 @@ void fs_rbuf_put(struct fs_rbuf *rb);
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 		    unsigned flags, struct fs_rbuf *rb);
 /* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would.
- * Returns the bytes buffered, fewer than size only when memory for a page
- * ran out after some were, or -errno (nothing buffered). */
+ * Returns the bytes buffered, fewer than size only when a later block
+ * failed after some were (no memory for its page, or its bytes could not
+ * be read from the device to change part of it), or -errno (nothing
+ * buffered: -ENOMEM, -EIO, -ENOSPC, ...). */
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 		 size_t size, bool kill_suidgid);
 /* A WRITE payload the write buffer may keep instead of copying: base is

@@ -355,12 +355,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 /* The kernel takes the reply to a WRITE of its write-back as all or
- * nothing (it does not read the count), so a part taken (fs_write: memory
- * ran out) is an error there, or the rest would be lost unnoticed.  A
- * WRITE from write() (O_DIRECT) returns the part to its caller. */
-static ssize_t writeback_whole(ssize_t n, size_t size, bool writeback)
+ * nothing (it does not read the count), so when fs_write took only part
+ * of one (n bytes of size: the next block failed), the rest is written
+ * again, until all of it is taken or a call fails with nothing taken: that
+ * call's error (no memory, a device error) is the reply, or the rest would
+ * be lost unnoticed.  A WRITE from write() (O_DIRECT) returns the part to
+ * its caller. */
+static ssize_t writeback_whole(struct fs *fs, uint64_t ino, uint64_t off, const uint8_t *buf,
+			       size_t size, ssize_t n, bool writeback)
 {
-	return writeback && n >= 0 && (size_t)n < size ? -ENOMEM : n;
+	size_t done = 0;
+	while (writeback && n > 0 && done + (size_t)n < size) {
+		done += (size_t)n;
+		n = fs_write(fs, ino, off + done, buf + done, size - done, false);
+	}
+	return n < 0 ? n : (ssize_t)done + n;
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
@@ -372,8 +381,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		reply_err(req, -EINVAL);
 		return;
 	}
-	ssize_t n = writeback_whole(fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill),
-				    size, fi->writepage);
+	ssize_t n = writeback_whole(ff->fs, ino, (uint64_t)off, (const uint8_t *)buf, size,
+				    fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill),
+				    fi->writepage);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
@@ -389,8 +399,9 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	bool kill = fusefs_io_take_kill_suidgid();
 	bool writeback = w->write_flags & FUSE_WRITE_CACHE;
 	ssize_t n = w->offset > (uint64_t)INT64_MAX ? -EINVAL :
-		writeback_whole(fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor,
-						 w->size, kill), w->size, writeback);
+		writeback_whole(ff->fs, h->nodeid, w->offset, rx->donor->base, w->size,
+				fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor,
+						 w->size, kill), writeback);
 	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
 	struct fuse_out_header oh = {
 		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),

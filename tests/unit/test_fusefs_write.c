@@ -2,9 +2,10 @@
  * the zf loop serves it (fusefs_write_direct) on a mounted emulated device,
  * the reply read from a socket standing in for /dev/fuse.  The kernel does
  * not read the count in the reply to a WRITE of its write-back: when the fs
- * takes only part of one (memory for a chunk ran out), the reply is an
- * error and the error is noted for the writer's next write(), while a
- * WRITE from write() (O_DIRECT) gets the short count. */
+ * takes only part of one (memory for a chunk ran out, or a block's bytes
+ * could not be read to change part of it), the rest is tried again, and
+ * if that fails too the reply is its error, which is noted for the writer's
+ * next write(); a WRITE from write() (O_DIRECT) gets the short count. */
 #include <check.h>
 #include <errno.h>
 #include <linux/fuse.h>
@@ -20,6 +21,7 @@
 #include "fs/fs_internal.h"
 #include "fusefs/fusefs.h"
 #include "testlib.h"
+#include "zoned/zdev.h"
 
 #define BS 4096u
 
@@ -83,8 +85,8 @@ static void serve_write(uint64_t ino, uint64_t off, uint32_t n, uint32_t flags,
 }
 
 /* Two pages: the last of chunk 0 (buffered already) and the first of
- * chunk 1, whose chunk cannot be had. */
-START_TEST(writeback_write_taken_in_part_is_an_error)
+ * chunk 1, whose chunk cannot be had once. */
+START_TEST(writeback_write_taken_in_part_is_retried)
 {
 	const uint64_t su = fs->opts.stripe_unit;
 	uint64_t ino = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
@@ -106,15 +108,62 @@ START_TEST(writeback_write_taken_in_part_is_an_error)
 	failalloc_arm_calloc(1, sizeof(struct fs_chunk));	/* the write-back */
 	serve_write(ino, su - BS, 2 * BS, FUSE_WRITE_CACHE, &err, &count);
 	ck_assert_uint_eq(failalloc_failed(), 2);
-	ck_assert_int_eq(err, -ENOMEM);
-	ck_assert_uint_eq(atomic_load(&ff.wb.n), 1);
-	ck_assert_uint_eq(ff.wb.e[0].ino, ino);
-	ck_assert_int_eq(ff.wb.e[0].err, -ENOMEM);
-
-	failalloc_disarm();					/* memory back */
-	serve_write(ino, su - BS, 2 * BS, FUSE_WRITE_CACHE, &err, &count);
 	ck_assert_int_eq(err, 0);
 	ck_assert_uint_eq(count, 2 * BS);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), 0);
+}
+END_TEST
+
+/* A whole page of chunk 0, then part of the first page of chunk 1, whose
+ * bytes are on the device and cannot be read: the write-back's reply is
+ * the device's error, and that error is noted. */
+START_TEST(writeback_write_refused_by_device_is_an_error)
+{
+	const uint64_t su = fs->opts.stripe_unit;
+	uint64_t ino = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
+	uint8_t page[BS];
+	int err;
+	uint32_t count;
+
+	memset(page, 1, BS);
+	ck_assert_int_eq(fs_write(fs, ino, su, page, BS, false), BS);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 100, -EIO), 0);
+	serve_write(ino, su - BS, BS + 100, 0, &err, &count);	/* from write() */
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(count, BS);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), 0);
+
+	serve_write(ino, su - BS, BS + 100, FUSE_WRITE_CACHE, &err, &count);
+	ck_assert_int_eq(err, -EIO);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), 1);
+	ck_assert_uint_eq(ff.wb.e[0].ino, ino);
+	ck_assert_int_eq(ff.wb.e[0].err, -EIO);
+
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 0, 0), 0);
+	serve_write(ino, su - BS, BS + 100, FUSE_WRITE_CACHE, &err, &count);
+	ck_assert_int_eq(err, 0);
+	ck_assert_uint_eq(count, BS + 100);
+}
+END_TEST
+
+/* The table of unseen errors holds one per inode, the first; when full, a
+ * further inode's error is not noted (it reaches its writer at fsync() or
+ * close()) and the table keeps what it has. */
+START_TEST(wb_error_table_full)
+{
+	for (uint64_t i = 0; i < FUSEFS_WB_ERRORS; i++) {
+		fusefs_wb_error_note(&ff, 100 + i, -ENOSPC);
+		fusefs_wb_error_note(&ff, 100 + i, -EIO);
+	}
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), FUSEFS_WB_ERRORS);
+	fusefs_wb_error_note(&ff, 100 + FUSEFS_WB_ERRORS, -EIO);
+	ck_assert_uint_eq(atomic_load(&ff.wb.n), FUSEFS_WB_ERRORS);
+	for (unsigned i = 0; i < FUSEFS_WB_ERRORS; i++) {
+		ck_assert_uint_eq(ff.wb.e[i].ino, 100 + i);
+		ck_assert_int_eq(ff.wb.e[i].err, -ENOSPC);
+	}
 }
 END_TEST
 
@@ -123,7 +172,9 @@ int main(void)
 	Suite *s = suite_create("fusefs_write");
 	TCase *tc = tcase_create("core");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, writeback_write_taken_in_part_is_an_error);
+	tcase_add_test(tc, writeback_write_taken_in_part_is_retried);
+	tcase_add_test(tc, writeback_write_refused_by_device_is_an_error);
+	tcase_add_test(tc, wb_error_table_full);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
