@@ -411,6 +411,45 @@ START_TEST(prefetch_windows_with_holes)
 }
 END_TEST
 
+/* Device reads failing under a sequential reader, for a while (3 reads:
+ * a failed fill is dropped and the reader reads again itself) or for good
+ * (every read from the skip-th on): a read returns the file's bytes or
+ * -EIO, never bytes of a failed fill; once the device reads again every
+ * read returns the right bytes, also where a fill had failed. */
+START_TEST(prefetch_read_fault)
+{
+	const uint64_t K = 1024, size = 2048 * K;
+	uint8_t *a, *got = malloc(16 * K);
+	uint64_t ino = pf_file("pf-fault", size, 5, &a);
+	for (uint32_t t = 0; t < 16; t++) {
+		uint32_t skip = t / 2, count = t % 2 ? 3 : 100000;
+		int errors = 0;
+		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, skip, count, -EIO), 0);
+		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
+			memset(got, 0xEE, 16 * K);
+			ssize_t n = fs_read(fs, ino, pos, 16 * K, got);
+			ck_assert_msg(n == 16 * K || n == -EIO, "read at %llu: %zd",
+				      (unsigned long long)pos, n);
+			if (n < 0)
+				errors++;
+			else
+				ck_assert_msg(memcmp(got, a + pos, 16 * K) == 0,
+					      "bytes at %llu (%u reads fail after %u)",
+					      (unsigned long long)pos, count, skip);
+		}
+		if (count > 3)
+			ck_assert_int_gt(errors, 0);
+		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 0, 0), 0);
+		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
+			ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
+			ck_assert(memcmp(got, a + pos, 16 * K) == 0);
+		}
+	}
+	free(a);
+	free(got);
+}
+END_TEST
+
 /* A READ reply served from a window refers to the window's bytes instead
  * of a copy; the window may be dropped (a write invalidates it) while the
  * reply still holds them: the bytes stay valid and unchanged until the
@@ -948,6 +987,7 @@ int main(void)
 	tcase_add_test(tc, many_files_roll_the_log);
 	tcase_add_test(tc, mkfs_refuses_existing);
 	tcase_add_test(tc, prefetch_windows_with_holes);
+	tcase_add_test(tc, prefetch_read_fault);
 	tcase_add_test(tc, read_buf_outlives_window);
 	tcase_add_test(tc, read_buf_at_fd);
 	tcase_add_test(tc, write_donated_chunks);
