@@ -277,6 +277,8 @@ struct fs_stats {
 	uint64_t prefetch_bytes;	/* bytes held in prefetch buffers now */
 	uint64_t prefetch_hits;		/* reads served from prefetch buffers */
 	uint64_t prefetch_fills;	/* background fills started */
+	uint64_t prefetch_fill_errors;	/* fills a device read error ended (dropped;
+					 * the reader then reads the device itself) */
 	uint64_t inodes;
 	uint64_t commits;
 	uint64_t snapshots;

@@ -177,6 +177,7 @@ struct fs_pf_pool {
 	uint64_t window;		/* bytes per buffer (FS_PF_NBUF per file),
 					 * 0 = off; set at start */
 	_Atomic uint64_t bytes, hits, fills;	/* counters */
+	_Atomic uint64_t fill_errors;	/* fills a device error ended */
 	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
 	pthread_cond_t qcond;
 	struct pf_job *queue;		/* [qlock] */

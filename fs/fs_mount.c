@@ -73,6 +73,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->prefetch_bytes = fs->pf.bytes;
 	st->prefetch_hits = fs->pf.hits;
 	st->prefetch_fills = fs->pf.fills;
+	st->prefetch_fill_errors = fs->pf.fill_errors;
 	st->commits = fs->commits;
 	st->snapshots = ms.snapshots;
 	pthread_mutex_lock(&fs->lock);

@@ -163,6 +163,8 @@ static void *worker_main(void *arg)
 		}
 		struct fs_prefetch *pf = j->in->pf;
 		struct fs_pf_buf *b = &pf->b[j->slot];
+		if (err)
+			atomic_fetch_add_explicit(&fs->pf.fill_errors, 1, memory_order_relaxed);
 		pthread_mutex_lock(&pf->lock);
 		if (b->data == j->data) {
 			if (!err && pf->gen == j->gen)

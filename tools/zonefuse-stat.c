@@ -1048,6 +1048,7 @@ static const struct prom_metric prom_metrics[] = {
 	{ "prefetch_limit_bytes", "zonefuse_prefetch_limit_bytes", "gauge", "Read-ahead buffer memory bound" },
 	{ "prefetch_hits", "zonefuse_prefetch_hits_total", "counter", "Reads served from read-ahead buffers" },
 	{ "prefetch_fills", "zonefuse_prefetch_fills_total", "counter", "Background read-ahead fills started" },
+	{ "prefetch_fill_errors", "zonefuse_prefetch_fill_errors_total", "counter", "Read-ahead fills a device read error ended" },
 	{ "inodes", "zonefuse_inodes", "gauge", "Inodes in memory" },
 	{ "commits", "zonefuse_commits_total", "counter", "Metadata commits since mount" },
 	{ "snapshots", "zonefuse_snapshots_total", "counter", "Metadata log snapshots since mount" },

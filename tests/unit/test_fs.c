@@ -415,12 +415,14 @@ END_TEST
  * a failed fill is dropped and the reader reads again itself) or for good
  * (every read from the skip-th on): a read returns the file's bytes or
  * -EIO, never bytes of a failed fill; once the device reads again every
- * read returns the right bytes, also where a fill had failed. */
+ * read returns the right bytes, also where a fill had failed.  Failed
+ * fills are counted (prefetch_fill_errors). */
 START_TEST(prefetch_read_fault)
 {
 	const uint64_t K = 1024, size = 2048 * K;
 	uint8_t *a, *got = malloc(16 * K);
 	uint64_t ino = pf_file("pf-fault", size, 5, &a);
+	uint64_t fill_errors = stats_now().prefetch_fill_errors;
 	for (uint32_t t = 0; t < 16; t++) {
 		uint32_t skip = t / 2, count = t % 2 ? 3 : 100000;
 		int errors = 0;
@@ -437,9 +439,16 @@ START_TEST(prefetch_read_fault)
 					      "bytes at %llu (%u reads fail after %u)",
 					      (unsigned long long)pos, count, skip);
 		}
-		if (count > 3)
+		if (count > 3) {
 			ck_assert_int_gt(errors, 0);
+			/* The fills failed as well, and the stats say so (a fill
+			 * in flight counts when its batch ends). */
+			for (int i = 0; i < 200 && stats_now().prefetch_fill_errors <= fill_errors; i++)
+				usleep(5000);
+			ck_assert_uint_gt(stats_now().prefetch_fill_errors, fill_errors);
+		}
 		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 0, 0), 0);
+		fill_errors = stats_now().prefetch_fill_errors;
 		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
 			ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
 			ck_assert(memcmp(got, a + pos, 16 * K) == 0);
