@@ -275,6 +275,8 @@ struct fs_stats {
 	uint64_t buffer_bytes;		/* bytes held in write buffers now */
 	uint64_t buffer_limit;
 	uint64_t prefetch_bytes;	/* bytes held in prefetch buffers now */
+	uint64_t prefetch_spare_bytes;	/* bytes of buffers kept for the next
+					 * windows (at most FS_PF_SPARE windows) */
 	uint64_t prefetch_hits;		/* reads served from prefetch buffers */
 	uint64_t prefetch_fills;	/* background fills started */
 	uint64_t prefetch_fill_errors;	/* fills a device read error ended (dropped;

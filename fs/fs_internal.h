@@ -172,11 +172,19 @@ struct fs_inode {
 };
 
 /* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
- * by a few threads. */
+ * by a few threads, and the window buffers kept for reuse. */
+#define FS_PF_SPARE FS_PF_NBUF
 struct fs_pf_pool {
 	uint64_t window;		/* bytes per buffer (FS_PF_NBUF per file),
 					 * 0 = off; set at start */
-	_Atomic uint64_t bytes, hits, fills;	/* counters */
+	_Atomic uint64_t bytes, hits, fills;	/* counters; bytes: of windows
+						 * in use, not of spares */
+	/* Buffers of window bytes no window uses, for the next one; NULL =
+	 * an empty slot.  Lock-free: taken by exchange, given by
+	 * compare-exchange into an empty slot. */
+	_Atomic(uint8_t *) spare[FS_PF_SPARE];
+	_Atomic bool spare_off;		/* set by stop: a released buffer is
+					 * freed, not kept */
 	_Atomic uint64_t fill_errors;	/* fills a device error ended */
 	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
 	pthread_cond_t qcond;

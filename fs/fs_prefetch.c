@@ -25,7 +25,12 @@
  * a fill in flight and each READ reply that sends them hold a reference, so
  * a reply can send straight from the window while the window is dropped.
  * fs->pf.bytes counts window bytes daemon-wide until the last reference
- * goes; no new window is allocated past opts.prefetch_limit.
+ * goes; no new window is allocated past opts.prefetch_limit.  The buffer
+ * then waits among the FS_PF_SPARE spares for the next window: the
+ * allocator would hand a buffer this large back to the kernel, and a new
+ * one costs a page fault per page at its first fill, as much CPU as the
+ * fill's own copy.  So at most prefetch_limit + FS_PF_SPARE windows are
+ * held, the spares only after windows of that size were in use.
  * Threads: a small pool of workers does the fills.
  * Locking: in->pf->lock is a leaf lock (taken under in->rw, never the other
  * way round); the pool's queue lock is a leaf lock too; references are
@@ -66,13 +71,39 @@ static uint64_t window(struct fs *fs)
 	return fs->pf.window;
 }
 
+/* A buffer for a window: a spare, or a new one (NULL: no memory). */
+static uint8_t *spare_take(struct fs *fs)
+{
+	for (int i = 0; i < FS_PF_SPARE; i++) {
+		uint8_t *b = atomic_exchange_explicit(&fs->pf.spare[i], NULL, memory_order_acquire);
+		if (b)
+			return b;
+	}
+	return zdev_buf_alloc(window(fs));
+}
+
+/* Keep a window's buffer for the next window, or free it when every
+ * spare slot is taken or the pool has stopped. */
+static void spare_give(struct fs *fs, uint8_t *b)
+{
+	if (!atomic_load_explicit(&fs->pf.spare_off, memory_order_acquire)) {
+		for (int i = 0; i < FS_PF_SPARE; i++) {
+			uint8_t *empty = NULL;
+			if (atomic_compare_exchange_strong_explicit(&fs->pf.spare[i], &empty, b,
+								    memory_order_release,
+								    memory_order_relaxed))
+				return;
+		}
+	}
+	zdev_buf_free(b);
+}
+
 static struct fs_pf_data *data_new(struct fs *fs)
 {
 	struct fs_pf_data *d = malloc(sizeof(*d));
-	uint8_t *buf = zdev_buf_alloc(window(fs));
-	if (!d || !buf) {
+	uint8_t *buf = d ? spare_take(fs) : NULL;
+	if (!buf) {
 		free(d);
-		zdev_buf_free(buf);
 		return NULL;
 	}
 	atomic_init(&d->refs, 1);
@@ -93,7 +124,7 @@ void fs_pf_data_put(struct fs_pf_data *d)
 	if (!d || atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	d->fs->pf.bytes -= window(d->fs);
-	zdev_buf_free(d->buf);
+	spare_give(d->fs, d->buf);
 	free(d);
 }
 
@@ -208,19 +239,25 @@ int fs_pf_start(struct fs *fs)
 	return 0;
 }
 
+/* Called when no reply holds a window (the session has ended): the
+ * workers finish their fills, the spares are freed, and so is every
+ * buffer released from here on. */
 void fs_pf_stop(struct fs *fs)
 {
-	if (!fs->pf.nthreads)
-		return;
-	pthread_mutex_lock(&fs->pf.qlock);
-	fs->pf.stop = true;
-	pthread_cond_broadcast(&fs->pf.qcond);
-	pthread_mutex_unlock(&fs->pf.qlock);
-	for (int i = 0; i < fs->pf.nthreads; i++)
-		pthread_join(fs->pf.threads[i], NULL);
-	fs->pf.nthreads = 0;
-	pthread_mutex_destroy(&fs->pf.qlock);
-	pthread_cond_destroy(&fs->pf.qcond);
+	atomic_store_explicit(&fs->pf.spare_off, true, memory_order_release);
+	if (fs->pf.nthreads) {
+		pthread_mutex_lock(&fs->pf.qlock);
+		fs->pf.stop = true;
+		pthread_cond_broadcast(&fs->pf.qcond);
+		pthread_mutex_unlock(&fs->pf.qlock);
+		for (int i = 0; i < fs->pf.nthreads; i++)
+			pthread_join(fs->pf.threads[i], NULL);
+		fs->pf.nthreads = 0;
+		pthread_mutex_destroy(&fs->pf.qlock);
+		pthread_cond_destroy(&fs->pf.qcond);
+	}
+	for (int i = 0; i < FS_PF_SPARE; i++)
+		zdev_buf_free(atomic_exchange_explicit(&fs->pf.spare[i], NULL, memory_order_acquire));
 }
 
 /* Start filling empty slot `slot` with [off, off+len); false if not

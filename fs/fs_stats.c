@@ -543,6 +543,7 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("buffer_limit_bytes", fst->buffer_limit);
 	KV("prefetch_bytes", fst->prefetch_bytes);
 	KV("prefetch_limit_bytes", fs->pf.window ? fs->opts.prefetch_limit : 0);
+	KV("prefetch_spare_bytes", fst->prefetch_spare_bytes);
 	KV("prefetch_hits", fst->prefetch_hits);
 	KV("prefetch_fills", fst->prefetch_fills);
 	KV("prefetch_fill_errors", fst->prefetch_fill_errors);

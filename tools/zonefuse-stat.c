@@ -578,11 +578,12 @@ static void print_summary(const char *mnt, const struct stats *st, const struct 
 	       (unsigned long long)su(st, "data_zone_resets"),
 	       (unsigned long long)su(st, "meta_zone_resets"),
 	       (unsigned long long)su(st, "zone_finishes"));
-	printf("  memory     write buffers %s of %s, prefetch %s of %s\n",
+	printf("  memory     write buffers %s of %s, prefetch %s of %s (+ %s spare)\n",
 	       hb(su(st, "buffer_bytes"), b1, sizeof(b1)),
 	       hb(su(st, "buffer_limit_bytes"), b2, sizeof(b2)),
 	       hb(su(st, "prefetch_bytes"), b3, sizeof(b3)),
-	       hb(su(st, "prefetch_limit_bytes"), b4, sizeof(b4)));
+	       hb(su(st, "prefetch_limit_bytes"), b4, sizeof(b4)),
+	       hb(su(st, "prefetch_spare_bytes"), b5, sizeof(b5)));
 	printf("  metadata   %llu inodes, %llu commits, %llu snapshots, log epoch %llu\n",
 	       (unsigned long long)su(st, "inodes"), (unsigned long long)su(st, "commits"),
 	       (unsigned long long)su(st, "snapshots"), (unsigned long long)su(st, "log_epoch"));
@@ -1046,6 +1047,7 @@ static const struct prom_metric prom_metrics[] = {
 	{ "buffer_limit_bytes", "zonefuse_write_buffer_limit_bytes", "gauge", "Write-buffer memory bound" },
 	{ "prefetch_bytes", "zonefuse_prefetch_bytes", "gauge", "Read-ahead buffer memory in use" },
 	{ "prefetch_limit_bytes", "zonefuse_prefetch_limit_bytes", "gauge", "Read-ahead buffer memory bound" },
+	{ "prefetch_spare_bytes", "zonefuse_prefetch_spare_bytes", "gauge", "Read-ahead buffers kept for the next windows" },
 	{ "prefetch_hits", "zonefuse_prefetch_hits_total", "counter", "Reads served from read-ahead buffers" },
 	{ "prefetch_fills", "zonefuse_prefetch_fills_total", "counter", "Background read-ahead fills started" },
 	{ "prefetch_fill_errors", "zonefuse_prefetch_fill_errors_total", "counter", "Read-ahead fills a device read error ended" },

@@ -459,6 +459,47 @@ START_TEST(prefetch_read_fault)
 }
 END_TEST
 
+/* A window's buffer that no window uses any more is kept for the next
+ * window, at most FS_PF_SPARE of them: two files read one after the other
+ * each get their own bytes, the spares stay within FS_PF_SPARE windows
+ * while windows are dropped in bulk, and the unmount frees them (the
+ * sanitizer build checks for leaks). */
+START_TEST(prefetch_spares_reused)
+{
+	const uint64_t K = 1024, size = 1024 * K, bound = FS_PF_SPARE * 64 * K;
+	uint8_t *a, *b = malloc(size), *got = malloc(16 * K);
+	uint64_t ia = pf_file("spare-a", size, 11, &a);
+	uint64_t ib = create(FS_ROOT_INO, "spare-b");
+	fill(b, size, 0, 12);
+	ck_assert_int_eq(fs_write(fs, ib, 0, b, size, false), (ssize_t)size);
+	ck_assert_int_eq(fs_fsync(fs, ib, false), 0);
+	ck_assert_uint_eq(stats_now().prefetch_spare_bytes, 0);
+	for (int f = 0; f < 2; f++) {
+		uint64_t ino = f ? ib : ia;
+		const uint8_t *want = f ? b : a;
+		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
+			ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
+			ck_assert_msg(memcmp(got, want + pos, 16 * K) == 0, "file %d at %llu", f,
+				      (unsigned long long)pos);
+		}
+		uint64_t spare = stats_now().prefetch_spare_bytes;
+		ck_assert_uint_gt(spare, 0);	/* windows the reader passed */
+		ck_assert_uint_le(spare, bound);
+	}
+	/* Writes drop both files' windows at once. */
+	ck_assert_int_eq(fs_write(fs, ia, 0, b, 4 * K, false), 4 * K);
+	ck_assert_int_eq(fs_write(fs, ib, 0, a, 4 * K, false), 4 * K);
+	for (int i = 0; i < 200 && pf_bytes() > 0; i++)	/* fills in flight end */
+		usleep(5000);
+	ck_assert_uint_eq(pf_bytes(), 0);
+	ck_assert_uint_le(stats_now().prefetch_spare_bytes, bound);
+	ck_assert_uint_gt(stats_now().prefetch_spare_bytes, 0);
+	free(a);
+	free(b);
+	free(got);
+}
+END_TEST
+
 /* A READ reply served from a window refers to the window's bytes instead
  * of a copy; the window may be dropped (a write invalidates it) while the
  * reply still holds them: the bytes stay valid and unchanged until the
@@ -997,6 +1038,7 @@ int main(void)
 	tcase_add_test(tc, mkfs_refuses_existing);
 	tcase_add_test(tc, prefetch_windows_with_holes);
 	tcase_add_test(tc, prefetch_read_fault);
+	tcase_add_test(tc, prefetch_spares_reused);
 	tcase_add_test(tc, read_buf_outlives_window);
 	tcase_add_test(tc, read_buf_at_fd);
 	tcase_add_test(tc, write_donated_chunks);
