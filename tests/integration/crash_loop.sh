@@ -50,7 +50,12 @@ declare -A count
 
 # crash MODE POINT: kill -9 the daemon, then power loss if asked; counts it.
 crash() {
-	crash_t=$(date +%s.%N)	# the kill -9 follows at once
+	# The kill -9 follows at once.  The time is a file's mtime, as the
+	# client's output file's is: file times come from the kernel's coarse
+	# clock, up to a tick behind date's, so an output written just after
+	# the kill could look older than a time read from date.
+	touch "$ZF_WORK/crash.mark"
+	crash_t=$(stat -c %.9Y "$ZF_WORK/crash.mark")
 	zf_kill9
 	case $1 in
 	powerloss) "$ZF_EMU" powerloss "$ZF_DEV" >/dev/null || zf_fail "zonefuse-emu powerloss failed" ;;
@@ -95,7 +100,7 @@ reap() {
 }
 
 # ms_after_crash FILE: how long after the kill -9 (crash_t) FILE was last
-# written (negative: before it).
+# written (negative: before it; 0: within the same clock tick).
 ms_after_crash() {
 	awk -v m="$(stat -c %.9Y "$1")" -v c="$crash_t" 'BEGIN { printf "%.0f", (m - c) * 1000 }'
 }
