@@ -543,6 +543,8 @@ void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st);	/* no locks */
 /* fs_prefetch.c */
 int fs_pf_start(struct fs *fs);
 void fs_pf_stop(struct fs *fs);
+/* Bytes of the spare window buffers now (any thread, no locks). */
+uint64_t fs_pf_spare_bytes(struct fs *fs);
 /* Serve [a0, a0+len) (block-aligned) from prefetch buffers and drive
  * read-ahead; false = read it from the device.  With out, the bytes are
  * copied there; else *rb gets a reference to the buffer holding them

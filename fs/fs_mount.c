@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,10 +71,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->buffer_bytes = fs->buffered;
 	st->buffer_limit = fs->opts.buffer_bytes;
 	st->prefetch_bytes = fs->pf.bytes;
-	st->prefetch_spare_bytes = 0;
-	for (int i = 0; i < FS_PF_SPARE; i++)
-		st->prefetch_spare_bytes += atomic_load_explicit(&fs->pf.spare[i],
-								 memory_order_relaxed) ? fs->pf.window : 0;
+	st->prefetch_spare_bytes = fs_pf_spare_bytes(fs);
 	st->prefetch_hits = fs->pf.hits;
 	st->prefetch_fills = fs->pf.fills;
 	st->prefetch_fill_errors = fs->pf.fill_errors;

@@ -98,6 +98,14 @@ static void spare_give(struct fs *fs, uint8_t *b)
 	zdev_buf_free(b);
 }
 
+uint64_t fs_pf_spare_bytes(struct fs *fs)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < FS_PF_SPARE; i++)
+		n += atomic_load_explicit(&fs->pf.spare[i], memory_order_relaxed) != NULL;
+	return n * window(fs);
+}
+
 static struct fs_pf_data *data_new(struct fs *fs)
 {
 	struct fs_pf_data *d = malloc(sizeof(*d));
