@@ -1,7 +1,7 @@
-/* failalloc: see failalloc.h.  realloc() and calloc() defined here take
- * precedence over the C library's for the whole program (the fs core is a
- * static library linked into it); the real ones are found with
- * dlsym(RTLD_NEXT). */
+/* failalloc: see failalloc.h.  realloc(), calloc() and posix_memalign()
+ * defined here take precedence over the C library's for the whole program
+ * (the fs core is a static library linked into it); the real ones are
+ * found with dlsym(RTLD_NEXT). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE	/* RTLD_NEXT */
 #endif
@@ -33,10 +33,19 @@ void failalloc_arm_calloc(size_t nmemb, size_t size)
 	c_nmemb = nmemb;
 }
 
+/* The armed posix_memalign's size; 0 = none armed. */
+static _Atomic size_t m_size;
+
+void failalloc_arm_memalign(size_t size)
+{
+	m_size = size;
+}
+
 void failalloc_disarm(void)
 {
 	target = NULL;
 	c_nmemb = 0;
+	m_size = 0;
 }
 
 uint64_t failalloc_failed(void)
@@ -97,4 +106,23 @@ void *calloc(size_t nmemb, size_t size)
 			abort();
 	}
 	return next(nmemb, size);
+}
+
+typedef int (*memalign_fn)(void **, size_t, size_t);
+
+int posix_memalign(void **p, size_t align, size_t size)
+{
+	static memalign_fn next;
+
+	size_t want = m_size;
+	if (want && size == want && atomic_compare_exchange_strong(&m_size, &want, 0)) {
+		nfailed++;
+		return ENOMEM;
+	}
+	if (!next) {
+		*(void **)&next = dlsym(RTLD_NEXT, "posix_memalign");	/* POSIX idiom */
+		if (!next)
+			abort();
+	}
+	return next(p, align, size);
 }

@@ -1,12 +1,14 @@
-/* failalloc: make one chosen realloc() or calloc() fail, to test
- * out-of-memory paths of the fs core end to end.
+/* failalloc: make one chosen realloc(), calloc() or posix_memalign()
+ * fail, to test out-of-memory paths of the fs core end to end.
  *
- * The test program that links failalloc.c gets its realloc() and calloc():
- * every call goes to the next one (libc's, or a sanitizer's) except the one
- * armed, which returns NULL with errno ENOMEM.  A realloc is chosen by its
- * pointer (e.g. an extent map's block, so nothing else in the process
- * fails), a calloc by its exact arguments (e.g. 1 and the size of one
- * struct); once, by whichever thread makes that call first.
+ * The test program that links failalloc.c gets its realloc(), calloc() and
+ * posix_memalign(): every call goes to the next one (libc's, or a
+ * sanitizer's) except the one armed, which fails with ENOMEM (NULL and
+ * errno for the first two, the return value for posix_memalign).  A
+ * realloc is chosen by its pointer (e.g. an extent map's block, so nothing
+ * else in the process fails), a calloc by its exact arguments (e.g. 1 and
+ * the size of one struct), a posix_memalign by its exact size (e.g. one
+ * read-ahead window); once, by whichever thread makes that call first.
  */
 #ifndef ZF_FAILALLOC_H
 #define ZF_FAILALLOC_H
@@ -18,6 +20,8 @@
 void failalloc_arm(const void *ptr);
 /* Fail the next calloc(nmemb, size) with exactly these arguments. */
 void failalloc_arm_calloc(size_t nmemb, size_t size);
+/* Fail the next posix_memalign(..., ..., size) with exactly this size. */
+void failalloc_arm_memalign(size_t size);
 /* Stop failing. */
 void failalloc_disarm(void);
 /* Calls failed since the program started. */

@@ -1115,6 +1115,122 @@ START_TEST(enomem_write_chunk_array)
 }
 END_TEST
 
+/* ---- read-ahead without memory (fs_prefetch.c) ---------------------- */
+
+#define PF_WIN (64u << 10)
+
+static struct fs_stats stats_now(void)
+{
+	struct fs_stats st;
+	fs_get_stats(fs, &st);
+	return st;
+}
+
+/* Remount with read-ahead windows of PF_WIN bytes (and its threads). */
+static void pf_mount(void)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	struct fs_opts o;
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 32ull << 20;
+	o.prefetch_bytes = PF_WIN;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+}
+
+/* A file of `size` bytes (byte_at(seed)), on the device. */
+static uint64_t pf_put(const char *name, uint64_t size, uint32_t seed)
+{
+	uint64_t ino = mkfile(name);
+	put(ino, 0, size, seed);
+	ck_assert_int_eq(fs_fsync(fs, ino, false), 0);
+	return ino;
+}
+
+/* Read ino's [off, off+n) and compare it with byte_at(seed). */
+static void pf_expect(uint64_t ino, uint64_t off, uint64_t n, uint32_t seed)
+{
+	uint8_t *got = malloc(n), *want = malloc(n);
+	fill(want, n, off, seed);
+	ck_assert_int_eq(fs_read(fs, ino, off, n, got), (ssize_t)n);
+	ck_assert_msg(memcmp(got, want, n) == 0, "ino %llu at %llu", (unsigned long long)ino,
+		      (unsigned long long)off);
+	free(got);
+	free(want);
+}
+
+static bool pf_state_of(uint64_t ino)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	bool has = in->pf != NULL;
+	pthread_mutex_unlock(&fs->lock);
+	return has;
+}
+
+/* No memory for a file's read-ahead state, or for a window's buffer: the
+ * read is served from the device (right bytes, no error) and the next
+ * sequential read gets its windows; with spare buffers kept, windows take
+ * those first, and a new buffer that cannot be had only skips that window.
+ * Nothing leaks (the ASan run) and the windows' bytes are all accounted
+ * for once they end. */
+START_TEST(enomem_prefetch)
+{
+	const uint64_t K = 1024, size = 1024 * K, step = 16 * K;
+	pf_mount();
+	uint64_t a = pf_put("pf-a", size, 41), b = pf_put("pf-b", size, 42),
+		 c = pf_put("pf-c", size, 43);
+
+	/* The file's read-ahead state. */
+	failalloc_arm_calloc(1, sizeof(struct fs_prefetch));
+	pf_expect(a, 0, step, 41);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert(!pf_state_of(a));
+
+	/* The first window's buffer (no spare exists yet). */
+	ck_assert_uint_eq(stats_now().prefetch_spare_bytes, 0);
+	uint64_t fills = stats_now().prefetch_fills;
+	failalloc_arm_memalign(PF_WIN);
+	pf_expect(a, 0, step, 41);
+	ck_assert(pf_state_of(a));
+	pf_expect(a, step, step, 41);	/* sequential: its windows fail */
+	ck_assert_uint_eq(failalloc_failed(), 2);
+	ck_assert_uint_eq(stats_now().prefetch_fills, fills);
+	failalloc_disarm();
+	uint64_t hits = stats_now().prefetch_hits;
+	for (uint64_t pos = 2 * step; pos < size; pos += step)
+		pf_expect(a, pos, step, 41);
+	ck_assert_uint_gt(stats_now().prefetch_fills, fills);
+	ck_assert_uint_gt(stats_now().prefetch_hits, hits);
+	ck_assert_uint_gt(stats_now().prefetch_spare_bytes, 0);
+
+	/* With spares: b and c read in turn want more windows than there are
+	 * spares, so new buffers are asked for, and the first fails. */
+	hits = stats_now().prefetch_hits;
+	failalloc_arm_memalign(PF_WIN);
+	for (uint64_t pos = 0; pos < size; pos += step) {
+		pf_expect(b, pos, step, 42);
+		pf_expect(c, pos, step, 43);
+	}
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 3);
+	ck_assert_uint_gt(stats_now().prefetch_hits, hits);
+
+	/* Writes drop the three files' windows: once the fills in flight end,
+	 * no window's bytes are counted, and the spares are within bound. */
+	put(b, 0, BS, 44);
+	put(a, 0, BS, 44);
+	put(c, 0, BS, 44);
+	for (int i = 0; i < 200 && stats_now().prefetch_bytes > 0; i++)
+		usleep(5000);
+	ck_assert_uint_eq(stats_now().prefetch_bytes, 0);
+	ck_assert_uint_le(stats_now().prefetch_spare_bytes, FS_PF_SPARE * PF_WIN);
+}
+END_TEST
+
 /* A write, truncate or punch that must read a block's bytes from the
  * device to change part of it fails with the device's error when that
  * read fails (not with -ENOMEM, and not by changing anything); once the
@@ -1209,6 +1325,7 @@ int main(void)
 	tcase_add_test(tc, enomem_donated_write);
 	tcase_add_test(tc, enomem_write_chunk_array);
 	tcase_add_test(tc, enomem_dir_cookies);
+	tcase_add_test(tc, enomem_prefetch);
 	tcase_add_test(tc, release_write_error_reaches_fsync);
 	tcase_add_test(tc, write_behind_error_reaches_fsync);
 	suite_add_tcase(s, tc);
