@@ -1129,14 +1129,7 @@ static struct fs_stats stats_now(void)
 /* Remount with read-ahead windows of PF_WIN bytes (and its threads). */
 static void pf_mount(void)
 {
-	ck_assert_int_eq(fs_unmount(fs), 0);
-	struct fs_opts o;
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 32ull << 20;
-	o.prefetch_bytes = PF_WIN;
-	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
-	ck_assert_int_eq(fs_start(fs), 0);
+	tl_remount_prefetch(dev, 32ull << 20, PF_WIN, &fs);
 }
 
 /* A file of `size` bytes (byte_at(seed)), on the device. */

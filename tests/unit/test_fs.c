@@ -342,14 +342,7 @@ END_TEST
 
 static void pf_mount(uint64_t window)
 {
-	ck_assert_int_eq(fs_unmount(fs), 0);
-	struct fs_opts o;
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 64ull << 20;
-	o.prefetch_bytes = window;
-	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
-	ck_assert_int_eq(fs_start(fs), 0);
+	tl_remount_prefetch(dev, 64ull << 20, window, &fs);
 }
 
 /* Remount with 64 KiB windows and write a file of `size` bytes (seed) to

@@ -46,6 +46,20 @@ int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs 
 	return fs_mount(dev, &o, fs);
 }
 
+void tl_remount_prefetch(struct zdev *dev, uint64_t buffer_bytes, uint64_t window,
+			 struct fs **fs)
+{
+	struct fs_opts o;
+
+	ck_assert_int_eq(fs_unmount(*fs), 0);
+	*fs = NULL;
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = buffer_bytes;
+	o.prefetch_bytes = window;
+	ck_assert_int_eq(fs_mount(dev, &o, fs), 0);
+	ck_assert_int_eq(fs_start(*fs), 0);
+}
 
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs)
 {

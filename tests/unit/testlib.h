@@ -32,6 +32,10 @@ void tl_dev_open(const struct tl_dev *t, struct zdev **dev);
 /* Mount with commits only on demand (commit_interval_ms 0) and
  * buffer_bytes of write buffers.  Returns fs_mount()'s result. */
 int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs **fs);
+/* Unmount *fs (must succeed), mount again as tl_mount does with
+ * read-ahead windows of `window` bytes (0 = off), and start its threads. */
+void tl_remount_prefetch(struct zdev *dev, uint64_t buffer_bytes, uint64_t window,
+			 struct fs **fs);
 /* tl_dev_create, then format it (mkfs defaults). */
 void tl_dev_make(struct tl_dev *t, const char *tag, uint32_t zones,
 		 uint64_t zone_size, uint32_t max_active);
