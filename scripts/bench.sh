@@ -904,7 +904,6 @@ if has_part stripe; then
 		--plain-widths "" --mib "$stripe_mib" --reps "$stripe_runs" >"$out/logs/stripe.txt" 2>&1 ||
 		{ tail -n 20 "$out/logs/stripe.txt" >&2; die "bench-stripe.sh failed"; }
 	declare -A srd=() swr=()
-	line=
 	while read -r w wr rd _; do
 		[[ "$w" =~ ^[0-9]+$ ]] || continue
 		srd[$w]+="$rd "

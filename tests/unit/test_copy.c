@@ -121,13 +121,6 @@ static uint64_t size_of(uint64_t ino)
 	return (uint64_t)st.st_size;
 }
 
-static struct fs_stats stats(void)
-{
-	struct fs_stats st;
-	fs_get_stats(fs, &st);
-	return st;
-}
-
 static uint64_t valid_bytes(void)
 {
 	struct zalloc_stats zs;
@@ -143,11 +136,11 @@ START_TEST(copy_shares_whole_file)
 	up();
 	uint64_t a = mk("a"), b = mk("b");
 	uint8_t *want = make_file(a, n, 1);
-	struct fs_stats s0 = stats();
+	struct fs_stats s0 = tl_stats(fs);
 	uint64_t v0 = valid_bytes();
 
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, 0, n + 4096, 0), (ssize_t)n);
-	struct fs_stats s1 = stats();
+	struct fs_stats s1 = tl_stats(fs);
 	ck_assert_uint_eq(s1.data_bytes_written, s0.data_bytes_written);
 	ck_assert_uint_eq(s1.copy_written_bytes, 0);
 	ck_assert_uint_eq(s1.copy_shared_bytes, ZF_ALIGN_UP(n, BS));
@@ -230,7 +223,7 @@ START_TEST(copy_unshare_on_change)
 	fs_forget(fs, a, 1);
 	same(b, 0, orig, n / 2 + 5);
 	shares_ok();
-	ck_assert_uint_eq(stats().shared_bytes, 0);
+	ck_assert_uint_eq(tl_stats(fs).shared_bytes, 0);
 	ck_assert_uint_eq(valid_bytes() - v_empty, ZF_ALIGN_UP(n / 2 + 5, BS));
 	ck_assert_int_eq(fs_release(fs, b), 0);
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "b"), 0);
@@ -255,7 +248,7 @@ START_TEST(copy_edges_and_unaligned)
 	/* head and tail edges: 1000 + k*BS .. */
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 1000, b, 1000 + 8 * BS, n - 3000, 0),
 			 (ssize_t)(n - 3000));
-	struct fs_stats s = stats();
+	struct fs_stats s = tl_stats(fs);
 	ck_assert_uint_gt(s.copy_shared_bytes, 0);
 	ck_assert_uint_eq(s.copy_written_bytes, (BS - 1000) + ((n - 2000) % BS));
 	same(b, 1000 + 8 * BS, want + 1000, n - 3000);
@@ -268,9 +261,9 @@ START_TEST(copy_edges_and_unaligned)
 	shares_ok();
 
 	/* not congruent: all by buffer */
-	uint64_t w0 = stats().copy_written_bytes;
+	uint64_t w0 = tl_stats(fs).copy_written_bytes;
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 5, c, 6, 20000, 0), 20000);
-	ck_assert_uint_eq(stats().copy_written_bytes - w0, 20000);
+	ck_assert_uint_eq(tl_stats(fs).copy_written_bytes - w0, 20000);
 	same(c, 6, want + 5, 20000);
 
 	/* same file, not overlapping; overlapping is refused */
@@ -298,7 +291,7 @@ START_TEST(copy_buffered_bytes)
 	ck_assert_int_eq(fs_write(fs, b, 0, old, n, false), (ssize_t)n);	/* buffered */
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, 0, n, 0), (ssize_t)n);
 	same(b, 0, want, n);
-	ck_assert_uint_eq(stats().copy_written_bytes, 0);
+	ck_assert_uint_eq(tl_stats(fs).copy_written_bytes, 0);
 	ck_assert_int_eq(fs_fsync(fs, b, false), 0);
 	same(b, 0, want, n);
 	shares_ok();
@@ -323,12 +316,12 @@ START_TEST(copy_remount_and_replay)
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, c, MiB, n, 0), (ssize_t)n);
 	ck_assert_int_eq(fs_fsync(fs, b, false), 0);
 	ck_assert_int_eq(fs_fsync(fs, c, false), 0);
-	uint64_t v = valid_bytes(), sh = stats().shared_bytes;
+	uint64_t v = valid_bytes(), sh = tl_stats(fs).shared_bytes;
 	crash();
 	same(b, 0, want, n);
 	same(c, MiB, want, n);
 	ck_assert_uint_eq(valid_bytes(), v);
-	ck_assert_uint_eq(stats().shared_bytes, sh);
+	ck_assert_uint_eq(tl_stats(fs).shared_bytes, sh);
 	shares_ok();
 	fsck_ok();
 	/* the source goes; a crash replays the unlink */
@@ -370,13 +363,13 @@ START_TEST(copy_gc_moves_shared_once)
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "f"), 0);
 	fs_forget(fs, f, 1);
 	ck_assert_int_eq(fs_commit(fs), 0);
-	struct fs_stats s0 = stats();
+	struct fs_stats s0 = tl_stats(fs);
 	int r, runs = 0;
 	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
 		runs++;
 	ck_assert_int_ge(r, 0);
 	ck_assert_int_gt(runs, 0);
-	struct fs_stats s1 = stats();
+	struct fs_stats s1 = tl_stats(fs);
 	uint64_t moved = s1.gc_bytes_written - s0.gc_bytes_written;
 	ck_assert_uint_gt(moved, 0);
 	ck_assert_uint_gt(s1.zone_resets, s0.zone_resets);
@@ -435,7 +428,7 @@ START_TEST(copy_gc_partial_sharers)
 	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
 		runs++;
 	ck_assert_int_ge(r, 0);
-	ck_assert_uint_gt(stats().gc_shared_moves, 0);
+	ck_assert_uint_gt(tl_stats(fs).gc_shared_moves, 0);
 	same(a, 0, want, n);
 	same(b, 5 * MiB, want + 96 * 1024, MiB);
 	same(c, 0, wc, n);
@@ -516,10 +509,10 @@ START_TEST(copy_reference_limit)
 	const uint32_t max = 65535;
 	for (uint32_t k = 0; k < max; k++)
 		ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, (uint64_t)k * BS, BS, 0), BS);
-	ck_assert_uint_eq(stats().copy_written_bytes, 0);
-	ck_assert_uint_eq(stats().shared_saved_bytes, (uint64_t)max * BS);
+	ck_assert_uint_eq(tl_stats(fs).copy_written_bytes, 0);
+	ck_assert_uint_eq(tl_stats(fs).shared_saved_bytes, (uint64_t)max * BS);
 	ck_assert_int_eq(fs_copy_file_range(fs, a, 0, b, (uint64_t)max * BS, BS, 0), BS);
-	ck_assert_uint_eq(stats().copy_written_bytes, BS);
+	ck_assert_uint_eq(tl_stats(fs).copy_written_bytes, BS);
 	same(b, (uint64_t)max * BS, want, BS);
 	same(b, 1234 * BS, want, BS);
 	shares_ok();

@@ -1119,13 +1119,6 @@ END_TEST
 
 #define PF_WIN (64u << 10)
 
-static struct fs_stats stats_now(void)
-{
-	struct fs_stats st;
-	fs_get_stats(fs, &st);
-	return st;
-}
-
 /* Remount with read-ahead windows of PF_WIN bytes (and its threads). */
 static void pf_mount(void)
 {
@@ -1184,25 +1177,25 @@ START_TEST(enomem_prefetch)
 	ck_assert(!pf_state_of(a));
 
 	/* The first window's buffer (no spare exists yet). */
-	ck_assert_uint_eq(stats_now().prefetch_spare_bytes, 0);
-	uint64_t fills = stats_now().prefetch_fills;
+	ck_assert_uint_eq(tl_stats(fs).prefetch_spare_bytes, 0);
+	uint64_t fills = tl_stats(fs).prefetch_fills;
 	failalloc_arm_memalign(PF_WIN);
 	pf_expect(a, 0, step, 41);
 	ck_assert(pf_state_of(a));
 	pf_expect(a, step, step, 41);	/* sequential: its windows fail */
 	ck_assert_uint_eq(failalloc_failed(), 2);
-	ck_assert_uint_eq(stats_now().prefetch_fills, fills);
+	ck_assert_uint_eq(tl_stats(fs).prefetch_fills, fills);
 	failalloc_disarm();
-	uint64_t hits = stats_now().prefetch_hits;
+	uint64_t hits = tl_stats(fs).prefetch_hits;
 	for (uint64_t pos = 2 * step; pos < size; pos += step)
 		pf_expect(a, pos, step, 41);
-	ck_assert_uint_gt(stats_now().prefetch_fills, fills);
-	ck_assert_uint_gt(stats_now().prefetch_hits, hits);
-	ck_assert_uint_gt(stats_now().prefetch_spare_bytes, 0);
+	ck_assert_uint_gt(tl_stats(fs).prefetch_fills, fills);
+	ck_assert_uint_gt(tl_stats(fs).prefetch_hits, hits);
+	ck_assert_uint_gt(tl_stats(fs).prefetch_spare_bytes, 0);
 
 	/* With spares: b and c read in turn want more windows than there are
 	 * spares, so new buffers are asked for, and the first fails. */
-	hits = stats_now().prefetch_hits;
+	hits = tl_stats(fs).prefetch_hits;
 	failalloc_arm_memalign(PF_WIN);
 	for (uint64_t pos = 0; pos < size; pos += step) {
 		pf_expect(b, pos, step, 42);
@@ -1210,17 +1203,17 @@ START_TEST(enomem_prefetch)
 	}
 	failalloc_disarm();
 	ck_assert_uint_eq(failalloc_failed(), 3);
-	ck_assert_uint_gt(stats_now().prefetch_hits, hits);
+	ck_assert_uint_gt(tl_stats(fs).prefetch_hits, hits);
 
 	/* Writes drop the three files' windows: once the fills in flight end,
 	 * no window's bytes are counted, and the spares are within bound. */
 	put(b, 0, BS, 44);
 	put(a, 0, BS, 44);
 	put(c, 0, BS, 44);
-	for (int i = 0; i < 200 && stats_now().prefetch_bytes > 0; i++)
+	for (int i = 0; i < 200 && tl_stats(fs).prefetch_bytes > 0; i++)
 		usleep(5000);
-	ck_assert_uint_eq(stats_now().prefetch_bytes, 0);
-	ck_assert_uint_le(stats_now().prefetch_spare_bytes, FS_PF_SPARE * PF_WIN);
+	ck_assert_uint_eq(tl_stats(fs).prefetch_bytes, 0);
+	ck_assert_uint_le(tl_stats(fs).prefetch_spare_bytes, FS_PF_SPARE * PF_WIN);
 }
 END_TEST
 

@@ -358,16 +358,9 @@ static uint64_t pf_file(const char *name, uint64_t size, uint32_t seed, uint8_t 
 	return ino;
 }
 
-static struct fs_stats stats_now(void)
-{
-	struct fs_stats st;
-	fs_get_stats(fs, &st);
-	return st;
-}
-
 static uint64_t pf_bytes(void)
 {
-	return stats_now().prefetch_bytes;
+	return tl_stats(fs).prefetch_bytes;
 }
 
 /* Windows are zeroed only where no extent covers them: holes inside a
@@ -415,7 +408,7 @@ START_TEST(prefetch_read_fault)
 	const uint64_t K = 1024, size = 2048 * K;
 	uint8_t *a, *got = malloc(16 * K);
 	uint64_t ino = pf_file("pf-fault", size, 5, &a);
-	uint64_t fill_errors = stats_now().prefetch_fill_errors;
+	uint64_t fill_errors = tl_stats(fs).prefetch_fill_errors;
 	for (uint32_t t = 0; t < 16; t++) {
 		uint32_t skip = t / 2, count = t % 2 ? 3 : 100000;
 		int errors = 0;
@@ -436,12 +429,12 @@ START_TEST(prefetch_read_fault)
 			ck_assert_int_gt(errors, 0);
 			/* The fills failed as well, and the stats say so (a fill
 			 * in flight counts when its batch ends). */
-			for (int i = 0; i < 200 && stats_now().prefetch_fill_errors <= fill_errors; i++)
+			for (int i = 0; i < 200 && tl_stats(fs).prefetch_fill_errors <= fill_errors; i++)
 				usleep(5000);
-			ck_assert_uint_gt(stats_now().prefetch_fill_errors, fill_errors);
+			ck_assert_uint_gt(tl_stats(fs).prefetch_fill_errors, fill_errors);
 		}
 		ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_READ, 0, 0, 0), 0);
-		fill_errors = stats_now().prefetch_fill_errors;
+		fill_errors = tl_stats(fs).prefetch_fill_errors;
 		for (uint64_t pos = 0; pos < size; pos += 16 * K) {
 			ck_assert_int_eq(fs_read(fs, ino, pos, 16 * K, got), 16 * K);
 			ck_assert(memcmp(got, a + pos, 16 * K) == 0);
@@ -466,7 +459,7 @@ START_TEST(prefetch_spares_reused)
 	fill(b, size, 0, 12);
 	ck_assert_int_eq(fs_write(fs, ib, 0, b, size, false), (ssize_t)size);
 	ck_assert_int_eq(fs_fsync(fs, ib, false), 0);
-	ck_assert_uint_eq(stats_now().prefetch_spare_bytes, 0);
+	ck_assert_uint_eq(tl_stats(fs).prefetch_spare_bytes, 0);
 	for (int f = 0; f < 2; f++) {
 		uint64_t ino = f ? ib : ia;
 		const uint8_t *want = f ? b : a;
@@ -475,7 +468,7 @@ START_TEST(prefetch_spares_reused)
 			ck_assert_msg(memcmp(got, want + pos, 16 * K) == 0, "file %d at %llu", f,
 				      (unsigned long long)pos);
 		}
-		uint64_t spare = stats_now().prefetch_spare_bytes;
+		uint64_t spare = tl_stats(fs).prefetch_spare_bytes;
 		ck_assert_uint_gt(spare, 0);	/* windows the reader passed */
 		ck_assert_uint_le(spare, bound);
 	}
@@ -485,8 +478,8 @@ START_TEST(prefetch_spares_reused)
 	for (int i = 0; i < 200 && pf_bytes() > 0; i++)	/* fills in flight end */
 		usleep(5000);
 	ck_assert_uint_eq(pf_bytes(), 0);
-	ck_assert_uint_le(stats_now().prefetch_spare_bytes, bound);
-	ck_assert_uint_gt(stats_now().prefetch_spare_bytes, 0);
+	ck_assert_uint_le(tl_stats(fs).prefetch_spare_bytes, bound);
+	ck_assert_uint_gt(tl_stats(fs).prefetch_spare_bytes, 0);
 	free(a);
 	free(b);
 	free(got);
@@ -664,7 +657,7 @@ END_TEST
  * references go with the write-out. */
 static uint64_t data_written(void)
 {
-	return stats_now().data_bytes_written;
+	return tl_stats(fs).data_bytes_written;
 }
 
 START_TEST(write_donated_stripe_goes_out)
@@ -728,7 +721,7 @@ static uint64_t closed_file(const char *name, uint8_t *data, size_t len, uint32_
 
 static uint64_t behind_dropped(void)
 {
-	return stats_now().write_behind_dropped_bytes;
+	return tl_stats(fs).write_behind_dropped_bytes;
 }
 
 /* A closed file's bytes stay buffered at the close and reach the device

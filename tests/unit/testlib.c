@@ -61,6 +61,14 @@ void tl_remount_prefetch(struct zdev *dev, uint64_t buffer_bytes, uint64_t windo
 	ck_assert_int_eq(fs_start(*fs), 0);
 }
 
+struct fs_stats tl_stats(struct fs *fs)
+{
+	struct fs_stats st;
+
+	fs_get_stats(fs, &st);
+	return st;
+}
+
 void tl_teardown(struct tl_dev *t, struct zdev **dev, struct fs **fs)
 {
 	if (*fs)

@@ -36,6 +36,8 @@ int tl_mount(struct zdev *dev, uint64_t buffer_bytes, bool read_only, struct fs 
  * read-ahead windows of `window` bytes (0 = off), and start its threads. */
 void tl_remount_prefetch(struct zdev *dev, uint64_t buffer_bytes, uint64_t window,
 			 struct fs **fs);
+/* fs_get_stats() as a value. */
+struct fs_stats tl_stats(struct fs *fs);
 /* tl_dev_create, then format it (mkfs defaults). */
 void tl_dev_make(struct tl_dev *t, const char *tag, uint32_t zones,
 		 uint64_t zone_size, uint32_t max_active);
