@@ -1110,10 +1110,11 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
 		wait_one(in);
 	fs_pf_invalidate(fs, in);
-	if (kill && (ret = drop_setid(fs, in)))
+	if ((kill && (ret = drop_setid(fs, in))) ||
+	    (off > in->size && (ret = zero_tail(fs, in)))) {
+		fs_gc_room_done(fs, size);
 		goto unlock;
-	if (off > in->size && (ret = zero_tail(fs, in)))
-		goto unlock;
+	}
 	const uint8_t *src = buf;
 	uint64_t pos = off, end = off + size, su = fs->opts.stripe_unit;
 	while (pos < end) {
@@ -1154,6 +1155,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
+	fs_gc_room_done(fs, size);	/* fs->buffered counts what was buffered */
 	settle(fs, in);
 unlock:
 	pthread_rwlock_unlock(&in->rw);

@@ -534,8 +534,12 @@ void fs_gc_stop(struct fs *fs);		/* before the final commit */
 void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
 /* Room for `bytes` more of buffered data: zalloc_wait_room() (the one wait
  * for space, zonealloc/zalloc_space.c) with fs->buffered and fs_commit.
- * 0, or -ENOSPC.  No locks held (fs_write, before buffering). */
+ * 0, or -ENOSPC.  No locks held (fs_write, before buffering).  On 0 the
+ * bytes stay held against other writers' admissions until
+ * fs_gc_room_done(bytes), called once fs->buffered counts them or the
+ * write gave up (any lock may be held). */
 int fs_gc_wait_space(struct fs *fs, uint64_t bytes);
+void fs_gc_room_done(struct fs *fs, uint64_t bytes);
 /* Collect one victim now (tests): 1 collected, 0 none, -errno. */
 int fs_gc_run_once(struct fs *fs);
 void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st);	/* no locks */

@@ -1030,6 +1030,11 @@ int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
 	return zalloc_wait_room(fs->za, &r);
 }
 
+void fs_gc_room_done(struct fs *fs, uint64_t bytes)
+{
+	zalloc_room_done(fs->za, bytes);
+}
+
 void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st)
 {
 	struct zalloc_stats zs;

@@ -1375,6 +1375,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	st->gc_reclaimable_bytes = za->sums.gc_reclaim;
 	st->space_waiters = za->space_waiters;
 	st->space_need_bytes = za->space_need;
+	st->room_held_bytes = atomic_load_explicit(&za->room_held, memory_order_relaxed);
 }
 
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st)

@@ -205,8 +205,12 @@ void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
 			      void *arg);
 
 /* Admission: wait until the free bytes (zalloc_stats.free_bytes) cover
- * buffered(arg) + bytes, i.e. the data the caller is about to buffer fits
- * once written.  Called with no lock held.  While zones only wait for a
+ * buffered(arg) + bytes + the bytes of every other admission still held,
+ * i.e. the data the caller is about to buffer fits once written, also
+ * when several callers are admitted before any of them buffers.  On 0
+ * the bytes stay held until zalloc_room_done(bytes), which the caller
+ * calls once buffered(arg) counts them (or it gave up buffering them).
+ * Called with no lock held.  While zones only wait for a
  * reset, commit(arg) (synchronous; may be NULL) is called, at most twice;
  * then, with GC on, the collector is kicked and waited for under the
  * patience rule.  0, or -ENOSPC when the bytes cannot fit: no collector,
@@ -218,6 +222,8 @@ struct zalloc_room {
 	void *arg;
 };
 int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r);
+/* The end of an admission of `bytes` (no lock needed, never blocks). */
+void zalloc_room_done(struct zalloc *za, uint64_t bytes);
 
 /* Number of acquirers blocked right now (tests, stats, the collector's
  * urgency), and of writers in zalloc_wait_room(). */
@@ -379,6 +385,7 @@ struct zalloc_stats {
 					 * reserve (not in free_bytes) */
 	uint32_t space_waiters;		/* writers in zalloc_wait_room() now */
 	uint64_t space_need_bytes;	/* bytes the largest of them needs */
+	uint64_t room_held_bytes;	/* admitted, not yet zalloc_room_done() */
 };
 /* O(1): every figure is kept incrementally (zalloc_check() recounts). */
 void zalloc_get_stats(struct zalloc *za, struct zalloc_stats *st);

@@ -71,6 +71,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "gc/gc_policy.h"
 #include "zonealloc/zalloc.h"
@@ -167,6 +168,10 @@ struct zalloc {
 	uint32_t waiters;		/* [mu] acquirers blocked now */
 	uint32_t space_waiters;		/* [mu] in zalloc_wait_room() now */
 	uint64_t space_need;		/* [mu] bytes the largest of them needs */
+	_Atomic uint64_t room_held;	/* bytes zalloc_wait_room() admitted that
+					 * its callers have not yet counted in
+					 * their buffered(); added under mu,
+					 * taken back by zalloc_room_done() */
 
 	uint64_t commit_seq;		/* [mu] next commit ticket */
 	uint64_t write_seq;		/* [mu] */

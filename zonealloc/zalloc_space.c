@@ -258,11 +258,13 @@ int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
 	pthread_mutex_lock(&za->mu);
 	for (int attempt = 0;; attempt++) {
 		/* O(1): the sums (zalloc_priv.h), never a walk of the zones */
-		uint64_t need = r->buffered(r->arg) + r->bytes;
+		uint64_t need = r->buffered(r->arg) + r->bytes +
+				atomic_load_explicit(&za->room_held, memory_order_relaxed);
 		uint64_t free_bytes = za_free_bytes(za);
 		uint64_t pending = za->lists[ZA_L_PENDING].count + za->nr_resetting;
 
 		if (free_bytes >= need) {
+			atomic_fetch_add_explicit(&za->room_held, r->bytes, memory_order_relaxed);
 			ret = 0;
 			break;
 		}
@@ -293,6 +295,12 @@ int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
 	wait_done(za, &w);
 	pthread_mutex_unlock(&za->mu);
 	return ret;
+}
+
+void zalloc_room_done(struct zalloc *za, uint64_t bytes)
+{
+	if (za)
+		atomic_fetch_sub_explicit(&za->room_held, bytes, memory_order_relaxed);
 }
 
 void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),

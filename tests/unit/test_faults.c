@@ -577,6 +577,15 @@ static void fill_meta_log(void)
 /* A set-id file (mode 06775) with DIRTY bytes in the write buffer only
  * (3 blocks and a part), then the metadata log made full. */
 #define DIRTY (3 * BS + 1000)
+/* Bytes admitted by the space check of writes (fs_gc_wait_space) that no
+ * write has given back: 0 whenever no write is in flight. */
+static uint64_t room_held(void)
+{
+	struct zalloc_stats zs;
+	zalloc_get_stats(fs->za, &zs);
+	return zs.room_held_bytes;
+}
+
 static uint64_t buffered_file_log_full(void)
 {
 	teardown();
@@ -646,6 +655,7 @@ START_TEST(failed_setid_drop_keeps_mode_and_data)
 	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 06775);
 	expect(ino, DIRTY, 0, DIRTY, 7);
+	ck_assert_uint_eq(room_held(), 0);	/* the failed write's admission ended */
 }
 END_TEST
 
@@ -1096,6 +1106,7 @@ START_TEST(enomem_write_chunk_array)
 	ck_assert_int_eq(fs_write(fs, ino, k * su, b + BS, BS, false), -ENOMEM);
 	failalloc_disarm();
 	ck_assert_uint_eq(failalloc_failed(), 2);
+	ck_assert_uint_eq(room_held(), 0);	/* short and failed writes gave theirs back */
 	struct stat st;
 	ck_assert_int_eq(fs_getattr(fs, ino, &st), 0);
 	ck_assert_uint_eq((uint64_t)st.st_size, k * su);

@@ -1024,6 +1024,44 @@ START_TEST(commit_only_wait_is_bounded)
 }
 END_TEST
 
+static uint64_t nothing_buffered(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+/* Writers admitted before any of them buffers: each admission holds its
+ * bytes until zalloc_room_done(), so together they are never let in for
+ * more than the free bytes (else each would pass alone, and the write-out
+ * of what they buffered would fail with ENOSPC later). */
+START_TEST(room_admissions_add_up)
+{
+	struct tdev t;
+	struct zalloc_stats st;
+
+	tdev_std(&t, 4);
+	zalloc_get_stats(t.za, &st);
+	const uint64_t f = st.free_bytes;
+	ck_assert_uint_gt(f, 4 * BS);
+	struct zalloc_room a = { .bytes = f / 2 + BS, .buffered = nothing_buffered };
+	struct zalloc_room b = { .bytes = f / 2, .buffered = nothing_buffered };
+	struct zalloc_room rest = { .bytes = f - a.bytes, .buffered = nothing_buffered };
+	struct zalloc_room all = { .bytes = f, .buffered = nothing_buffered };
+
+	ck_assert_int_eq(zalloc_wait_room(t.za, &a), 0);
+	ck_assert_int_eq(zalloc_wait_room(t.za, &b), -ENOSPC);	/* a is held */
+	ck_assert_int_eq(zalloc_wait_room(t.za, &rest), 0);	/* exactly what is left */
+	ck_assert_int_eq(zalloc_wait_room(t.za, &all), -ENOSPC);
+	zalloc_room_done(t.za, a.bytes);
+	ck_assert_int_eq(zalloc_wait_room(t.za, &b), 0);
+	zalloc_room_done(t.za, b.bytes);
+	zalloc_room_done(t.za, rest.bytes);
+	ck_assert_int_eq(zalloc_wait_room(t.za, &all), 0);	/* nothing held */
+	zalloc_room_done(t.za, all.bytes);
+	tdev_free(&t);
+}
+END_TEST
+
 /* Reset failure: the zone stays queued and is reset by a later commit. */
 START_TEST(reset_failure_retried)
 {
@@ -2307,6 +2345,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, reset_failure_retried);
 	tcase_add_test(tc, unclaimed_bytes_pin_zone);
 	tcase_add_test(tc, commit_only_wait_is_bounded);
+	tcase_add_test(tc, room_admissions_add_up);
 	tcase_add_test(tc, mount_resets_and_adopts);
 	tcase_add_test(tc, mount_finishes_beyond_budget);
 	tcase_add_test(tc, release_error_resyncs);
