@@ -211,13 +211,13 @@ class Model:
                         self.drop(c)
 
     def parent_of(self, i):
-        return next(iter(self.nodes[i].links))[0]
+        return min(self.nodes[i].links)[0]
 
     def path(self, i):
         """Path relative to s/ (a list of names)."""
         out = []
         while i != 0:
-            p, name = next(iter(self.nodes[i].links))
+            p, name = min(self.nodes[i].links)
             out.append(name)
             i = p
         out.reverse()
@@ -322,6 +322,7 @@ class Runner:
         st = stats(mnt)
         self.zone = int(st.get("zone_size", 1 << 20))
         self.nops = 0
+        self.enospc = 0           # allowed ENOSPC answers in this run
 
     # ---- bookkeeping
     def log(self, text):
@@ -372,6 +373,7 @@ class Runner:
             full, why = self.near_full(max(space, 0))
             if full:
                 self.m.counts["enospc"] += 1
+                self.enospc += 1
                 return False
             self.fail(f"{what}: ENOSPC although the device is not full ({why})")
         self.fail(f"{what}: got {ename(got)}, the model says {ename(want)}")
@@ -701,7 +703,16 @@ class Runner:
                       f"wanted EFBIG at the write or its fsync")
         st = os.lstat(self.p(i))
         if st.st_size != size:
-            self.fail(f"a refused write past 2^50 changed the size of {self.rel(i)}: {st.st_size}, was {size}")
+            # the kernel's page cache took the write (FUSE cannot tell it the
+            # largest size) and keeps the size it gave the file until the
+            # inode is dropped: the daemon never had it.  Noted, and cut back.
+            self.m.counts["efbig_cached_size"] += 1
+            if got[0] == 0:
+                note = (f"write() past 2^50 returned success, EFBIG only at fsync; "
+                        f"stat showed size {st.st_size} (seed {self.m.seed}, op #{self.m.ops})")
+                if note.split(";")[0] not in " ".join(self.m.notes):
+                    self.m.notes.append(note)
+            os.truncate(self.p(i), size)
         self.kill_priv(n)
         if stat.S_IMODE(st.st_mode) != n.mode:     # set-id bits: kept or not, as the fs says
             n.mode = stat.S_IMODE(st.st_mode)
@@ -1469,11 +1480,13 @@ def ph_fill(R, ops, meta=False):
     if d is None:
         R.fail("fill: cannot make the fill directory")
     sub = [d]
+    made = []
     full = 0
     done = 0
     t0 = time.monotonic()
     while full < 3 and done < ops and time.monotonic() - t0 < 600:
         done += 1
+        e0 = R.enospc
         if meta:
             x = r.random()
             if x < 0.05 and len(sub) < 50:
@@ -1482,20 +1495,17 @@ def ph_fill(R, ops, meta=False):
                     sub.append(i)
                 else:
                     full += 1
-            elif x < 0.35 and R.nodes_under(d, "f"):
-                i = r.choice(R.nodes_under(d, "f")[-50:])
-                before = dict(m.nodes[i].xattrs)
+            elif x < 0.35 and made:
+                i = r.choice(made[-50:])
                 R.op_xattr_set(i, "user." + R.new_name("v", 200), payload(m.ops, r.choice([100, 4000])))
-                if m.nodes[i].xattrs == before:
-                    full += 1
             else:
-                if R.op_create(r.choice(sub), R.new_name("m", 240)) is None:
-                    full += 1
+                i = R.op_create(r.choice(sub), R.new_name("m", 240))
+                if i is not None:
+                    made.append(i)
         else:
             ln = r.choice([4096, 100000, 1 << 20, 3 << 20])
-            i = R.op_create(r.choice(sub), R.new_name("b"), payload(m.ops, ln), fsync=True)
-            if i is None or m.nodes[i].uncertain:
-                full += 1
+            R.op_create(r.choice(sub), R.new_name("b"), payload(m.ops, ln), fsync=True)
+        full += R.enospc > e0
     st = stats(R.mnt)
     sv = os.statvfs(R.mnt)
     R.log(f"fill: {done} steps, full {full}x, statvfs free {sv.f_bavail * sv.f_frsize}, "
@@ -1506,8 +1516,24 @@ def ph_fill(R, ops, meta=False):
     # on the full device: small files the way a shell writes them (no
     # fsync: what close() acknowledges must be there after the remount)
     # and renames, also to the same and shorter name lengths
-    for k in range(20):
-        R.op_create(d, R.new_name("hi"), b"hi\n")
+    his = [R.op_create(d, R.new_name("hi"), b"hi\n") for _ in range(20)]
+    # what close() acknowledged is the daemon's after the write-back
+    # (sync), not only the page cache's
+    os.sync()
+    for i in his:
+        if i is None or m.nodes[i].uncertain:
+            continue
+        with R.root():
+            fd = open_at(R.root_fd, m.path(i), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            got = os.pread(fd, 100, 0)
+        finally:
+            os.close(fd)
+        m.states += 1
+        if got != b"hi\n":
+            R.fail(f"{R.rel(i)}: 'echo hi >' on the full device: open, write and close "
+                   f"succeeded, but after sync() the file holds {got!r}")
     for k in range(min(200, ops)):
         ent = R.pick_entry(d)
         if not ent:
@@ -1814,6 +1840,7 @@ def cmd_run(a):
             m.tail, m.tail_from = None, None
         PHASES[a.phase](R, a.ops, a)
         if a.tail:
+            R.phase_dir("tail")       # before the sync point: it must survive
             R.sync_point()
             m.tail = ph_tail(R, a.tail)
             m.tail_from = None
@@ -1845,13 +1872,8 @@ def rewind_tail(m, top, ops, states, k):
     and xattrs, so a state rebuilds from its description."""
     d = m.nodes[top]
     for name in list(d.entries):
-        i = d.entries[name]
-        if m.nodes[i].kind == "d" and m.nodes[i].entries:
-            continue
         m.unlink(top, name)
     for name, kind, target, xs in states[k]:
-        if name in d.entries:
-            continue
         i = m.new(kind, {"f": 0o644, "d": 0o755, "l": 0o777}[kind], top, name)
         n = m.nodes[i]
         n.target = target
