@@ -59,7 +59,7 @@ if [ $each -eq 0 ]; then
 	echo "stress: goal $ops operations, seed $ZF_STRESS_SEED, $zones zones of $zsize, depth $depth, scale $scale"
 	exec bash tests/integration/stress.sh
 fi
-all=${phases:-random deep wide rename link xattr longnames sparse copy falloc setid fill meta}
+all=${phases:-random deep wide rename link xattr longnames sparse copy falloc setid fill meta fullmeta fulldata}
 export ZF_STRESS_OPS=0
 failed=()
 for p in $all; do

@@ -44,13 +44,14 @@ zones=${ZF_STRESS_ZONES:-32}
 zsize=${ZF_STRESS_ZONE_SIZE:-2M}
 depth=${ZF_STRESS_DEPTH:-10000}
 scale=${ZF_STRESS_SCALE:-1}
-read -r -a phases <<<"${ZF_STRESS_PHASES:-random deep wide rename link xattr longnames sparse copy falloc setid random fill meta}"
+read -r -a phases <<<"${ZF_STRESS_PHASES:-random deep wide rename link xattr longnames sparse copy falloc setid random fill meta fullmeta drain fulldata drain}"
 read -r -a modes <<<"${ZF_STRESS_MODES:-remount kill9 powerloss remount tear}"
 replay="ZF_STRESS_SEED=$seed ZF_STRESS_ZONES=$zones ZF_STRESS_ZONE_SIZE=$zsize ZF_STRESS_DEPTH=$depth ZF_STRESS_SCALE=$scale ZF_STRESS_OPS=$ops_goal ZF_STRESS_PHASES='${phases[*]}' ZF_STRESS_MODES='${modes[*]}' tests/integration/stress.sh"
 
 # operations per phase at scale 1
 declare -A base=([random]=1500 [deep]=0 [wide]=1500 [rename]=1500 [link]=800 [xattr]=800
-	[longnames]=400 [sparse]=200 [copy]=300 [falloc]=300 [setid]=30 [fill]=3000 [meta]=40000)
+	[longnames]=400 [sparse]=200 [copy]=300 [falloc]=300 [setid]=30 [fill]=3000 [meta]=40000
+	[fulldata]=3000 [fullmeta]=40000 [drain]=0)
 
 zf_setup --zone-size "$zsize" --zones "$zones"
 chmod 755 "$ZF_WORK"	# nobody must reach the mount point
