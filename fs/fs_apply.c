@@ -107,6 +107,7 @@ void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 	fs_dirent_insert(fs, dir, d);
 	if (in->dir) {
 		in->dir->parent = dir->ino;
+		in->dir->rooted = fs_dir_rooted(dir);
 		dir->nlink++;
 	}
 	dir->mtime = dir->ctime = in->ctime;
@@ -128,8 +129,10 @@ void fs_apply_dirent(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d)
 {
 	fs_dirent_insert(fs, dir, d);
-	if (in->dir)
+	if (in->dir) {
 		in->dir->parent = dir->ino;
+		in->dir->rooted = fs_dir_rooted(dir);
+	}
 }
 
 int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name)
@@ -317,11 +320,12 @@ int fs_apply_remap(struct fs *fs, const struct fs_cext *v, uint32_t n)
 
 /* ---- validation (live and replay) ---- */
 
-/* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
- * as "below" (refused). */
+/* Is `ino` equal to `anc` or below it?  No chain of parents is longer than
+ * the inode table, whatever the depth a user built, so a longer walk can
+ * only be a loop (a damaged log): counted as "below" (refused). */
 bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc)
 {
-	for (int depth = 0; depth < 4096; depth++) {
+	for (size_t steps = 0; steps <= fs->ninodes; steps++) {
 		if (ino == anc)
 			return true;
 		struct fs_inode *in = fs_inode_get(fs, ino);

@@ -80,6 +80,14 @@ struct fs_dir {
 	 * NULL for the root.  Kept by fs_dirent_insert/_remove and the
 	 * exchange of two names. */
 	struct fs_dirent *self;
+	/* Named under the root or under a directory that was rooted when it
+	 * was named.  Snapshots name directories from the root down, so at
+	 * replay a directory named under a rooted one cannot close a loop:
+	 * the check costs one step instead of a walk to the root (which made
+	 * replaying a deep tree quadratic). */
+	bool rooted;
+	uint64_t snap_gen;		/* [L] the snapshot that wrote its names
+					 * (fs->snap_gen when it did) */
 };
 
 /* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
@@ -249,6 +257,7 @@ struct fs {
 	/* name hash [L] */
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
+	uint64_t snap_gen;		/* [L] snapshots emitted (fs_emit_snapshot) */
 	/* dirty inodes, oldest first [L] */
 	struct fs_inode *dirty_head, *dirty_tail;
 	/* closed files whose buffers wait for the write-behind, oldest
@@ -413,10 +422,14 @@ int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 /* fs_apply.c: apply functions, one per record type, shared by the live
  * operation (after its append) and replay (after decoding and validation).
  * fs_block_size: the block size, also while replaying (before fs->bs is
- * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop or a
- * very deep chain counts as below). */
+ * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
+ * as below; depth is not limited).  fs_dir_rooted: see struct fs_dir. */
 uint32_t fs_block_size(const struct fs *fs);
 bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
+static inline bool fs_dir_rooted(const struct fs_inode *dir)
+{
+	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
+}
 void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
 void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d);

@@ -551,7 +551,8 @@ static int replay_name(struct fs *fs, struct rd *r, uint16_t type)
 	/* A directory has exactly one name (never a LINK), the root none, and
 	 * a directory never goes below itself. */
 	if (in->dir && (type == FS_REC_LINK || ino == FS_ROOT_INO ||
-			in->dir->parent != ino || fs_is_below(fs, parent, ino))) {
+			in->dir->parent != ino ||
+			(!fs_dir_rooted(dir) && fs_is_below(fs, parent, ino)))) {
 		r->bad = true;
 		return 0;
 	}
@@ -888,12 +889,57 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 	return ret;
 }
 
+/* The DIRENT records of dir's names.  Never writes a name that cannot be
+ * replayed: one left pointing at an inode that is gone (only a damaged log
+ * can leave that; fsck reports it).  Subdirectories go on the queue. */
+static int snap_names(struct fs *fs, struct mlog *m, struct rbuf *r, struct fs_inode *dir,
+		      struct fs_inode ***q, size_t *qn, size_t *qcap)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < dir->dir->n && !ret; i++) {
+		struct fs_dirent *d = dir->dir->ents[i];
+		if (!d)
+			continue;
+		struct fs_inode *in = fs_inode_get(fs, d->ino);
+		if (!in || d->ino == FS_ROOT_INO) {
+			zf_warn("snapshot: name '%s' in directory %llu points at "
+				"missing inode %llu; dropped", d->name,
+				(unsigned long long)d->parent, (unsigned long long)d->ino);
+			continue;
+		}
+		r->n = 0;
+		put_u64(r, d->parent);
+		put_u64(r, d->ino);
+		put_name(r, d->name);
+		ret = snap_append(m, FS_REC_DIRENT, r);
+		if (ret || !in->dir || in->dir->snap_gen == fs->snap_gen)
+			continue;
+		if (*qn == *qcap) {
+			size_t cap = *qcap ? 2 * *qcap : 64;
+			struct fs_inode **nq = realloc(*q, cap * sizeof(**q));
+			if (!nq)
+				return -ENOMEM;
+			*q = nq;
+			*qcap = cap;
+		}
+		in->dir->snap_gen = fs->snap_gen;
+		(*q)[(*qn)++] = in;
+	}
+	return ret;
+}
+
 /* Snapshot: STATE, every inode (attrs, symlink, xattrs, extents), then every
- * name (so both ends exist when a DIRENT is replayed).  Runs with fs->lock. */
+ * name, so that both ends exist when a DIRENT is replayed.  Names go from
+ * the root down, a directory's before those inside it (replay's loop check
+ * then costs one step, struct fs_dir), then those of directories the root
+ * does not reach (only a damaged log has them).  Runs with fs->lock. */
 int fs_emit_snapshot(void *arg, struct mlog *m)
 {
 	struct fs *fs = arg;
 	struct rbuf *r = rbuf_new();
+	struct fs_inode **q = NULL, *root = fs_inode_get(fs, FS_ROOT_INO);
+	size_t qn = 0, qcap = 0;
 	int ret;
 
 	if (!r)
@@ -902,30 +948,27 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
 		ret = snap_inode(fs, m, in);
-	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
-		if (!in->dir)
-			continue;
-		for (size_t i = 0; i < in->dir->n && !ret; i++) {
-			struct fs_dirent *d = in->dir->ents[i];
-			if (!d)
-				continue;
-			/* Never write a name that cannot be replayed: one
-			 * left pointing at an inode that is gone (only a
-			 * damaged log can leave that; fsck reports it). */
-			if (!fs_inode_get(fs, d->ino) || d->ino == FS_ROOT_INO) {
-				zf_warn("snapshot: name '%s' in directory %llu points at "
-					"missing inode %llu; dropped", d->name,
-					(unsigned long long)d->parent,
-					(unsigned long long)d->ino);
-				continue;
-			}
-			r->n = 0;
-			put_u64(r, d->parent);
-			put_u64(r, d->ino);
-			put_name(r, d->name);
-			ret = snap_append(m, FS_REC_DIRENT, r);
+	fs->snap_gen++;
+	/* The root first, then each directory it does not reach (each with
+	 * everything below it), breadth first. */
+	struct fs_inode *top = root && root->dir ? root : NULL;
+	struct fs_inode *in = fs_inode_first(fs);
+	while (!ret) {
+		if (!top) {
+			while (in && (!in->dir || in->dir->snap_gen == fs->snap_gen))
+				in = fs_inode_next(fs, in);
+			if (!in)
+				break;
+			top = in;
 		}
+		top->dir->snap_gen = fs->snap_gen;
+		qn = 0;
+		ret = snap_names(fs, m, r, top, &q, &qn, &qcap);
+		for (size_t i = 0; i < qn && !ret; i++)
+			ret = snap_names(fs, m, r, q[i], &q, &qn, &qcap);
+		top = NULL;
 	}
+	free(q);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
 		in->attr_dirty = false;
 	free(r);
