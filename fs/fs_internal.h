@@ -88,6 +88,8 @@ struct fs_dir {
 	bool rooted;
 	uint64_t snap_gen;		/* [L] the snapshot that wrote its names
 					 * (fs->snap_gen when it did) */
+	uint64_t name_bytes;		/* [L] log bytes of its names' DIRENT
+					 * records in a snapshot */
 };
 
 /* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
@@ -177,6 +179,11 @@ struct fs_inode {
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
 	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
+	/* [L] log bytes a snapshot spends on it (fs_snap_account), counted
+	 * in fs->snap_bytes while snap_counted (from its insertion into the
+	 * table until it is destroyed) */
+	uint64_t snap_bytes;
+	bool snap_counted;
 };
 
 /* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
@@ -258,6 +265,10 @@ struct fs {
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
 	uint64_t snap_gen;		/* [L] snapshots emitted (fs_emit_snapshot) */
+	/* Log bytes of the next snapshot's inode and name records: the sum
+	 * of the inodes' snap_bytes.  Changed [L]; read by mlog under its own
+	 * lock (fs_snap_state_bytes), hence atomic. */
+	_Atomic uint64_t snap_bytes;
 	/* dirty inodes, oldest first [L] */
 	struct fs_inode *dirty_head, *dirty_tail;
 	/* closed files whose buffers wait for the write-behind, oldest
@@ -394,6 +405,13 @@ int fs_log_remap(struct fs *fs, const struct fs_cext *v, uint32_t n);
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 		     const void *value, size_t size);
 int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name);
+/* The next snapshot's size (struct fs_inode's snap_bytes): after any change
+ * to in's names, extents, xattrs or symlink, fs_snap_account(fs, in) counts
+ * it again [L]; fs_snap_name_bytes is one name's share of its directory's
+ * name_bytes; fs_snap_state_bytes is mlog's callback (any thread). */
+void fs_snap_account(struct fs *fs, struct fs_inode *in);
+uint64_t fs_snap_name_bytes(const char *name);
+uint64_t fs_snap_state_bytes(void *arg);
 int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);

@@ -428,6 +428,7 @@ static int mount_writable(struct fs *fs)
 		zf_err("mount-time zone cleanup: %s", strerror(-ret));
 		return ret;
 	}
+	mlog_set_state_bytes(fs->mlog, fs_snap_state_bytes, fs);
 	mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
 	pthread_mutex_lock(&fs->lock);
 	ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);

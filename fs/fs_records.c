@@ -130,27 +130,20 @@ static void put_inode_attr(struct rbuf *r, const struct fs_inode *in)
 	put_attr(r, &a);
 }
 
-/* Records that free space may use the room kept for the next snapshot:
- * on a full device, deleting must always work. */
-static unsigned int rec_flags(uint16_t type)
-{
-	switch (type) {
-	case FS_REC_UNLINK: case FS_REC_RENAME: case FS_REC_TRUNCATE:
-	case FS_REC_PUNCH: case FS_REC_XATTR_DEL:
-		return MLOG_APPEND_FREES;
-	default:
-		return 0;
-	}
-}
-
 /* Append one record.  When the log has no room, a snapshot compacts it
  * (we hold fs->lock, as mlog_snapshot requires) and the append is retried
  * once, unless the state itself fills the device (a snapshot would not
- * help: -ENOSPC at once, never a snapshot per record). */
-static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
+ * help: -ENOSPC at once, never a snapshot per record).
+ * fl: MLOG_APPEND_FREES for a record that shrinks the next snapshot by at
+ * least its own bytes (an unlink, an xattr removal, a truncate or punch
+ * that drops two extents or more): on a full device such records may use
+ * the room kept for appending, so that space can always be freed, and each
+ * one brings the snapshot's room back by what it took.  A record that
+ * frees nothing in the log (a rename, a truncate that splits or grows)
+ * must never take it, or a storm of them leaves no room for a snapshot. */
+static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int fl)
 {
 	int ret;
-	unsigned int fl = rec_flags(type);
 
 	if (r->overflow)
 		return -ENAMETOOLONG;
@@ -165,6 +158,38 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 	if (ret < 0)
 		zf_err("metadata log append (type %u): %s", type, strerror(-ret));
 	return ret;
+}
+
+static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
+{
+	bool frees = type == FS_REC_UNLINK || type == FS_REC_XATTR_DEL;
+
+	return emit_flags(fs, type, r, frees ? MLOG_APPEND_FREES : 0);
+}
+
+/* Extents of ino a punch of [from, to) drops, less the one it adds when it
+ * splits an extent in two. [L] */
+static int64_t extents_dropped(struct fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	struct extmap_cur c;
+	int64_t n = 0;
+
+	if (!in)
+		return 0;
+	for (const struct extmap_ext *e = extmap_seek(&in->map, from, &c); e && e->off < to;
+	     e = extmap_next(&in->map, &c)) {
+		if (e->off >= from && e->off + e->len <= to)
+			n++;
+		else if (e->off < from && e->off + e->len > to)
+			n--;
+	}
+	return n;
+}
+
+static unsigned int frees_extents(struct fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	return extents_dropped(fs, ino, from, to) >= 2 ? MLOG_APPEND_FREES : 0;
 }
 
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
@@ -267,7 +292,9 @@ int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_u64(&r, size);
-	return emit(fs, FS_REC_TRUNCATE, &r);
+	uint32_t bs = fs_block_size(fs);
+	uint64_t tail = bs && size <= UINT64_MAX - bs ? ZF_ALIGN_UP(size, bs) : UINT64_MAX;
+	return emit_flags(fs, FS_REC_TRUNCATE, &r, frees_extents(fs, ino, tail, UINT64_MAX));
 }
 
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
@@ -278,7 +305,8 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	put_u64(&r, ino);
 	put_u64(&r, off);
 	put_u64(&r, len);
-	return emit(fs, FS_REC_PUNCH, &r);
+	uint64_t end = off + len < off ? UINT64_MAX : off + len;
+	return emit_flags(fs, FS_REC_PUNCH, &r, frees_extents(fs, ino, off, end));
 }
 
 /* A payload buffer on the heap (records of many runs are too big for the
@@ -887,6 +915,53 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 	(void)fs;
 	free(r);
 	return ret;
+}
+
+/* ---- the size of the next snapshot ---- */
+
+/* What snap_inode() and snap_names() emit, in log bytes: the next
+ * snapshot's size is the sum over the inodes (fs->snap_bytes), kept as the
+ * state changes, so that the log sizes the room it keeps for that snapshot
+ * by the state as it is, shrinking as files go (mlog_set_state_bytes). */
+#define ATTR_PAYLOAD 66u	/* put_attr() */
+#define EXT_PER_REC ((MLOG_MAX_PAYLOAD - 16) / 24)
+
+uint64_t fs_snap_name_bytes(const char *name)
+{
+	return mlog_record_bytes(16 + 2 + (uint32_t)strlen(name));
+}
+
+static uint64_t snap_inode_bytes(const struct fs_inode *in)
+{
+	uint64_t b = mlog_record_bytes(ATTR_PAYLOAD);
+	size_t n = extmap_count(&in->map);
+
+	if (in->symlink)
+		b += mlog_record_bytes(8 + 2 + (uint32_t)strlen(in->symlink));
+	for (const struct fs_xattr *x = in->xattrs; x; x = x->next)
+		b += mlog_record_bytes(8 + 2 + (uint32_t)strlen(x->name) + 4 + (uint32_t)x->size);
+	b += (uint64_t)(n / EXT_PER_REC) * mlog_record_bytes(12 + 24 * EXT_PER_REC);
+	if (n % EXT_PER_REC)
+		b += mlog_record_bytes(12 + 24 * (uint32_t)(n % EXT_PER_REC));
+	if (in->dir)
+		b += in->dir->name_bytes;
+	return b;
+}
+
+void fs_snap_account(struct fs *fs, struct fs_inode *in)
+{
+	if (!in->snap_counted)
+		return;
+	uint64_t b = snap_inode_bytes(in);
+	fs->snap_bytes += b - in->snap_bytes;	/* modulo 2^64: a decrease too */
+	in->snap_bytes = b;
+}
+
+uint64_t fs_snap_state_bytes(void *arg)
+{
+	struct fs *fs = arg;
+
+	return mlog_record_bytes(8) + fs->snap_bytes;	/* STATE + the inodes */
 }
 
 /* The DIRENT records of dir's names.  Never writes a name that cannot be

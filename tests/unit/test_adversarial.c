@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/statvfs.h>
+#include <pthread.h>
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
@@ -147,6 +149,170 @@ START_TEST(deep_tree)
 }
 END_TEST
 
+
+/* ---- metadata that fills the device ------------------------------------ */
+
+/* 16 zones of 1 MiB, 3 of them meta zones: the log borrows data zones. */
+static void small_setup(void)
+{
+	make(16, 1u << 20, 3);
+}
+
+static uint64_t free_bytes(void)
+{
+	struct statvfs sv;
+	ck_assert_int_eq(fs_statfs(fs, &sv), 0);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static bool log_full(void)
+{
+	struct mlog_stats ms;
+	mlog_get_stats(fs->mlog, &ms);
+	return ms.state_full;
+}
+
+/* Files with a 1,500-byte xattr each until the metadata fills the device;
+ * returns how many were made. */
+static int fill_metadata(void)
+{
+	char name[64], val[1500];
+	struct stat st;
+	int n, err = 0;
+
+	memset(val, 'v', sizeof(val));
+	for (n = 0; n < 100000; n++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", n);
+		err = fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st);
+		if (err)
+			break;
+		fs_forget(fs, st.st_ino, 1);
+		err = fs_setxattr(fs, st.st_ino, "user.pad", val, sizeof(val), 0);
+		if (err) {
+			ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
+			break;
+		}
+	}
+	ck_assert_msg(err == -ENOSPC, "filling stopped with %d after %d files", err, n);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	ck_assert(log_full());
+	return n;
+}
+
+/* Renaming one file back and forth on a full log (a sync every 1,000):
+ * a rename frees nothing, so it may fail with ENOSPC but never takes the
+ * room kept for the next snapshot.  The unmount's snapshot and the next
+ * read-write mount both find their room. */
+START_TEST(rename_storm_on_full_log)
+{
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "a", S_IFREG | 0644);
+	fill_metadata();
+	int ok = 0, nospc = 0;
+	for (int i = 0; i < 6000; i++) {
+		int r = i % 2 ? fs_rename(fs, FS_ROOT_INO, "b", FS_ROOT_INO, "a", 0)
+			      : fs_rename(fs, FS_ROOT_INO, "a", FS_ROOT_INO, "b", 0);
+		if (r == 0)
+			ok++;
+		else if (r == -ENOSPC)
+			nospc++, i++;	/* the name did not move */
+		else
+			ck_abort_msg("rename %d: %d", i, r);
+		if (i % 1000 == 999)
+			ck_assert_int_eq(fs_sync(fs), 0);
+	}
+	fprintf(stderr, "rename storm: %d renamed, %d refused (ENOSPC)\n", ok, nospc);
+	ck_assert_int_gt(nospc, 0);
+	uint64_t errors = zf_log_error_count();
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, lookup(FS_ROOT_INO, "a") ? "a" : "b"), 0);
+	remount();
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "a") + lookup(FS_ROOT_INO, "b"), 0);
+	(void)f;
+	/* Still room for the records that free space, and a clean remount. */
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "file-with-a-long-name-000000"), 0);
+	remount();
+	ck_assert_uint_eq(zf_log_error_count() - errors, 0);
+	crash_remount();
+}
+END_TEST
+
+/* Deleting everything on a full log gives back all the space at once: no
+ * ENOSPC for the next create, and the free space an empty file system has
+ * (within one zone), without a remount. */
+START_TEST(delete_all_on_full_log)
+{
+	uint64_t empty = free_bytes();
+	char name[64];
+	int n = fill_metadata();
+	ck_assert_uint_lt(free_bytes(), empty / 2);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", i);
+		ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
+	}
+	ck_assert_int_eq(fs_sync(fs), 0);
+	ck_assert(!log_full());
+	ck_assert_uint_ne(tl_mk(fs, FS_ROOT_INO, "new", S_IFREG | 0644), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	uint64_t now = free_bytes();
+	fprintf(stderr, "free: empty %llu, full %s, after deleting %d files %llu\n",
+		(unsigned long long)empty, "-", n, (unsigned long long)now);
+	ck_assert_uint_ge(now + (1u << 20), empty);
+	remount();
+	ck_assert_uint_ne(lookup(FS_ROOT_INO, "new"), 0);
+}
+END_TEST
+
+/* Names of 2 to 206 bytes. */
+static void var_name(char name[256], int i)
+{
+	int n = snprintf(name, 256, "f%d-", i);
+	memset(name + n, 'x', (size_t)(i % 200));
+	name[n + i % 200] = 0;
+}
+
+/* The log's size of its next snapshot is the snapshot's: what mlog wrote
+ * for it is those records plus zone headers and the epoch's own records. */
+START_TEST(snapshot_size_is_counted)
+{
+	uint64_t d = tl_mk(fs, FS_ROOT_INO, "dir", S_IFDIR | 0755);
+	uint8_t buf[8192];
+	memset(buf, 7, sizeof(buf));
+	for (int i = 0; i < 300; i++) {
+		char name[256];
+		var_name(name, i);
+		uint64_t f = tl_mk(fs, i % 2 ? d : FS_ROOT_INO, name, S_IFREG | 0644);
+		if (i % 3 == 0)
+			ck_assert_int_eq(fs_setxattr(fs, f, "user.x", buf, (size_t)i * 7, 0), 0);
+		for (int k = 0; k < i % 5; k++)	/* extents apart: several each */
+			ck_assert_int_eq(fs_write(fs, f, (uint64_t)k * 65536, buf, 4096, false), 4096);
+		if (i % 7 == 0) {
+			struct stat st;
+			name[0] = 's';
+			ck_assert_int_eq(fs_symlink(fs, d, name, "some/target", NULL, &st), 0);
+		}
+	}
+	ck_assert_int_eq(fs_sync(fs), 0);
+	for (int round = 0; round < 2; round++) {
+		uint64_t counted = fs_snap_state_bytes(fs);
+		pthread_mutex_lock(&fs->lock);
+		ck_assert_int_eq(mlog_snapshot(fs->mlog, fs_emit_snapshot, fs), 0);
+		pthread_mutex_unlock(&fs->lock);
+		struct mlog_stats ms;
+		mlog_get_stats(fs->mlog, &ms);
+		fprintf(stderr, "snapshot: counted %llu, written %llu\n",
+			(unsigned long long)counted, (unsigned long long)ms.last_snapshot_bytes);
+		ck_assert_uint_le(counted, ms.last_snapshot_bytes);
+		ck_assert_uint_le(ms.last_snapshot_bytes, counted + 4 * 4096 + 512);
+		/* deletes shrink it by exactly what they drop */
+		for (int i = 0; i < 300; i += 4) {
+			char name[256];
+			var_name(name, i);
+			fs_unlink(fs, i % 2 ? d : FS_ROOT_INO, name);
+		}
+	}
+	remount();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("adversarial");
@@ -154,6 +320,13 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, deep_tree);
+	tcase_add_test(tc, snapshot_size_is_counted);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("full_log");
+	tcase_add_checked_fixture(tc, small_setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, rename_storm_on_full_log);
+	tcase_add_test(tc, delete_all_on_full_log);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
