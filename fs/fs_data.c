@@ -525,8 +525,9 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
  * room is reserved before the EXTENT record is appended, so a record in
  * the log is always applied and its bytes counted valid (an extent logged
  * but not counted would let zalloc reset its zone while the log still
- * maps it).  On an error nothing more is recorded; the chunks stay
- * buffered and are written again. */
+ * maps it).  On an error nothing more is recorded and the bytes not
+ * recorded are discarded (zalloc_discard); the chunks stay buffered and
+ * are written again. */
 static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage *s,
 			  uint64_t so, uint64_t len, uint64_t dev)
 {
@@ -544,12 +545,21 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 		ret = extmap_reserve(&in->map, 2);	/* a set splits one extent in 3 */
 		if (!ret)
 			ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
-		if (ret)
+		if (ret) {
+			/* What no record references is given up, so that it
+			 * does not keep its zone from being reset. */
+			zalloc_discard(fs->za, d, dev + len - d);
 			break;
+		}
 		zalloc_valid_add(fs->za, d, b - a);
 		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);	/* room reserved */
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (ret)
+		zf_warn("inode %llu: %llu bytes written at %llu not recorded (%s); "
+			"they stay buffered and are written again",
+			(unsigned long long)in->ino, (unsigned long long)len,
+			(unsigned long long)dev, strerror(-ret));
 	return ret;
 }
 
