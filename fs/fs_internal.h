@@ -161,6 +161,11 @@ struct fs_inode {
 	 * the busy chunks and runs its device I/O without in->rw.  Changed
 	 * with in->rw exclusive AND wb_lock held, read under either. */
 	bool wb_busy;
+	/* [RW] the page cache's write-back was refused at wb_cut (bytes;
+	 * UINT64_MAX: never since the file was opened): its write-back at or
+	 * past it is refused with wb_cut_err until the last close */
+	uint64_t wb_cut;
+	int wb_cut_err;
 	uint64_t wb_done;		/* write-outs finished (generation) */
 	uint32_t wb_press;		/* chunks still to write striped since a
 					 * writer last found a complete chunk but
@@ -275,6 +280,8 @@ struct fs {
 	 * close first [L] */
 	struct fs_inode *behind_head, *behind_tail;
 
+	/* fs_dirty_reserve() (bytes), UINT64_MAX until its first call */
+	_Atomic uint64_t dirty_reserve;
 	/* write-buffer memory (bytes), atomically updated */
 	_Atomic uint64_t buffered;
 
@@ -527,6 +534,12 @@ bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t f
  * tests.  [RW] */
 int fs_data_check(const struct fs *fs, const struct fs_inode *in);
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
+/* Before anything but a write or truncate grows the file: the bytes of its
+ * last block past the size become zeros in the buffer (the device's may
+ * not be: a truncate into that block whose zeroed page was lost in a
+ * crash), so that no byte cut off by a truncate comes back.  0 or -errno
+ * (the block could not be read, or no memory). [RW excl] */
+int fs_data_zero_tail(struct fs *fs, struct fs_inode *in);
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
 /* Forget the buffered pages of the blocks inside [from, to) (bytes, block
  * aligned): a record replaced them.  No write-out in flight. [RW excl] */
@@ -563,13 +576,14 @@ int fs_lifetime_level(struct fs *fs, uint64_t ino);
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */
 void fs_gc_stop(struct fs *fs);		/* before the final commit */
 void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
-/* Room for `bytes` more of buffered data: zalloc_wait_room() (the one wait
+/* Room for `bytes` more of buffered data, `keep` more left free beyond
+ * them (fs_write's reserve for the page cache): zalloc_wait_room() (the one wait
  * for space, zonealloc/zalloc_space.c) with fs->buffered and fs_commit.
  * 0, or -ENOSPC.  No locks held (fs_write, before buffering).  On 0 the
  * bytes stay held against other writers' admissions until
  * fs_gc_room_done(bytes), called once fs->buffered counts them or the
  * write gave up (any lock may be held). */
-int fs_gc_wait_space(struct fs *fs, uint64_t bytes);
+int fs_gc_wait_space(struct fs *fs, uint64_t bytes, uint64_t keep);
 void fs_gc_room_done(struct fs *fs, uint64_t bytes);
 /* Collect one victim now (tests): 1 collected, 0 none, -errno. */
 int fs_gc_run_once(struct fs *fs);

@@ -364,6 +364,64 @@ START_TEST(refused_writeout_leaks_no_zone)
 }
 END_TEST
 
+/* ---- bytes a truncate cut off ------------------------------------------- */
+
+/* Truncate into the middle of a block, make it durable through another
+ * file's fsync (the zeroed tail page is still only in the buffer), lose
+ * power: the block on the device still holds the old bytes past the size.
+ * Growing the file by copy_file_range (shared blocks past a gap) must not
+ * bring them back; neither may a write, a truncate up or fallocate. */
+START_TEST(truncated_bytes_stay_gone)
+{
+	enum { GROW_COPY, GROW_WRITE, GROW_TRUNCATE, GROW_FALLOCATE, NGROW };
+	uint8_t old[8192], blk[4096];
+	memset(old, 0xab, sizeof(old));
+	memset(blk, 0x11, sizeof(blk));
+	uint64_t src = tl_mk(fs, FS_ROOT_INO, "src", S_IFREG | 0644);
+	ck_assert_int_eq(fs_write(fs, src, 0, blk, sizeof(blk), 0), (ssize_t)sizeof(blk));
+	ck_assert_int_eq(fs_fsync(fs, src, false), 0);
+	for (int how = 0; how < NGROW; how++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", how);
+		uint64_t f = tl_mk(fs, FS_ROOT_INO, name, S_IFREG | 0644);
+		ck_assert_int_eq(fs_write(fs, f, 0, old, sizeof(old), 0), (ssize_t)sizeof(old));
+		ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+		struct stat attr = { .st_size = 6000 }, st;
+		ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_SIZE, &st), 0);
+		ck_assert_int_eq(fs_fsync(fs, src, false), 0);	/* commits the TRUNCATE */
+		crash_remount();
+		ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+		ck_assert_int_eq(st.st_size, 6000);
+		switch (how) {
+		case GROW_COPY:
+			ck_assert_int_eq(fs_copy_file_range(fs, src, 0, f, 16384, 4096, 0), 4096);
+			break;
+		case GROW_WRITE:
+			ck_assert_int_eq(fs_write(fs, f, 16384, blk, 4096, 0), 4096);
+			break;
+		case GROW_TRUNCATE:
+			attr.st_size = 20480;
+			ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_SIZE, &st), 0);
+			break;
+		case GROW_FALLOCATE:
+			ck_assert_int_eq(fs_fallocate(fs, f, 0, 0, 20480), 0);
+			break;
+		}
+		uint8_t got[8192 - 6000];
+		ck_assert_int_eq(fs_read(fs, f, 6000, sizeof(got), got), (ssize_t)sizeof(got));
+		for (size_t i = 0; i < sizeof(got); i++)
+			ck_assert_msg(got[i] == 0, "%s: byte %zu is 0x%02x after growing",
+				      name, 6000 + i, got[i]);
+		ck_assert_int_eq(fs_sync(fs), 0);
+		remount();
+		ck_assert_int_eq(fs_read(fs, f, 6000, sizeof(got), got), (ssize_t)sizeof(got));
+		for (size_t i = 0; i < sizeof(got); i++)
+			ck_assert_msg(got[i] == 0, "%s: byte %zu is 0x%02x after a remount",
+				      name, 6000 + i, got[i]);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("adversarial");
@@ -372,6 +430,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, deep_tree);
 	tcase_add_test(tc, snapshot_size_is_counted);
+	tcase_add_test(tc, truncated_bytes_stay_gone);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("full_log");
 	tcase_add_checked_fixture(tc, small_setup, teardown);
