@@ -91,6 +91,12 @@ struct fs_opts {
 	bool placement_off;		/* every file in one class (-o placement=off) */
 	uint32_t gc_mbps;		/* background GC copy rate bound, MB/s (default 128;
 					 * 0 = unbounded); GC for waiting writers is unbounded */
+	uint64_t dirty_reserve;		/* bytes the kernel's page cache may hold dirty
+					 * for this mount (default 0): writes other than
+					 * its write-back leave them free, so that what
+					 * write() took into the cache can be stored;
+					 * at most a sixteenth of the data capacity is
+					 * kept (fs_space_low) */
 };
 void fs_opts_default(struct fs_opts *o);
 
@@ -176,13 +182,19 @@ void fs_rbuf_put(struct fs_rbuf *rb);
 #define FS_READ_FD 1u
 ssize_t fs_read_buf(struct fs *fs, uint64_t ino, uint64_t off, size_t size,
 		    unsigned flags, struct fs_rbuf *rb);
-/* kill_suidgid: clear S_ISUID and (group-exec) S_ISGID as the kernel would.
+/* flags: FS_WRITE_KILL_PRIV: drop the capability and set-id bits first, as
+ * the kernel would (fs_kill_priv); FS_WRITE_PAGECACHE: the kernel's
+ * write-back of its page cache, which may use the room kept for the dirty
+ * pages (fs_opts.dirty_reserve); any other write leaves that room free and
+ * fails with -ENOSPC instead.
  * Returns the bytes buffered, fewer than size only when a later block
  * failed after some were (no memory for its page, or its bytes could not
  * be read from the device to change part of it), or -errno (nothing
  * buffered: -ENOMEM, -EIO, -ENOSPC, ...). */
+#define FS_WRITE_KILL_PRIV 1u
+#define FS_WRITE_PAGECACHE 2u
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-		 size_t size, bool kill_suidgid);
+		 size_t size, unsigned int flags);
 /* A WRITE payload the write buffer may keep instead of copying: base is
  * zdev_buf_alloc'd (device-aligned), refcounted; freed with the last
  * reference.  Any thread. */
@@ -198,7 +210,7 @@ void fs_donor_put(struct fs_donor *d);		/* NULL is fine */
  * with a reference to d, instead of a copy; the rest is copied.  Whether d
  * was kept shows in d->refs. */
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
-			 size_t size, bool kill_suidgid);
+			 size_t size, unsigned int flags);
 /* Write out this file's buffers (no commit).  The FUSE layer has no FLUSH
  * (a closed file is written out by its release or the write-behind); the
  * tests call it. */
@@ -212,6 +224,30 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync);
 int fs_commit(struct fs *fs);
 /* Commit everything (all buffers, the log). */
 int fs_sync(struct fs *fs);
+
+/* The page cache's write-back of ino at byte off was refused with err: its
+ * write-back at or past off is refused with err until the file's last
+ * close, and what write-back past off the write buffer took meanwhile (only
+ * there: nothing past off is on the device) is dropped, so that the stored
+ * file never has a hole where the refusal is.  0 or -errno. */
+int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err);
+
+/* The room kept for the kernel's dirty pages (bytes): fs_opts.dirty_reserve,
+ * at most a sixteenth of the data capacity.  Any thread. */
+uint64_t fs_dirty_reserve(struct fs *fs);
+/* Is the room left (free bytes less what is buffered and admitted) below
+ * factor times the dirty reserve?  Then the kernel's dirty pages should be
+ * capped at the reserve and a file opened for writing should bypass the
+ * page cache, so that its write() itself meets ENOSPC (fusefs).  Any
+ * thread, no locks held. */
+bool fs_space_low(struct fs *fs, unsigned int factor);
+
+/* A data change by a caller without CAP_FSETID that the kernel does not
+ * flag (fallocate, the destination of copy_file_range; a write and a
+ * truncate carry the kernel's kill flag): drop the file's capability and
+ * set-id bits as the kernel would, before the change.  1 if something was
+ * dropped (the kernel's cached mode is stale), 0 if nothing was, -errno. */
+int fs_kill_priv(struct fs *fs, uint64_t ino);
 
 /* fallocate: mode 0 (extends size), FALLOC_FL_KEEP_SIZE (no-op),
  * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP. */

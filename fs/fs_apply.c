@@ -107,6 +107,7 @@ void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 	fs_dirent_insert(fs, dir, d);
 	if (in->dir) {
 		in->dir->parent = dir->ino;
+		in->dir->rooted = fs_dir_rooted(dir);
 		dir->nlink++;
 	}
 	dir->mtime = dir->ctime = in->ctime;
@@ -128,8 +129,10 @@ void fs_apply_dirent(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d)
 {
 	fs_dirent_insert(fs, dir, d);
-	if (in->dir)
+	if (in->dir) {
 		in->dir->parent = dir->ino;
+		in->dir->rooted = fs_dir_rooted(dir);
+	}
 }
 
 int fs_apply_unlink(struct fs *fs, uint64_t parent, const char *name)
@@ -232,27 +235,27 @@ void fs_apply_xattr_set(struct fs *fs, struct fs_inode *in, struct fs_xattr *x)
 {
 	enum lifetime_class cls;
 
-	(void)fs;
 	if (strcmp(x->name, FS_XATTR_LIFETIME) == 0 &&
 	    fs_xattr_lifetime_parse(x->value, x->size, &cls) == 0) {
 		in->cls = (uint8_t)cls;
 		in->cls_src = LIFETIME_SRC_XATTR;
 	}
 	fs_xattr_attach(in, x);
+	fs_snap_account(fs, in);
 }
 
 void fs_apply_xattr_del(struct fs *fs, struct fs_inode *in, const char *name)
 {
-	(void)fs;
 	fs_xattr_del_raw(in, name);
+	fs_snap_account(fs, in);
 }
 
 /* SYMLINK: target (allocated by the caller) becomes in's. */
 void fs_apply_symlink(struct fs *fs, struct fs_inode *in, char *target)
 {
-	(void)fs;
 	free(in->symlink);
 	in->symlink = target;
+	fs_snap_account(fs, in);
 }
 
 /* Data records.  Dropped device ranges are reported to zalloc through
@@ -263,6 +266,7 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 	int ret = extmap_set(&in->map, off, len, dev, fs_drop_valid, fs);
 	if (!ret && size_min > in->size)
 		in->size = size_min;
+	fs_snap_account(fs, in);
 	return ret;
 }
 
@@ -272,11 +276,13 @@ void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 		extmap_punch(&in->map, tail_start(size, fs_block_size(fs)), UINT64_MAX,
 			     fs_drop_valid, fs);
 	in->size = size;
+	fs_snap_account(fs, in);
 }
 
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 {
 	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
+	fs_snap_account(fs, in);
 }
 
 /* COPY: the new references first (live: counted in the share table, so
@@ -300,6 +306,7 @@ int fs_apply_copy(struct fs *fs, struct fs_inode *dst, uint64_t off, uint64_t le
 		dst->size = size;
 	dst->cls = cls;
 	dst->cls_src = cls_src;
+	fs_snap_account(fs, dst);
 	return ret;
 }
 
@@ -309,19 +316,22 @@ int fs_apply_remap(struct fs *fs, const struct fs_cext *v, uint32_t n)
 
 	for (uint32_t i = 0; i < n && !ret; i++) {
 		struct fs_inode *in = fs_inode_get(fs, v[i].ino);
-		if (in && S_ISREG(in->mode))	/* gone: freed later in the log */
+		if (in && S_ISREG(in->mode)) {	/* gone: freed later in the log */
 			ret = extmap_set(&in->map, v[i].off, v[i].len, v[i].dev, fs_drop_valid, fs);
+			fs_snap_account(fs, in);
+		}
 	}
 	return ret;
 }
 
 /* ---- validation (live and replay) ---- */
 
-/* Is `ino` equal to `anc` or below it?  A loop or a very deep chain counts
- * as "below" (refused). */
+/* Is `ino` equal to `anc` or below it?  No chain of parents is longer than
+ * the inode table, whatever the depth a user built, so a longer walk can
+ * only be a loop (a damaged log): counted as "below" (refused). */
 bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc)
 {
-	for (int depth = 0; depth < 4096; depth++) {
+	for (size_t steps = 0; steps <= fs->ninodes; steps++) {
 		if (ino == anc)
 			return true;
 		struct fs_inode *in = fs_inode_get(fs, ino);

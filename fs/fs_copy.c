@@ -486,9 +486,15 @@ static int share_range(struct fs *fs, struct fs_inode *src, struct fs_inode *dst
 		pthread_mutex_lock(&fs->lock);
 		if (*b > send && (src->size != send || dst->size > dend))
 			*b = ZF_ALIGN_DOWN(send, fs->bs);
+		bool grows = (uint64_t)((int64_t)a + delta) > dst->size;
 		pthread_mutex_unlock(&fs->lock);
 		fs_pf_invalidate(fs, dst);
-		ret = 0;
+		/* The gap between dst's end and the copy reads as zeros. */
+		ret = grows ? fs_data_zero_tail(fs, dst) : 0;
+		if (ret) {
+			unlock_pair(src, dst);
+			break;
+		}
 		for (uint64_t pos = a; pos < *b;) {
 			int64_t r = share_step(fs, src, dst, pos, *b, delta, dend, v);
 			if (r < 0) {

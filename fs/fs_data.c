@@ -453,7 +453,7 @@ static int page_get(struct fs *fs, struct fs_inode *in, uint64_t blk, bool fill,
 
 /* Make the bytes of the last block beyond the current size zero in the
  * buffer, before the size grows past them. [RW excl] */
-static int zero_tail(struct fs *fs, struct fs_inode *in)
+int fs_data_zero_tail(struct fs *fs, struct fs_inode *in)
 {
 	if (in->size % fs->bs == 0)
 		return 0;
@@ -525,8 +525,9 @@ static int stage_chunk(struct fs *fs, struct fs_chunk *c, struct stage *s)
  * room is reserved before the EXTENT record is appended, so a record in
  * the log is always applied and its bytes counted valid (an extent logged
  * but not counted would let zalloc reset its zone while the log still
- * maps it).  On an error nothing more is recorded; the chunks stay
- * buffered and are written again. */
+ * maps it).  On an error nothing more is recorded and the bytes not
+ * recorded are discarded (zalloc_discard); the chunks stay buffered and
+ * are written again. */
 static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage *s,
 			  uint64_t so, uint64_t len, uint64_t dev)
 {
@@ -544,12 +545,21 @@ static int record_extents(struct fs *fs, struct fs_inode *in, const struct stage
 		ret = extmap_reserve(&in->map, 2);	/* a set splits one extent in 3 */
 		if (!ret)
 			ret = fs_log_extent(fs, in->ino, fo, b - a, d, size_min);
-		if (ret)
+		if (ret) {
+			/* What no record references is given up, so that it
+			 * does not keep its zone from being reset. */
+			zalloc_discard(fs->za, d, dev + len - d);
 			break;
+		}
 		zalloc_valid_add(fs->za, d, b - a);
 		ret = fs_apply_extent(fs, in, fo, b - a, d, size_min);	/* room reserved */
 	}
 	pthread_mutex_unlock(&fs->lock);
+	if (ret)
+		zf_warn("inode %llu: %llu bytes written at %llu not recorded (%s); "
+			"they stay buffered and are written again",
+			(unsigned long long)in->ino, (unsigned long long)len,
+			(unsigned long long)dev, strerror(-ret));
 	return ret;
 }
 
@@ -1020,30 +1030,58 @@ ssize_t fs_read(struct fs *fs, uint64_t ino, uint64_t off, size_t size, void *bu
 	return ret;
 }
 
-/* A write by someone else drops the set-user-ID bit (and set-group-ID
- * when group execution is on) before the data changes.  Log first: the
- * INODE record with the new mode must be in the log before the write goes
- * on (else a crash could bring back the bits over new data); fs_log_attr()
+/* A data change by someone else (a write, fallocate, the destination of
+ * copy_file_range) drops the file's privileges before the data changes:
+ * its capability (security.capability) and the set-user-ID bit (and
+ * set-group-ID when group execution is on), as the kernel does for a local
+ * file system.  Log first: the records must be in the log before the data
+ * changes (else a crash could bring them back over new data); fs_log_attr()
  * logs the inode as it is, so the new mode is set for the append under
  * fs->lock (no one sees it meanwhile) and put back when the append fails.
- * 0 or -errno (nothing changed). */
-static int drop_setid(struct fs *fs, struct fs_inode *in)
+ * 1 if something was dropped, 0 if there was nothing to drop, or -errno
+ * (the mode unchanged; the capability may be gone: a crash could leave
+ * that too, and it only takes a privilege away). */
+static int drop_priv(struct fs *fs, struct fs_inode *in)
 {
-	int ret = 0;
+	static const char cap[] = "security.capability";
+	int ret = 0, changed = 0;
 
 	pthread_mutex_lock(&fs->lock);
+	if (fs_xattr_find(in, cap)) {
+		ret = fs_log_xattr_del(fs, in->ino, cap);
+		if (!ret) {
+			fs_apply_xattr_del(fs, in, cap);
+			changed = 1;
+		}
+	}
 	uint32_t mode = in->mode, nmode = fs_mode_kill_suidgid(mode);
-	if (nmode != mode) {
+	if (!ret && nmode != mode) {
 		bool dirty = in->attr_dirty;
 		in->mode = nmode;
 		ret = fs_log_attr(fs, in);
 		if (ret) {
 			in->mode = mode;
 			in->attr_dirty = dirty;
+		} else {
+			changed = 1;
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
-	return ret;
+	return ret ? ret : changed;
+}
+
+int fs_kill_priv(struct fs *fs, uint64_t ino)
+{
+	int err;
+
+	if (fs->read_only)
+		return -EROFS;
+	struct fs_inode *in = pin_reg(fs, ino, &err);
+	if (!in)
+		return err;
+	err = drop_priv(fs, in);
+	fs_inode_unpin(fs, in);
+	return err;
 }
 
 /* Does a small file keep even its complete stripes buffered?  With the
@@ -1084,7 +1122,7 @@ static void settle(struct fs *fs, struct fs_inode *in)
 }
 
 static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-			    struct fs_donor *donor, size_t size, bool kill)
+			    struct fs_donor *donor, size_t size, unsigned int flags)
 {
 	int err;
 	struct fs_inode *in;
@@ -1101,7 +1139,8 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		goto unpin_out;
 	/* Room for it once written, or wait while the collector can make
 	 * some (no lock held). */
-	ret = fs_gc_wait_space(fs, size);
+	ret = fs_gc_wait_space(fs, size,
+			       flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs));
 	if (ret)
 		goto unpin_out;
 	fs_rw_wrlock(in);
@@ -1110,8 +1149,9 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	       (off > in->size && range_busy(fs, in, in->size, in->size + 1)))
 		wait_one(in);
 	fs_pf_invalidate(fs, in);
-	if ((kill && (ret = drop_setid(fs, in))) ||
-	    (off > in->size && (ret = zero_tail(fs, in)))) {
+	if (((flags & FS_WRITE_PAGECACHE) && off + size > in->wb_cut && (ret = in->wb_cut_err)) ||
+	    ((flags & FS_WRITE_KILL_PRIV) && (ret = ZF_MIN(drop_priv(fs, in), 0))) ||
+	    (off > in->size && (ret = fs_data_zero_tail(fs, in)))) {
 		fs_gc_room_done(fs, size);
 		goto unlock;
 	}
@@ -1167,15 +1207,63 @@ unpin_out:
 }
 
 ssize_t fs_write(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
-		 size_t size, bool kill)
+		 size_t size, unsigned int flags)
 {
-	return write_common(fs, ino, off, buf, NULL, size, kill);
+	return write_common(fs, ino, off, buf, NULL, size, flags);
 }
 
 ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_donor *d,
-			 size_t size, bool kill)
+			 size_t size, unsigned int flags)
 {
-	return write_common(fs, ino, off, d->base, d, size, kill);
+	return write_common(fs, ino, off, d->base, d, size, flags);
+}
+
+int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err)
+{
+	int ret;
+	struct fs_inode *in = pin_reg(fs, ino, &ret);
+
+	if (!in)
+		return ret;
+	fs_rw_wrlock(in);
+	fs_data_wait_writeout(in);
+	if (off < in->wb_cut) {
+		in->wb_cut = off;
+		in->wb_cut_err = err < 0 ? err : -EIO;
+	}
+	/* Write-back taken past the refusal meanwhile (WRITEs served out of
+	 * order) is only in the buffer when nothing past off is mapped: drop
+	 * it, or the stored file would have a hole where the refusal is. */
+	if (in->size > off && extmap_end(&in->map) <= off && !fs->read_only)
+		ret = fs_data_truncate(fs, in, off);
+	pthread_rwlock_unlock(&in->rw);
+	fs_inode_unpin(fs, in);
+	return ret;
+}
+
+/* The room kept for the kernel's dirty pages: the mount's dirty_reserve,
+ * at most a sixteenth of the data zones' capacity (a reserve larger than
+ * that would leave a small device nothing to write to directly). */
+uint64_t fs_dirty_reserve(struct fs *fs)
+{
+	if (fs->dirty_reserve == UINT64_MAX) {	/* first call: the capacity is fixed */
+		struct zalloc_stats zs;
+		zalloc_get_stats(fs->za, &zs);
+		fs->dirty_reserve = ZF_MIN(fs->opts.dirty_reserve, zs.capacity_bytes / 16);
+	}
+	return fs->dirty_reserve;
+}
+
+bool fs_space_low(struct fs *fs, unsigned int factor)
+{
+	struct zalloc_stats zs;
+	uint64_t reserve = fs_dirty_reserve(fs);
+
+	if (!reserve || fs->read_only)
+		return false;
+	zalloc_get_stats(fs->za, &zs);
+	uint64_t promised = fs->buffered + zs.room_held_bytes;
+	return zs.free_bytes < promised + factor * reserve;
 }
 
 /* Zero bytes [from, to) of block blk's buffered page, if it is buffered.
@@ -1207,7 +1295,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	fs_pf_invalidate(fs, in);
 	bool shrink = size < in->size;
 	if (!shrink)
-		ret = zero_tail(fs, in);	/* bytes beyond the size only */
+		ret = fs_data_zero_tail(fs, in);	/* bytes beyond the size only */
 	else if (size % fs->bs)
 		ret = page_get(fs, in, size / fs->bs, true, 1, NULL);
 	if (ret)

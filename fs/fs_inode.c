@@ -91,6 +91,7 @@ struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino)
 	if (!in)
 		return NULL;
 	in->ino = ino;
+	in->wb_cut = UINT64_MAX;
 	pthread_rwlock_init(&in->rw, NULL);
 	pthread_mutex_init(&in->wb_lock, NULL);
 	pthread_cond_init(&in->wb_cond, NULL);
@@ -107,6 +108,8 @@ void fs_inode_insert(struct fs *fs, struct fs_inode *in)
 	in->hnext = fs->itab[h];
 	fs->itab[h] = in;
 	fs->ninodes++;
+	in->snap_counted = true;
+	fs_snap_account(fs, in);
 }
 
 struct fs_inode *fs_inode_new(struct fs *fs, uint64_t ino)
@@ -190,6 +193,9 @@ void fs_inode_destroy(struct fs *fs, struct fs_inode *in)
 	if (*pp)
 		*pp = in->hnext;
 	fs->ninodes--;
+	if (in->snap_counted)
+		fs->snap_bytes -= in->snap_bytes;
+	in->snap_counted = false;
 	fs_dirty_unlink(fs, in);
 	if (in->on_behind)	/* unlinked before the write-behind reached it */
 		fs->behind_dropped += in->buffered;
@@ -317,6 +323,8 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	dd->cookies[dd->n] = d->cookie;
 	dd->ents[dd->n++] = d;
 	dd->live++;
+	dd->name_bytes += fs_snap_name_bytes(d->name);
+	fs_snap_account(fs, dir);
 	if (fs->ndirents + 1 > fs->dtab_size)
 		dtab_grow(fs);
 	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
@@ -365,6 +373,8 @@ void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 	if (d->slot < dd->n && dd->ents[d->slot] == d) {
 		dd->ents[d->slot] = NULL;
 		dd->live--;
+		dd->name_bytes -= fs_snap_name_bytes(d->name);
+		fs_snap_account(fs, dir);
 	}
 	while (dd->n && !dd->ents[dd->n - 1])
 		dd->n--;

@@ -80,6 +80,16 @@ struct fs_dir {
 	 * NULL for the root.  Kept by fs_dirent_insert/_remove and the
 	 * exchange of two names. */
 	struct fs_dirent *self;
+	/* Named under the root or under a directory that was rooted when it
+	 * was named.  Snapshots name directories from the root down, so at
+	 * replay a directory named under a rooted one cannot close a loop:
+	 * the check costs one step instead of a walk to the root (which made
+	 * replaying a deep tree quadratic). */
+	bool rooted;
+	uint64_t snap_gen;		/* [L] the snapshot that wrote its names
+					 * (fs->snap_gen when it did) */
+	uint64_t name_bytes;		/* [L] log bytes of its names' DIRENT
+					 * records in a snapshot */
 };
 
 /* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
@@ -151,6 +161,11 @@ struct fs_inode {
 	 * the busy chunks and runs its device I/O without in->rw.  Changed
 	 * with in->rw exclusive AND wb_lock held, read under either. */
 	bool wb_busy;
+	/* [RW] the page cache's write-back was refused at wb_cut (bytes;
+	 * UINT64_MAX: never since the file was opened): its write-back at or
+	 * past it is refused with wb_cut_err until the last close */
+	uint64_t wb_cut;
+	int wb_cut_err;
 	uint64_t wb_done;		/* write-outs finished (generation) */
 	uint32_t wb_press;		/* chunks still to write striped since a
 					 * writer last found a complete chunk but
@@ -169,6 +184,11 @@ struct fs_inode {
 	char *symlink;			/* [L] symlinks */
 	struct fs_xattr *xattrs;	/* [L] */
 	struct fs_prefetch *pf;		/* sequential-read buffers, or NULL */
+	/* [L] log bytes a snapshot spends on it (fs_snap_account), counted
+	 * in fs->snap_bytes while snap_counted (from its insertion into the
+	 * table until it is destroyed) */
+	uint64_t snap_bytes;
+	bool snap_counted;
 };
 
 /* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
@@ -249,12 +269,19 @@ struct fs {
 	/* name hash [L] */
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
+	uint64_t snap_gen;		/* [L] snapshots emitted (fs_emit_snapshot) */
+	/* Log bytes of the next snapshot's inode and name records: the sum
+	 * of the inodes' snap_bytes.  Changed [L]; read by mlog under its own
+	 * lock (fs_snap_state_bytes), hence atomic. */
+	_Atomic uint64_t snap_bytes;
 	/* dirty inodes, oldest first [L] */
 	struct fs_inode *dirty_head, *dirty_tail;
 	/* closed files whose buffers wait for the write-behind, oldest
 	 * close first [L] */
 	struct fs_inode *behind_head, *behind_tail;
 
+	/* fs_dirty_reserve() (bytes), UINT64_MAX until its first call */
+	_Atomic uint64_t dirty_reserve;
 	/* write-buffer memory (bytes), atomically updated */
 	_Atomic uint64_t buffered;
 
@@ -385,6 +412,13 @@ int fs_log_remap(struct fs *fs, const struct fs_cext *v, uint32_t n);
 int fs_log_xattr_set(struct fs *fs, uint64_t ino, const char *name,
 		     const void *value, size_t size);
 int fs_log_xattr_del(struct fs *fs, uint64_t ino, const char *name);
+/* The next snapshot's size (struct fs_inode's snap_bytes): after any change
+ * to in's names, extents, xattrs or symlink, fs_snap_account(fs, in) counts
+ * it again [L]; fs_snap_name_bytes is one name's share of its directory's
+ * name_bytes; fs_snap_state_bytes is mlog's callback (any thread). */
+void fs_snap_account(struct fs *fs, struct fs_inode *in);
+uint64_t fs_snap_name_bytes(const char *name);
+uint64_t fs_snap_state_bytes(void *arg);
 int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);
@@ -413,10 +447,14 @@ int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 /* fs_apply.c: apply functions, one per record type, shared by the live
  * operation (after its append) and replay (after decoding and validation).
  * fs_block_size: the block size, also while replaying (before fs->bs is
- * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop or a
- * very deep chain counts as below). */
+ * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
+ * as below; depth is not limited).  fs_dir_rooted: see struct fs_dir. */
 uint32_t fs_block_size(const struct fs *fs);
 bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
+static inline bool fs_dir_rooted(const struct fs_inode *dir)
+{
+	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
+}
 void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
 void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d);
@@ -496,6 +534,12 @@ bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t f
  * tests.  [RW] */
 int fs_data_check(const struct fs *fs, const struct fs_inode *in);
 int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW excl, drops] */
+/* Before anything but a write or truncate grows the file: the bytes of its
+ * last block past the size become zeros in the buffer (the device's may
+ * not be: a truncate into that block whose zeroed page was lost in a
+ * crash), so that no byte cut off by a truncate comes back.  0 or -errno
+ * (the block could not be read, or no memory). [RW excl] */
+int fs_data_zero_tail(struct fs *fs, struct fs_inode *in);
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
 /* Forget the buffered pages of the blocks inside [from, to) (bytes, block
  * aligned): a record replaced them.  No write-out in flight. [RW excl] */
@@ -532,13 +576,14 @@ int fs_lifetime_level(struct fs *fs, uint64_t ino);
 int fs_gc_start(struct fs *fs);		/* no-op when read-only */
 void fs_gc_stop(struct fs *fs);		/* before the final commit */
 void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
-/* Room for `bytes` more of buffered data: zalloc_wait_room() (the one wait
+/* Room for `bytes` more of buffered data, `keep` more left free beyond
+ * them (fs_write's reserve for the page cache): zalloc_wait_room() (the one wait
  * for space, zonealloc/zalloc_space.c) with fs->buffered and fs_commit.
  * 0, or -ENOSPC.  No locks held (fs_write, before buffering).  On 0 the
  * bytes stay held against other writers' admissions until
  * fs_gc_room_done(bytes), called once fs->buffered counts them or the
  * write gave up (any lock may be held). */
-int fs_gc_wait_space(struct fs *fs, uint64_t bytes);
+int fs_gc_wait_space(struct fs *fs, uint64_t bytes, uint64_t keep);
 void fs_gc_room_done(struct fs *fs, uint64_t bytes);
 /* Collect one victim now (tests): 1 collected, 0 none, -errno. */
 int fs_gc_run_once(struct fs *fs);

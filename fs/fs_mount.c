@@ -147,6 +147,7 @@ static struct fs *fs_alloc(struct zdev *dev, const struct fs_opts *o)
 		fs->opts = *o;
 	else
 		fs_opts_default(&fs->opts);
+	fs->dirty_reserve = UINT64_MAX;
 	fs->itab_size = 1024;
 	fs->dtab_size = 1024;
 	fs->itab = calloc(fs->itab_size, sizeof(*fs->itab));
@@ -428,6 +429,7 @@ static int mount_writable(struct fs *fs)
 		zf_err("mount-time zone cleanup: %s", strerror(-ret));
 		return ret;
 	}
+	mlog_set_state_bytes(fs->mlog, fs_snap_state_bytes, fs);
 	mlog_set_zone_source(fs->mlog, &log_zone_source, fs);
 	pthread_mutex_lock(&fs->lock);
 	ret = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);

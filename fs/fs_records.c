@@ -130,27 +130,20 @@ static void put_inode_attr(struct rbuf *r, const struct fs_inode *in)
 	put_attr(r, &a);
 }
 
-/* Records that free space may use the room kept for the next snapshot:
- * on a full device, deleting must always work. */
-static unsigned int rec_flags(uint16_t type)
-{
-	switch (type) {
-	case FS_REC_UNLINK: case FS_REC_RENAME: case FS_REC_TRUNCATE:
-	case FS_REC_PUNCH: case FS_REC_XATTR_DEL:
-		return MLOG_APPEND_FREES;
-	default:
-		return 0;
-	}
-}
-
 /* Append one record.  When the log has no room, a snapshot compacts it
  * (we hold fs->lock, as mlog_snapshot requires) and the append is retried
  * once, unless the state itself fills the device (a snapshot would not
- * help: -ENOSPC at once, never a snapshot per record). */
-static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
+ * help: -ENOSPC at once, never a snapshot per record).
+ * fl: MLOG_APPEND_FREES for a record that shrinks the next snapshot by at
+ * least its own bytes (an unlink, an xattr removal, a truncate or punch
+ * that drops two extents or more): on a full device such records may use
+ * the room kept for appending, so that space can always be freed, and each
+ * one brings the snapshot's room back by what it took.  A record that
+ * frees nothing in the log (a rename, a truncate that splits or grows)
+ * must never take it, or a storm of them leaves no room for a snapshot. */
+static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int fl)
 {
 	int ret;
-	unsigned int fl = rec_flags(type);
 
 	if (r->overflow)
 		return -ENAMETOOLONG;
@@ -165,6 +158,38 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 	if (ret < 0)
 		zf_err("metadata log append (type %u): %s", type, strerror(-ret));
 	return ret;
+}
+
+static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
+{
+	bool frees = type == FS_REC_UNLINK || type == FS_REC_XATTR_DEL;
+
+	return emit_flags(fs, type, r, frees ? MLOG_APPEND_FREES : 0);
+}
+
+/* Extents of ino a punch of [from, to) drops, less the one it adds when it
+ * splits an extent in two. [L] */
+static int64_t extents_dropped(struct fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	struct extmap_cur c;
+	int64_t n = 0;
+
+	if (!in)
+		return 0;
+	for (const struct extmap_ext *e = extmap_seek(&in->map, from, &c); e && e->off < to;
+	     e = extmap_next(&in->map, &c)) {
+		if (e->off >= from && e->off + e->len <= to)
+			n++;
+		else if (e->off < from && e->off + e->len > to)
+			n--;
+	}
+	return n;
+}
+
+static unsigned int frees_extents(struct fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	return extents_dropped(fs, ino, from, to) >= 2 ? MLOG_APPEND_FREES : 0;
 }
 
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
@@ -267,7 +292,9 @@ int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 	rbuf_init(&r);
 	put_u64(&r, ino);
 	put_u64(&r, size);
-	return emit(fs, FS_REC_TRUNCATE, &r);
+	uint32_t bs = fs_block_size(fs);
+	uint64_t tail = bs && size <= UINT64_MAX - bs ? ZF_ALIGN_UP(size, bs) : UINT64_MAX;
+	return emit_flags(fs, FS_REC_TRUNCATE, &r, frees_extents(fs, ino, tail, UINT64_MAX));
 }
 
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
@@ -278,7 +305,8 @@ int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	put_u64(&r, ino);
 	put_u64(&r, off);
 	put_u64(&r, len);
-	return emit(fs, FS_REC_PUNCH, &r);
+	uint64_t end = off + len < off ? UINT64_MAX : off + len;
+	return emit_flags(fs, FS_REC_PUNCH, &r, frees_extents(fs, ino, off, end));
 }
 
 /* A payload buffer on the heap (records of many runs are too big for the
@@ -551,7 +579,8 @@ static int replay_name(struct fs *fs, struct rd *r, uint16_t type)
 	/* A directory has exactly one name (never a LINK), the root none, and
 	 * a directory never goes below itself. */
 	if (in->dir && (type == FS_REC_LINK || ino == FS_ROOT_INO ||
-			in->dir->parent != ino || fs_is_below(fs, parent, ino))) {
+			in->dir->parent != ino ||
+			(!fs_dir_rooted(dir) && fs_is_below(fs, parent, ino)))) {
 		r->bad = true;
 		return 0;
 	}
@@ -888,12 +917,104 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 	return ret;
 }
 
+/* ---- the size of the next snapshot ---- */
+
+/* What snap_inode() and snap_names() emit, in log bytes: the next
+ * snapshot's size is the sum over the inodes (fs->snap_bytes), kept as the
+ * state changes, so that the log sizes the room it keeps for that snapshot
+ * by the state as it is, shrinking as files go (mlog_set_state_bytes). */
+#define ATTR_PAYLOAD 66u	/* put_attr() */
+#define EXT_PER_REC ((MLOG_MAX_PAYLOAD - 16) / 24)
+
+uint64_t fs_snap_name_bytes(const char *name)
+{
+	return mlog_record_bytes(16 + 2 + (uint32_t)strlen(name));
+}
+
+static uint64_t snap_inode_bytes(const struct fs_inode *in)
+{
+	uint64_t b = mlog_record_bytes(ATTR_PAYLOAD);
+	size_t n = extmap_count(&in->map);
+
+	if (in->symlink)
+		b += mlog_record_bytes(8 + 2 + (uint32_t)strlen(in->symlink));
+	for (const struct fs_xattr *x = in->xattrs; x; x = x->next)
+		b += mlog_record_bytes(8 + 2 + (uint32_t)strlen(x->name) + 4 + (uint32_t)x->size);
+	b += (uint64_t)(n / EXT_PER_REC) * mlog_record_bytes(12 + 24 * EXT_PER_REC);
+	if (n % EXT_PER_REC)
+		b += mlog_record_bytes(12 + 24 * (uint32_t)(n % EXT_PER_REC));
+	if (in->dir)
+		b += in->dir->name_bytes;
+	return b;
+}
+
+void fs_snap_account(struct fs *fs, struct fs_inode *in)
+{
+	if (!in->snap_counted)
+		return;
+	uint64_t b = snap_inode_bytes(in);
+	fs->snap_bytes += b - in->snap_bytes;	/* modulo 2^64: a decrease too */
+	in->snap_bytes = b;
+}
+
+uint64_t fs_snap_state_bytes(void *arg)
+{
+	struct fs *fs = arg;
+
+	return mlog_record_bytes(8) + fs->snap_bytes;	/* STATE + the inodes */
+}
+
+/* The DIRENT records of dir's names.  Never writes a name that cannot be
+ * replayed: one left pointing at an inode that is gone (only a damaged log
+ * can leave that; fsck reports it).  Subdirectories go on the queue. */
+static int snap_names(struct fs *fs, struct mlog *m, struct rbuf *r, struct fs_inode *dir,
+		      struct fs_inode ***q, size_t *qn, size_t *qcap)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < dir->dir->n && !ret; i++) {
+		struct fs_dirent *d = dir->dir->ents[i];
+		if (!d)
+			continue;
+		struct fs_inode *in = fs_inode_get(fs, d->ino);
+		if (!in || d->ino == FS_ROOT_INO) {
+			zf_warn("snapshot: name '%s' in directory %llu points at "
+				"missing inode %llu; dropped", d->name,
+				(unsigned long long)d->parent, (unsigned long long)d->ino);
+			continue;
+		}
+		r->n = 0;
+		put_u64(r, d->parent);
+		put_u64(r, d->ino);
+		put_name(r, d->name);
+		ret = snap_append(m, FS_REC_DIRENT, r);
+		if (ret || !in->dir || in->dir->snap_gen == fs->snap_gen)
+			continue;
+		if (*qn == *qcap) {
+			size_t cap = *qcap ? 2 * *qcap : 64;
+			struct fs_inode **nq = realloc(*q, cap * sizeof(**q));
+			if (!nq)
+				return -ENOMEM;
+			*q = nq;
+			*qcap = cap;
+		}
+		in->dir->snap_gen = fs->snap_gen;
+		(*q)[(*qn)++] = in;
+	}
+	return ret;
+}
+
 /* Snapshot: STATE, every inode (attrs, symlink, xattrs, extents), then every
- * name (so both ends exist when a DIRENT is replayed).  Runs with fs->lock. */
+ * name, so that both ends exist when a DIRENT is replayed.  Names go from
+ * the root down, a directory's before those inside it (replay's loop check
+ * then costs one step, struct fs_dir), then those of directories the root
+ * does not reach (only a damaged log has them).  Runs with fs->lock. */
 int fs_emit_snapshot(void *arg, struct mlog *m)
 {
 	struct fs *fs = arg;
 	struct rbuf *r = rbuf_new();
+	struct fs_inode **q = NULL, *root = fs_inode_get(fs, FS_ROOT_INO);
+	size_t qn = 0, qcap = 0;
 	int ret;
 
 	if (!r)
@@ -902,30 +1023,27 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
 		ret = snap_inode(fs, m, in);
-	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
-		if (!in->dir)
-			continue;
-		for (size_t i = 0; i < in->dir->n && !ret; i++) {
-			struct fs_dirent *d = in->dir->ents[i];
-			if (!d)
-				continue;
-			/* Never write a name that cannot be replayed: one
-			 * left pointing at an inode that is gone (only a
-			 * damaged log can leave that; fsck reports it). */
-			if (!fs_inode_get(fs, d->ino) || d->ino == FS_ROOT_INO) {
-				zf_warn("snapshot: name '%s' in directory %llu points at "
-					"missing inode %llu; dropped", d->name,
-					(unsigned long long)d->parent,
-					(unsigned long long)d->ino);
-				continue;
-			}
-			r->n = 0;
-			put_u64(r, d->parent);
-			put_u64(r, d->ino);
-			put_name(r, d->name);
-			ret = snap_append(m, FS_REC_DIRENT, r);
+	fs->snap_gen++;
+	/* The root first, then each directory it does not reach (each with
+	 * everything below it), breadth first. */
+	struct fs_inode *top = root && root->dir ? root : NULL;
+	struct fs_inode *in = fs_inode_first(fs);
+	while (!ret) {
+		if (!top) {
+			while (in && (!in->dir || in->dir->snap_gen == fs->snap_gen))
+				in = fs_inode_next(fs, in);
+			if (!in)
+				break;
+			top = in;
 		}
+		top->dir->snap_gen = fs->snap_gen;
+		qn = 0;
+		ret = snap_names(fs, m, r, top, &q, &qn, &qcap);
+		for (size_t i = 0; i < qn && !ret; i++)
+			ret = snap_names(fs, m, r, q[i], &q, &qn, &qcap);
+		top = NULL;
 	}
+	free(q);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
 		in->attr_dirty = false;
 	free(r);

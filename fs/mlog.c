@@ -102,6 +102,10 @@ struct mlog {
 	struct mlog_zone_source src;
 	void *src_arg;
 	uint32_t reserve_told;		/* last reserve given to src.reserve */
+	/* The caller's size of the next snapshot's records (bytes), or NULL
+	 * (mlog_set_state_bytes); called under m->lock. */
+	uint64_t (*state_bytes)(void *arg);
+	void *state_arg;
 	uint32_t snap_zones;		/* zones the current epoch's snapshot took */
 	uint64_t snap_bytes;		/* bytes the current epoch's snapshot took */
 	uint64_t snap_put;		/* put_bytes when that snapshot ended */
@@ -399,6 +403,8 @@ static uint64_t zone_room(const struct mlog *m)
  * again as half its snapshot, and at least half the meta zones.  So the
  * log stays within 1.5 times its state (plus the meta zones), and a
  * snapshot is written at most once per half a state's worth of records. */
+static uint32_t next_snapshot_zones(const struct mlog *m);
+
 static uint32_t growth_allowed(const struct mlog *m)
 {
 	uint32_t a = ZF_MAX((m->snap_zones + 1) / 2, m->nmeta / 2);
@@ -413,22 +419,38 @@ static bool snapshot_due(const struct mlog *m)
 {
 	if (!m->src.borrow)
 		return 2ull * m->chain_len >= m->nmeta;
-	return m->chain_len >= ZF_MIN(m->snap_zones, m->chain_len) + growth_allowed(m);
+	if (m->chain_len >= ZF_MIN(m->snap_zones, m->chain_len) + growth_allowed(m))
+		return true;
+	/* Also once a snapshot would give back as many zones as growth
+	 * allows: after mass deletes the space is free at once, not after the
+	 * log has grown by half of a state that is gone. */
+	return m->state_bytes &&
+	       m->chain_len >= next_snapshot_zones(m) + growth_allowed(m);
+}
+
+/* Zones the next snapshot takes.  With the caller's size of its state
+ * (mlog_set_state_bytes): that, plus SNAP_BEGIN/END, in zones that each
+ * lose a header and up to one record's bytes at their end (records never
+ * cross zones).  Without it, an estimate: 5/4 of the bytes of the last
+ * snapshot and of every record since (a snapshot describes each file with
+ * a little more than the record that made it); it only grows until the
+ * next snapshot. */
+static uint32_t next_snapshot_zones(const struct mlog *m)
+{
+	uint64_t next, room = zone_room(m);
+
+	if (m->state_bytes) {
+		next = m->state_bytes(m->state_arg) + 4ull * MAXREC;
+		room = room > 2ull * MAXREC ? room - MAXREC : room / 2;
+	} else {
+		next = (m->snap_bytes + m->put_bytes - m->snap_put) / 4 * 5;
+	}
+	return (uint32_t)ZF_MIN(next / room + 1, (uint64_t)m->zcap);
 }
 
 /* Borrowed zones the log may need at its peak: the chain it has, one more
- * zone to go on appending, and the next snapshot written beside it, which
- * is estimated at 5/4 of the bytes of the last snapshot and of every
- * record since (a snapshot describes each file with a little more than the
- * record that made it).  Whatever the meta zones hold is not borrowed. */
-static uint32_t next_snapshot_zones(const struct mlog *m)
-{
-	uint64_t since = m->put_bytes - m->snap_put;
-	uint64_t next = (m->snap_bytes + since) / 4 * 5;
-
-	return (uint32_t)ZF_MIN(next / zone_room(m) + 1, (uint64_t)m->zcap);
-}
-
+ * zone to go on appending, and the next snapshot written beside it.
+ * Whatever the meta zones hold is not borrowed. */
 static uint32_t reserve_needed(const struct mlog *m)
 {
 	uint64_t peak = (uint64_t)m->chain_len + 1 + next_snapshot_zones(m);
@@ -528,7 +550,7 @@ static int borrow_zone(struct mlog *m, uint32_t *out)
 	/* Growth leaves room for the next snapshot beside the chain; the
 	 * snapshot itself, and records that free space, may take the last
 	 * zones (that is what the room is for). */
-	uint32_t keep = m->snap || m->append_frees ? 0 : next_snapshot_zones(m) + 1;
+	uint32_t keep = m->snap ? 0 : next_snapshot_zones(m) + !m->append_frees;
 	rc = m->src.borrow(m->src_arg, keep, &zone);
 	if (rc)
 		return rc;
@@ -1291,6 +1313,21 @@ void mlog_set_zone_source(struct mlog *m, const struct mlog_zone_source *src,
 	if (!m->ro)
 		tell_reserve(m);
 	pthread_mutex_unlock(&m->lock);
+}
+
+void mlog_set_state_bytes(struct mlog *m, uint64_t (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&m->lock);
+	m->state_bytes = fn;
+	m->state_arg = arg;
+	if (m->src.reserve && !m->ro)
+		tell_reserve(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
+uint64_t mlog_record_bytes(uint32_t len)
+{
+	return ZF_ALIGN_UP(RECHDR + (uint64_t)len, 8u);
 }
 
 bool mlog_state_full(struct mlog *m)

@@ -192,6 +192,15 @@ void mlog_set_zone_source(struct mlog *m, const struct mlog_zone_source *src,
  * returns how many it holds.  After mlog_open: the replayed chain's. */
 uint32_t mlog_borrowed_zones(struct mlog *m, uint32_t *out, uint32_t max);
 bool mlog_state_full(struct mlog *m);
+/* The caller's exact size of the records its next snapshot would emit
+ * (bytes): the log then sizes the room it keeps for that snapshot by it,
+ * so the room shrinks as the state does (deletes), and a snapshot is due
+ * once it would give back the room growth allows.  Without it the log
+ * estimates from what it wrote.  fn is called with mlog's lock held: it
+ * must only read (an atomic counter). */
+void mlog_set_state_bytes(struct mlog *m, uint64_t (*fn)(void *arg), void *arg);
+/* Bytes a record of payload len takes in the log (header and alignment). */
+uint64_t mlog_record_bytes(uint32_t len);
 
 /* What mlog_open() found, for fsck and diagnostics. */
 enum mlog_tail_state {

@@ -118,27 +118,150 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
-void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, int err)
+/* Attributes only (offset < 0): no page is touched, so this cannot wait
+ * for the write-back of a page whose WRITE is being served. */
+static void refresh_attr(struct fusefs *ff, uint64_t ino)
 {
-	struct fusefs_wb_errors *w = &ff->wb;
-	pthread_mutex_lock(&w->lock);
-	unsigned int n = atomic_load(&w->n), i = 0;
-	while (i < n && w->e[i].ino != ino)
-		i++;
-	if (i == n && n < FUSEFS_WB_ERRORS) {
-		w->e[n].ino = ino;
-		w->e[n].err = err;
-		atomic_store(&w->n, n + 1);
-	}
-	pthread_mutex_unlock(&w->lock);
-	/* Attributes only (offset < 0): no page is touched, so this cannot
-	 * wait for the write-back that sent the WRITE. */
 	if (ff->se)
 		(void)fuse_lowlevel_notify_inval_inode(ff->se, ino, -1, 0);
 }
 
-/* The write-back error noted for ino, now taken (0: none). */
-static int wb_error_take(struct fusefs *ff, uint64_t ino)
+/* ---- low space and refused write-back (fusefs.h, top comment) ---- */
+
+void fusefs_space_check(struct fusefs *ff)
+{
+	bool was = atomic_load(&ff->space_low);
+	bool low = fs_space_low(ff->fs, was ? 3 : 2);
+
+	if (low == was)
+		return;
+	pthread_mutex_lock(&ff->space_lock);
+	if (low != atomic_load(&ff->space_low)) {
+		uint64_t reserve = fs_dirty_reserve(ff->fs);
+		struct fusefs_bdi_conf c = ff->bdi;
+		if (low) {
+			c.mode = FUSEFS_BDI_STRICT;
+			c.max_bytes = reserve;
+		}
+		if (ff->mountpoint)
+			(void)fusefs_bdi_tune(ff->mountpoint, &c, "/sys");
+		atomic_store(&ff->space_low, low);
+		if (low)
+			zf_warn("space is low (less than %llu MiB left): files opened for writing "
+				"bypass the page cache, the mount's dirty pages are capped at "
+				"%llu MiB", (unsigned long long)(2 * reserve >> 20),
+				(unsigned long long)(reserve >> 20));
+		else
+			zf_info("space is no longer low: the page cache is used as before");
+	}
+	pthread_mutex_unlock(&ff->space_lock);
+}
+
+static void *inval_main(void *arg)
+{
+	struct fusefs *ff = arg;
+	struct fusefs_inval *v = &ff->inval;
+
+	pthread_mutex_lock(&v->lock);
+	for (;;) {
+		while (!v->n && !v->stop)
+			pthread_cond_wait(&v->cond, &v->lock);
+		if (v->stop)
+			break;
+		uint64_t ino = v->q[--v->n];
+		pthread_mutex_unlock(&v->lock);
+		(void)fuse_lowlevel_notify_inval_inode(ff->se, ino, 0, 0);
+		pthread_mutex_lock(&v->lock);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+int fusefs_inval_start(struct fusefs *ff)
+{
+	struct fusefs_inval *v = &ff->inval;
+
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_cond_init(&v->cond, NULL);
+	v->n = 0;
+	v->stop = false;
+	int r = pthread_create(&v->thread, NULL, inval_main, ff);
+	v->running = r == 0;
+	return -r;
+}
+
+void fusefs_inval_stop(struct fusefs *ff)
+{
+	struct fusefs_inval *v = &ff->inval;
+
+	if (!v->running)
+		return;
+	pthread_mutex_lock(&v->lock);
+	v->stop = true;
+	pthread_cond_signal(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+	pthread_join(v->thread, NULL);
+	v->running = false;
+}
+
+/* Drop ino's cached pages soon (the thread), or at least its attributes
+ * now. */
+static void inval_pages(struct fusefs *ff, uint64_t ino)
+{
+	struct fusefs_inval *v = &ff->inval;
+	bool queued = false;
+
+	if (v->running) {
+		pthread_mutex_lock(&v->lock);
+		for (unsigned int i = 0; i < v->n; i++)
+			queued |= v->q[i] == ino;
+		if (!queued && v->n < FUSEFS_INVAL_QUEUE) {
+			v->q[v->n++] = ino;
+			queued = true;
+			pthread_cond_signal(&v->cond);
+		}
+		pthread_mutex_unlock(&v->lock);
+	}
+	if (!queued)
+		refresh_attr(ff, ino);
+}
+
+void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, uint64_t off, int err)
+{
+	struct fusefs_wb_errors *w = &ff->wb;
+	bool first = false;
+
+	pthread_mutex_lock(&w->lock);
+	unsigned int n = atomic_load(&w->n), i = 0;
+	while (i < n && w->e[i].ino != ino)
+		i++;
+	if (i < n) {
+		w->e[i].off = w->e[i].off < off ? w->e[i].off : off;
+	} else if (n < FUSEFS_WB_ERRORS) {
+		w->e[n].ino = ino;
+		w->e[n].off = off;
+		w->e[n].err = err;
+		w->e[n].reported = false;
+		atomic_store(&w->n, n + 1);
+		first = true;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (first)
+		zf_warn("inode %llu: write-back at byte %llu refused (%s): reported to its "
+			"writer, cached pages dropped, later write-back past it refused "
+			"until the file is closed", (unsigned long long)ino,
+			(unsigned long long)off, strerror(-err));
+	int r = fs_writeback_refused(ff->fs, ino, off, err);
+	if (r && r != -ENOENT)
+		zf_warn("inode %llu: dropping write-back past byte %llu: %s",
+			(unsigned long long)ino, (unsigned long long)off, strerror(-r));
+	inval_pages(ff, ino);
+}
+
+/* The write-back error noted for ino: reported (once) to a writer's
+ * write() (take), or forgotten when a writer closes the file (drop).
+ * 0: none, or none left to report. */
+static int wb_error_take(struct fusefs *ff, uint64_t ino, bool drop)
 {
 	struct fusefs_wb_errors *w = &ff->wb;
 	int err = 0;
@@ -148,15 +271,32 @@ static int wb_error_take(struct fusefs *ff, uint64_t ino)
 	pthread_mutex_lock(&w->lock);
 	unsigned int n = atomic_load(&w->n);
 	for (unsigned int i = 0; i < n; i++) {
-		if (w->e[i].ino == ino) {
-			err = w->e[i].err;
+		if (w->e[i].ino != ino)
+			continue;
+		err = w->e[i].reported ? 0 : w->e[i].err;
+		w->e[i].reported = true;
+		if (drop) {
 			w->e[i] = w->e[n - 1];
 			atomic_store(&w->n, n - 1);
-			break;
 		}
+		break;
 	}
 	pthread_mutex_unlock(&w->lock);
 	return err;
+}
+
+/* Only the kernel changes our files: their cached pages stay valid across
+ * opens.  But a file opened for writing while space is low bypasses the
+ * page cache, so that its write() meets ENOSPC itself rather than a later
+ * write-back (fs_space_low). */
+static void cache_mode(struct fusefs *ff, struct fuse_file_info *fi)
+{
+	fusefs_space_check(ff);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && atomic_load(&ff->space_low)) {
+		fi->direct_io = 1;
+		return;
+	}
+	fi->keep_cache = 1;
 }
 
 static uint64_t fh_of(fuse_ino_t ino, int flags)
@@ -171,7 +311,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* With a writer's file handle: the kernel asks before a write() (or a
 	 * seek to the end, or a read past it) of that writer. */
 	if (fi && (fi->fh & FUSEFS_FH_WRITE))
-		ret = wb_error_take(ff_of(req), ino);
+		ret = wb_error_take(ff_of(req), ino, false);
 	if (!ret)
 		ret = fs_getattr(fs_of(req), ino, &st);
 	if (ret)
@@ -285,7 +425,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, ret);
 		return;
 	}
-	fi->keep_cache = 1;	/* only the kernel changes our files */
+	cache_mode(ff_of(req), fi);
 	fi->fh = fh_of(ino, fi->flags);
 	if (fuse_reply_open(req, fi) == -ENOENT)	/* the opener went away */
 		fs_release(fs_of(req), ino);
@@ -317,7 +457,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr = st;
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
-	fi->keep_cache = 1;
+	cache_mode(ff, fi);
 	fi->fh = fh_of(st.st_ino, fi->flags);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fs_release(ff->fs, st.st_ino);
@@ -367,41 +507,82 @@ static ssize_t writeback_whole(struct fs *fs, uint64_t ino, uint64_t off, const 
 	size_t done = 0;
 	while (writeback && n > 0 && done + (size_t)n < size) {
 		done += (size_t)n;
-		n = fs_write(fs, ino, off + done, buf + done, size - done, false);
+		n = fs_write(fs, ino, off + done, buf + done, size - done, FS_WRITE_PAGECACHE);
 	}
 	return n < 0 ? n : (ssize_t)done + n;
+}
+
+/* A data change by a caller without CAP_FSETID drops the file's capability
+ * and set-id bits first (fs_kill_priv): a WRITE or SETATTR says so with
+ * the kernel's kill flag; fallocate and copy_file_range carry none, so
+ * any caller but root counts.  The reply to a WRITE carries no attributes:
+ * when something was dropped, the kernel's cached mode is refreshed once
+ * the reply is out (refresh_attr).  0, 1 (dropped) or -errno. */
+static int kill_priv(struct fusefs *ff, uint64_t ino, bool kill)
+{
+	return kill ? fs_kill_priv(ff->fs, ino) : 0;
+}
+
+/* A WRITE (donor: its payload may be kept, else buf is copied): the
+ * privileges it drops, a refusal noted earlier, the write.  Bytes taken
+ * or -errno; *killed: the kernel's mode is stale (after_write). */
+static ssize_t serve_write(struct fusefs *ff, uint64_t ino, uint64_t off, const void *buf,
+			   struct fs_donor *donor, size_t size, bool writeback, bool kill,
+			   int *killed)
+{
+	unsigned int fl = writeback ? FS_WRITE_PAGECACHE : 0;
+
+	*killed = kill_priv(ff, ino, kill);
+	if (off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (*killed < 0)
+		return *killed;
+	return writeback_whole(ff->fs, ino, off, buf, size,
+			       donor ? fs_write_donated(ff->fs, ino, off, donor, size, fl)
+				     : fs_write(ff->fs, ino, off, buf, size, fl), writeback);
+}
+
+/* After the reply to a WRITE (n: its result). */
+static void after_write(struct fusefs *ff, uint64_t ino, uint64_t off, ssize_t n,
+			bool writeback, int killed)
+{
+	uint64_t every = ZF_MIN(64ull << 20, fs_dirty_reserve(ff->fs) / 2);
+	if (n > 0 && every &&
+	    atomic_fetch_add(&ff->space_bytes, (uint64_t)n) + (uint64_t)n >= every) {
+		atomic_store(&ff->space_bytes, 0);
+		fusefs_space_check(ff);
+	}
+	if (n < 0 && writeback)
+		fusefs_wb_error_note(ff, ino, off, (int)n);
+	if (killed > 0)
+		refresh_attr(ff, ino);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
 		     off_t off, struct fuse_file_info *fi)
 {
 	struct fusefs *ff = ff_of(req);	/* req is gone once replied to */
-	bool kill = fusefs_io_take_kill_suidgid();
-	if (off < 0) {
-		reply_err(req, -EINVAL);
-		return;
-	}
-	ssize_t n = writeback_whole(ff->fs, ino, (uint64_t)off, (const uint8_t *)buf, size,
-				    fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill),
-				    fi->writepage);
+	int killed;
+	ssize_t n = off < 0 ? -EINVAL :
+		serve_write(ff, ino, (uint64_t)off, buf, NULL, size, fi->writepage,
+			    fusefs_io_take_kill_suidgid(), &killed);
+	if (off < 0)
+		killed = 0;
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
-	if (n < 0 && fi->writepage)
-		fusefs_wb_error_note(ff, ino, (int)n);
+	after_write(ff, ino, (uint64_t)off, n, fi->writepage, killed);
 }
 
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 {
 	const struct fuse_in_header *h = (const void *)rx->flat;
 	const struct fuse_write_in *w = (const void *)(rx->flat + sizeof(*h));
-	bool kill = fusefs_io_take_kill_suidgid();
 	bool writeback = w->write_flags & FUSE_WRITE_CACHE;
-	ssize_t n = w->offset > (uint64_t)INT64_MAX ? -EINVAL :
-		writeback_whole(ff->fs, h->nodeid, w->offset, rx->donor->base, w->size,
-				fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor,
-						 w->size, kill), writeback);
+	int killed;
+	ssize_t n = serve_write(ff, h->nodeid, w->offset, rx->donor->base, rx->donor, w->size,
+				writeback, fusefs_io_take_kill_suidgid(), &killed);
 	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
 	struct fuse_out_header oh = {
 		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),
@@ -410,8 +591,7 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	};
 	struct iovec iov[2] = { { &oh, sizeof(oh) }, { &wo, sizeof(wo) } };
 	fusefs_io_send(ff, iov, n < 0 ? 1 : 2);
-	if (n < 0 && writeback)
-		fusefs_wb_error_note(ff, h->nodeid, (int)n);
+	after_write(ff, h->nodeid, w->offset, n, writeback, killed);
 	if (atomic_load(&rx->donor->refs) > 1) {	/* kept by the write buffer */
 		fs_donor_put(rx->donor);
 		rx->donor = NULL;
@@ -423,7 +603,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	/* close() has reported the write-back's errors (the kernel's): a
 	 * writer opening the file later must not get them again. */
 	if (fi->fh & FUSEFS_FH_WRITE)
-		(void)wb_error_take(ff_of(req), ino);
+		(void)wb_error_take(ff_of(req), ino, true);
 	reply_err(req, fs_release(fs_of(req), ino));
 }
 
@@ -659,12 +839,17 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 			 off_t len, struct fuse_file_info *fi)
 {
+	struct fusefs *ff = ff_of(req);
 	(void)fi;
 	if (off < 0 || len <= 0) {
 		reply_err(req, -EINVAL);
 		return;
 	}
-	reply_err(req, fs_fallocate(fs_of(req), ino, mode, (uint64_t)off, (uint64_t)len));
+	int killed = kill_priv(ff, ino, fuse_req_ctx(req)->uid != 0);
+	reply_err(req, killed < 0 ? killed :
+		       fs_fallocate(ff->fs, ino, mode, (uint64_t)off, (uint64_t)len));
+	if (killed > 0)
+		refresh_attr(ff, ino);
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -680,12 +865,17 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	/* the reply's count is 32 bits: a longer copy is a short one (the
 	 * caller asks again for the rest) */
 	len = ZF_MIN(len, (size_t)(UINT32_MAX & ~4095u));
-	ssize_t n = fs_copy_file_range(fs_of(req), ino_in, (uint64_t)off_in, ino_out,
-				       (uint64_t)off_out, len, (unsigned int)flags);
+	struct fusefs *ff = ff_of(req);
+	int killed = kill_priv(ff, ino_out, fuse_req_ctx(req)->uid != 0);
+	ssize_t n = killed < 0 ? killed :
+		fs_copy_file_range(ff->fs, ino_in, (uint64_t)off_in, ino_out,
+				   (uint64_t)off_out, len, (unsigned int)flags);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
+	if (killed > 0)
+		refresh_attr(ff, ino_out);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,

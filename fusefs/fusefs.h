@@ -15,7 +15,14 @@
  * invalidates the inode's attributes; the kernel then asks for them at the
  * writer's next write() (a GETATTR carrying the writer's file handle), and
  * that GETATTR is answered with the error, once: the write() fails with
- * it, as NFS reports a failed write-back at the next write().
+ * it, as NFS reports a failed write-back at the next write().  The refusal
+ * is logged (a warning naming the inode), the file's cached pages are
+ * dropped (reads never show bytes that were not stored, and the size comes
+ * from the fs again), and until a writer closes the file, its write-back at
+ * or past the refused offset is refused too, so that a sequential writer
+ * never leaves a hole in the middle of what was stored.  Files opened for
+ * writing while space is low (fs_space_low) bypass the page cache, so that
+ * their write() meets ENOSPC itself.
  *
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
  * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
@@ -31,6 +38,7 @@
 #include <pthread.h>
 
 #include "fs/fs.h"
+#include "fusefs/bdi.h"
 
 struct fusefs_conf {
 	double attr_timeout;	/* seconds */
@@ -40,8 +48,9 @@ struct fusefs_conf {
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
 };
 
-/* Write-back errors no writer has seen yet (top comment).  Full: a further
- * error is not noted, and reaches the writer only at fsync() or close(). */
+/* Files whose write-back the fs refused (top comment), until a writer of
+ * the file closes it.  Full: a further error is not noted, and reaches the
+ * writer only at fsync() or close(). */
 #define FUSEFS_WB_ERRORS 64
 struct fusefs_wb_errors {
 	pthread_mutex_t lock;	/* zero is unlocked (glibc); main.c inits it too */
@@ -49,8 +58,27 @@ struct fusefs_wb_errors {
 				 * the lock when 0 */
 	struct {
 		uint64_t ino;
+		uint64_t off;	/* bytes: the lowest offset refused; later
+				 * write-back at or past it is refused too */
 		int err;	/* -errno of the first refused WRITE */
+		bool reported;	/* a writer's write() has had it */
 	} e[FUSEFS_WB_ERRORS];	/* [lock] */
+};
+
+/* Inodes whose cached pages are to be dropped (fuse_lowlevel_notify_inval_
+ * inode over the whole file) by a thread of their own: dropping pages waits
+ * for their write-back, which a request handler must never do.  Full: the
+ * inode's attributes alone are dropped at once (its size is then right;
+ * pages the fs refused may still be read until they are evicted). */
+#define FUSEFS_INVAL_QUEUE 64
+struct fusefs_inval {
+	pthread_mutex_t lock;	/* leaf */
+	pthread_cond_t cond;
+	uint64_t q[FUSEFS_INVAL_QUEUE];	/* [lock] */
+	unsigned int n;		/* [lock] */
+	bool stop;		/* [lock] */
+	bool running;		/* set by start/stop only */
+	pthread_t thread;
 };
 /* A file handle (fi->fh) is its inode number, with this bit when the file
  * was opened for writing: only a writer's GETATTR takes a write-back
@@ -61,6 +89,16 @@ struct fusefs {
 	struct fuse_session *se;	/* for notifications; NULL until mounted */
 	struct fusefs_conf conf;
 	struct fusefs_wb_errors wb;
+	struct fusefs_inval inval;
+	/* The mount's bdi settings (bdi.h) as tuned at mount, and its mount
+	 * point; mountpoint NULL: not tuned (not root, or bdi_limit=off), so
+	 * never retuned.  While space is low (space_low, fs_space_low) the
+	 * bdi has the strict limit at the dirty reserve instead. */
+	struct fusefs_bdi_conf bdi;
+	const char *mountpoint;
+	pthread_mutex_t space_lock;	/* leaf; serializes the retuning */
+	_Atomic bool space_low;		/* [space_lock] to change */
+	_Atomic uint64_t space_bytes;	/* bytes of write-back since the last look */
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */
@@ -75,6 +113,19 @@ struct fusefs {
 #define FUSEFS_OVER_IO_URING_HI (1u << 9)
 
 extern const struct fuse_lowlevel_ops fusefs_ops;
+
+/* Space low or not any more (fs_space_low: below 2, above 3 times the dirty
+ * reserve): the bdi is retuned (strict limit at the reserve while low) and
+ * the change logged.  Called at opens, and every 64 MiB of writes (half
+ * the reserve when that is less).
+ * Any thread, no locks held. */
+void fusefs_space_check(struct fusefs *ff);
+
+/* The page-dropping thread (struct fusefs_inval): started once ff->se is
+ * mounted (after the daemon forks), stopped before it is unmounted; stop
+ * is safe when start did not run or failed.  0 or -errno. */
+int fusefs_inval_start(struct fusefs *ff);
+void fusefs_inval_stop(struct fusefs *ff);
 
 /* fuse_io.c: install the custom I/O on a mounted session (after
  * fuse_session_mount; ff is the session's userdata).  A handler of WRITE,
@@ -143,10 +194,11 @@ void fusefs_io_send(struct fusefs *ff, struct iovec *iov, int count);
 /* fusefs.c: serve a WRITE received by fusefs_io_receive (rx->is_write),
  * without libfuse, and reply to it. */
 void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx);
-/* fusefs.c: a WRITE of the kernel's write-back of ino was refused with err
- * (-errno): note it for the writer's next write() and invalidate ino's
- * attributes in the kernel (top comment).  Call after the reply. */
-void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, int err);
+/* fusefs.c: a WRITE of the kernel's write-back of ino at byte off was
+ * refused with err (-errno): note it for the writer's next write() and
+ * for the write-back past it, log it, drop ino's cached pages (top
+ * comment).  Call after the reply. */
+void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, uint64_t off, int err);
 
 /* fuse_io.c: the reply to a request fetched from an io_uring entry
  * (uring.c) goes into the entry.  Between begin and end, on this thread,

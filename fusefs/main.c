@@ -399,6 +399,9 @@ static int build_fs_opts(struct daemon *d)
 	if (c->prefetch_kb >= 0)
 		fo->prefetch_bytes = (uint64_t)c->prefetch_kb << 10;
 	fo->read_only = c->ro;
+	/* What the kernel may hold dirty for the mount (tune_bdi's cap) is
+	 * kept free for its write-back. */
+	fo->dirty_reserve = (uint64_t)(c->bdi_max_mb >= 0 ? c->bdi_max_mb : 256) << 20;
 	if (c->gc_mbps >= 0)
 		fo->gc_mbps = (uint32_t)c->gc_mbps;
 	if (c->placement && strcmp(c->placement, "on") != 0 && strcmp(c->placement, "off") != 0) {
@@ -662,7 +665,7 @@ static int serve(struct fuse_session *se, const struct daemon *d)
 
 /* The kernel's writeback and readahead settings for the new mount (bdi.h);
  * never fails the mount. */
-static void tune_bdi(const struct daemon *d)
+static void tune_bdi(struct daemon *d)
 {
 	struct fusefs_bdi_conf bc = {
 		.mode = FUSEFS_BDI_GLOBAL,
@@ -671,10 +674,17 @@ static void tune_bdi(const struct daemon *d)
 	};
 	if (d->c.bdi_limit)
 		(void)fusefs_bdi_parse_mode(d->c.bdi_limit, &bc.mode);	/* checked at parse */
+	/* Strict: the kernel never holds more dirty than the room kept for it. */
+	if (bc.mode == FUSEFS_BDI_STRICT)
+		bc.max_bytes = ZF_MIN(bc.max_bytes, fs_dirty_reserve(d->ff.fs));
 	int r = fusefs_bdi_tune(d->opts.mountpoint, &bc, "/sys");
 	if (r < 0)
 		zf_info("bdi settings not changed: mount %s not found (%s)", d->opts.mountpoint,
 			strerror(-r));
+	else if (bc.mode != FUSEFS_BDI_OFF) {	/* retuned while space is low */
+		d->ff.bdi = bc;
+		d->ff.mountpoint = d->opts.mountpoint;
+	}
 }
 
 /* Mounts FUSE, detaches and serves until unmounted.  Returns the exit
@@ -779,6 +789,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		return 1;
 
 	pthread_mutex_init(&d->ff.wb.lock, NULL);
+	pthread_mutex_init(&d->ff.space_lock, NULL);
 	se = fuse_session_new(args, &ops, sizeof(ops), &d->ff);
 	if (!se)
 		return 1;
@@ -802,6 +813,10 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	r = fs_start(d->ff.fs);
 	if (r)
 		zf_err("cannot start background work: %s", strerror(-r));
+	r = fusefs_inval_start(&d->ff);
+	if (r)
+		zf_warn("no thread to drop refused pages (%s): only their attributes are",
+			strerror(-r));
 	zf_info("mounted %s (%s%s) on %s", d->c.device, zdev_backend_name(d->dev),
 		d->blk ? ", fuseblk" : "", d->opts.mountpoint);
 	if (!d->c.has_default_permissions)
@@ -810,6 +825,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	detach_done(detach, 0);
 	ret = serve(se, d) ? 1 : 0;
 out_mount:
+	fusefs_inval_stop(&d->ff);
 	d->ff.se = NULL;
 	fuse_session_unmount(se);
 out_sig:

@@ -1020,11 +1020,11 @@ static int commit_now(void *arg)
 /* Room for `bytes` more of buffered data: zalloc_wait_room(), the
  * allocator's one wait for space, with this file system's write buffers
  * and commit. */
-int fs_gc_wait_space(struct fs *fs, uint64_t bytes)
+int fs_gc_wait_space(struct fs *fs, uint64_t bytes, uint64_t keep)
 {
 	struct zalloc_room r = {
-		.bytes = bytes, .buffered = buffered_bytes, .commit = commit_now,
-		.arg = fs,
+		.bytes = bytes, .keep = keep, .buffered = buffered_bytes,
+		.commit = commit_now, .arg = fs,
 	};
 
 	return zalloc_wait_room(fs->za, &r);

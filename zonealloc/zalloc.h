@@ -205,7 +205,7 @@ void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
 			      void *arg);
 
 /* Admission: wait until the free bytes (zalloc_stats.free_bytes) cover
- * buffered(arg) + bytes + the bytes of every other admission still held,
+ * buffered(arg) + bytes + keep + the bytes of every other admission held,
  * i.e. the data the caller is about to buffer fits once written, also
  * when several callers are admitted before any of them buffers.  On 0
  * the bytes stay held until zalloc_room_done(bytes), which the caller
@@ -217,6 +217,9 @@ void zalloc_set_need_space_cb(struct zalloc *za, void (*cb)(void *arg),
  * not enough reclaimable bytes, or no progress for ZALLOC_GC_PATIENCE_NS. */
 struct zalloc_room {
 	uint64_t bytes;
+	uint64_t keep;		/* bytes to leave free beyond the need: room
+				 * that other writers (the kernel's dirty
+				 * pages) were promised; 0 for those writers */
 	uint64_t (*buffered)(void *arg);	/* bytes already promised */
 	int (*commit)(void *arg);		/* 0 or -errno */
 	void *arg;

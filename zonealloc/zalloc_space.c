@@ -258,7 +258,7 @@ int zalloc_wait_room(struct zalloc *za, const struct zalloc_room *r)
 	pthread_mutex_lock(&za->mu);
 	for (int attempt = 0;; attempt++) {
 		/* O(1): the sums (zalloc_priv.h), never a walk of the zones */
-		uint64_t need = r->buffered(r->arg) + r->bytes +
+		uint64_t need = r->buffered(r->arg) + r->bytes + r->keep +
 				atomic_load_explicit(&za->room_held, memory_order_relaxed);
 		uint64_t free_bytes = za_free_bytes(za);
 		uint64_t pending = za->lists[ZA_L_PENDING].count + za->nr_resetting;

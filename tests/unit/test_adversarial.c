@@ -1,0 +1,443 @@
+/* What an unprivileged user (or a full device) can do to the file system,
+ * through the fs API on the emulated device.  Each test is one shape that
+ * once took the file system away; after each, the file system must mount
+ * read-write again, pass fsck and hold what was made durable:
+ *   - a tree far deeper than any loop bound (live rename, snapshot, replay);
+ *   - metadata that fills the device: renames, deletes, the reserve for the
+ *     next snapshot, the free space after deleting everything;
+ *   - write-outs whose record is refused (their bytes are not leaked);
+ *   - set-id bits and every kind of data change by another user;
+ *   - bytes cut by a truncate never coming back, whatever extends the file.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/statvfs.h>
+#include <pthread.h>
+
+#include "common/zf_common.h"
+#include "fs/fs.h"
+#include "fs/fs_internal.h"
+#include "fs/mlog.h"
+#include "zonealloc/zalloc.h"
+#include "testlib.h"
+
+static struct tl_dev td;
+static struct zdev *dev;
+static struct fs *fs;
+
+static void quiet_report(void *arg, const char *fmt, ...)
+{
+	va_list ap;
+	(*(int *)arg)++;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void make(uint32_t zones, uint64_t zone_size, uint32_t meta_zones)
+{
+	tl_dev_create(&td, "adv", zones, zone_size, 8);
+	tl_dev_open(&td, &dev);
+	struct fs_mkfs_opts mo = { .meta_zones = meta_zones };
+	ck_assert_int_eq(fs_mkfs(dev, &mo), 0);
+	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
+}
+
+static void setup(void)
+{
+	make(32, 4u << 20, 0);
+}
+
+static void teardown(void)
+{
+	tl_teardown(&td, &dev, &fs);
+}
+
+/* Unmount, fsck (no finding), mount read-write. */
+static void remount(void)
+{
+	int problems = 0;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(fs_check(dev, false, quiet_report, &problems), 0);
+	ck_assert_int_eq(problems, 0);
+	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
+}
+
+/* kill -9 and power loss: only what was committed survives. */
+static void crash_remount(void)
+{
+	int problems = 0;
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	fs_unmount(fs);		/* fails: the device is dead; frees */
+	fs = NULL;
+	zdev_close(dev);
+	tl_dev_open(&td, &dev);
+	ck_assert_int_eq(fs_check(dev, false, quiet_report, &problems), 0);
+	ck_assert_int_eq(problems, 0);
+	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
+}
+
+static uint64_t lookup(uint64_t parent, const char *name)
+{
+	struct stat st;
+	if (fs_lookup(fs, parent, name, &st))
+		return 0;
+	fs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
+/* ---- a deep tree ------------------------------------------------------ */
+
+#define DEEP 12000
+
+static uint64_t make_chain(uint64_t top, int depth, uint64_t *mid, int mid_at)
+{
+	uint64_t d = top;
+	for (int i = 0; i < depth; i++) {
+		d = tl_mk(fs, d, "d", S_IFDIR | 0755);
+		ck_assert_uint_ne(d, 0);
+		if (i == mid_at && mid)
+			*mid = d;
+	}
+	return d;
+}
+
+static uint64_t walk_chain(int depth)
+{
+	uint64_t d = FS_ROOT_INO;
+	for (int i = 0; i < depth; i++) {
+		d = lookup(d, i ? "d" : "top");
+		ck_assert_msg(d != 0, "level %d missing", i);
+	}
+	return d;
+}
+
+/* mkdir + chdir 12,000 times (no path is ever long): the snapshot and its
+ * replay, the log tail's replay and renames deep inside all accept it, as
+ * ext4 and tmpfs do; a directory still cannot move below itself. */
+START_TEST(deep_tree)
+{
+	uint64_t top = tl_mk(fs, FS_ROOT_INO, "top", S_IFDIR | 0755), mid = 0;
+	uint64_t bottom = make_chain(top, DEEP - 1, &mid, DEEP / 2);
+	ck_assert_uint_ne(tl_mk(fs, bottom, "leaf", S_IFREG | 0644), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+
+	remount();	/* the unmount's snapshot, replayed */
+	ck_assert_uint_eq(walk_chain(DEEP), bottom);
+	ck_assert_uint_ne(lookup(bottom, "leaf"), 0);
+
+	/* Live: a rename deep down, and one that would close a loop. */
+	ck_assert_int_eq(fs_rename(fs, bottom, "leaf", mid, "moved", 0), 0);
+	ck_assert_int_eq(fs_rename(fs, FS_ROOT_INO, "top", bottom, "loop", 0), -EINVAL);
+	ck_assert_int_eq(fs_rename(fs, mid, "d", FS_ROOT_INO, "cut", 0), 0);
+	ck_assert_int_eq(fs_rename(fs, FS_ROOT_INO, "cut", mid, "d", 0), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+
+	crash_remount();	/* the tail (CREATE, RENAME records) replayed */
+	ck_assert_uint_eq(walk_chain(DEEP), bottom);
+	ck_assert_uint_ne(lookup(mid, "moved"), 0);
+	ck_assert_uint_eq(lookup(bottom, "leaf"), 0);
+	remount();
+	ck_assert_uint_eq(walk_chain(DEEP), bottom);
+}
+END_TEST
+
+
+/* ---- metadata that fills the device ------------------------------------ */
+
+/* 16 zones of 1 MiB, 3 of them meta zones: the log borrows data zones. */
+static void small_setup(void)
+{
+	make(16, 1u << 20, 3);
+}
+
+static uint64_t free_bytes(void)
+{
+	struct statvfs sv;
+	ck_assert_int_eq(fs_statfs(fs, &sv), 0);
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+static bool log_full(void)
+{
+	struct mlog_stats ms;
+	mlog_get_stats(fs->mlog, &ms);
+	return ms.state_full;
+}
+
+/* Files with a 1,500-byte xattr each until the metadata fills the device;
+ * returns how many were made. */
+static int fill_metadata_nosync(void)
+{
+	char name[64], val[1500];
+	struct stat st;
+	int n, err = 0;
+
+	memset(val, 'v', sizeof(val));
+	for (n = 0; n < 100000; n++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", n);
+		err = fs_mknod(fs, FS_ROOT_INO, name, S_IFREG | 0644, 0, NULL, &st);
+		if (err)
+			break;
+		fs_forget(fs, st.st_ino, 1);
+		err = fs_setxattr(fs, st.st_ino, "user.pad", val, sizeof(val), 0);
+		if (err) {
+			n++;	/* made, without its xattr */
+			break;
+		}
+	}
+	ck_assert_msg(err == -ENOSPC, "filling stopped with %d after %d files", err, n);
+	ck_assert(log_full());
+	return n;
+}
+
+static int fill_metadata(void)
+{
+	int n = fill_metadata_nosync();
+	ck_assert_int_eq(fs_sync(fs), 0);
+	ck_assert(log_full());
+	return n;
+}
+
+/* Renaming one file back and forth on a full log (a sync every 1,000):
+ * a rename frees nothing, so it may fail with ENOSPC but never takes the
+ * room kept for the next snapshot.  The unmount's snapshot and the next
+ * read-write mount both find their room. */
+START_TEST(rename_storm_on_full_log)
+{
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "a", S_IFREG | 0644);
+	fill_metadata();
+	int ok = 0, nospc = 0;
+	for (int i = 0; i < 6000; i++) {
+		int r = i % 2 ? fs_rename(fs, FS_ROOT_INO, "b", FS_ROOT_INO, "a", 0)
+			      : fs_rename(fs, FS_ROOT_INO, "a", FS_ROOT_INO, "b", 0);
+		if (r == 0)
+			ok++;
+		else if (r == -ENOSPC)
+			nospc++, i++;	/* the name did not move */
+		else
+			ck_abort_msg("rename %d: %d", i, r);
+		if (i % 1000 == 999)
+			ck_assert_int_eq(fs_sync(fs), 0);
+	}
+	fprintf(stderr, "rename storm: %d renamed, %d refused (ENOSPC)\n", ok, nospc);
+	ck_assert_int_gt(nospc, 0);
+	uint64_t errors = zf_log_error_count();
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, lookup(FS_ROOT_INO, "a") ? "a" : "b"), 0);
+	remount();
+	ck_assert_uint_eq(lookup(FS_ROOT_INO, "a") + lookup(FS_ROOT_INO, "b"), 0);
+	(void)f;
+	/* Still room for the records that free space, and a clean remount. */
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "file-with-a-long-name-000000"), 0);
+	remount();
+	ck_assert_uint_eq(zf_log_error_count() - errors, 0);
+	crash_remount();
+}
+END_TEST
+
+/* Deleting everything on a full log gives back all the space at once: no
+ * ENOSPC for the next create, and the free space an empty file system has
+ * (within one zone), without a remount. */
+START_TEST(delete_all_on_full_log)
+{
+	uint64_t empty = free_bytes();
+	char name[64];
+	int n = fill_metadata();
+	ck_assert_uint_lt(free_bytes(), empty / 2);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", i);
+		ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
+	}
+	ck_assert_int_eq(fs_sync(fs), 0);
+	ck_assert(!log_full());
+	ck_assert_uint_ne(tl_mk(fs, FS_ROOT_INO, "new", S_IFREG | 0644), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	uint64_t now = free_bytes();
+	fprintf(stderr, "free: empty %llu, full %s, after deleting %d files %llu\n",
+		(unsigned long long)empty, "-", n, (unsigned long long)now);
+	ck_assert_uint_ge(now + (1u << 20), empty);
+	remount();
+	ck_assert_uint_ne(lookup(FS_ROOT_INO, "new"), 0);
+}
+END_TEST
+
+/* Names of 2 to 206 bytes. */
+static void var_name(char name[256], int i)
+{
+	int n = snprintf(name, 256, "f%d-", i);
+	memset(name + n, 'x', (size_t)(i % 200));
+	name[n + i % 200] = 0;
+}
+
+/* The log's size of its next snapshot is the snapshot's: what mlog wrote
+ * for it is those records plus zone headers and the epoch's own records. */
+START_TEST(snapshot_size_is_counted)
+{
+	uint64_t d = tl_mk(fs, FS_ROOT_INO, "dir", S_IFDIR | 0755);
+	uint8_t buf[8192];
+	memset(buf, 7, sizeof(buf));
+	for (int i = 0; i < 300; i++) {
+		char name[256];
+		var_name(name, i);
+		uint64_t f = tl_mk(fs, i % 2 ? d : FS_ROOT_INO, name, S_IFREG | 0644);
+		if (i % 3 == 0)
+			ck_assert_int_eq(fs_setxattr(fs, f, "user.x", buf, (size_t)i * 7, 0), 0);
+		for (int k = 0; k < i % 5; k++)	/* extents apart: several each */
+			ck_assert_int_eq(fs_write(fs, f, (uint64_t)k * 65536, buf, 4096, false), 4096);
+		if (i % 7 == 0) {
+			struct stat st;
+			name[0] = 's';
+			ck_assert_int_eq(fs_symlink(fs, d, name, "some/target", NULL, &st), 0);
+		}
+	}
+	ck_assert_int_eq(fs_sync(fs), 0);
+	for (int round = 0; round < 2; round++) {
+		uint64_t counted = fs_snap_state_bytes(fs);
+		pthread_mutex_lock(&fs->lock);
+		ck_assert_int_eq(mlog_snapshot(fs->mlog, fs_emit_snapshot, fs), 0);
+		pthread_mutex_unlock(&fs->lock);
+		struct mlog_stats ms;
+		mlog_get_stats(fs->mlog, &ms);
+		fprintf(stderr, "snapshot: counted %llu, written %llu\n",
+			(unsigned long long)counted, (unsigned long long)ms.last_snapshot_bytes);
+		ck_assert_uint_le(counted, ms.last_snapshot_bytes);
+		ck_assert_uint_le(ms.last_snapshot_bytes, counted + 4 * 4096 + 512);
+		/* deletes shrink it by exactly what they drop */
+		for (int i = 0; i < 300; i += 4) {
+			char name[256];
+			var_name(name, i);
+			fs_unlink(fs, i % 2 ? d : FS_ROOT_INO, name);
+		}
+	}
+	remount();
+}
+END_TEST
+
+static uint32_t free_zones(void)
+{
+	struct zalloc_stats zs;
+	zalloc_get_stats(fs->za, &zs);
+	return zs.free_zones;
+}
+
+/* A write-out whose extent record the full log refuses has written its
+ * bytes already: they are given up, so that once every file is deleted
+ * every data zone is free again (no zone leaks until a remount). */
+START_TEST(refused_writeout_leaks_no_zone)
+{
+	uint32_t empty = free_zones();
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "data", S_IFREG | 0644);
+	/* A zone of the file's class is open with room; more bytes are
+	 * buffered while there is room, and written out into that zone once
+	 * the log is full. */
+	uint8_t *buf = malloc(256 << 10);
+	memset(buf, 0x5a, 256 << 10);
+	ck_assert_int_eq(fs_write(fs, f, 0, buf, 256 << 10, false), 256 << 10);
+	ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+	ck_assert_int_eq(fs_write(fs, f, 256 << 10, buf, 256 << 10, false), 256 << 10);
+	free(buf);
+	int n = fill_metadata_nosync();
+	int refused = 0;
+	for (int i = 0; i < 3; i++)
+		refused += fs_fsync(fs, f, false) == -ENOSPC;
+	fprintf(stderr, "write-outs refused: %d\n", refused);
+	ck_assert_int_gt(refused, 0);
+	char name[64];
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "file-with-a-long-name-%06d", i);
+		ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, name), 0);
+	}
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "data"), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	ck_assert_uint_eq(free_zones(), empty);
+	remount();
+	ck_assert_uint_eq(free_zones(), empty);
+}
+END_TEST
+
+/* ---- bytes a truncate cut off ------------------------------------------- */
+
+/* Truncate into the middle of a block, make it durable through another
+ * file's fsync (the zeroed tail page is still only in the buffer), lose
+ * power: the block on the device still holds the old bytes past the size.
+ * Growing the file by copy_file_range (shared blocks past a gap) must not
+ * bring them back; neither may a write, a truncate up or fallocate. */
+START_TEST(truncated_bytes_stay_gone)
+{
+	enum { GROW_COPY, GROW_WRITE, GROW_TRUNCATE, GROW_FALLOCATE, NGROW };
+	uint8_t old[8192], blk[4096];
+	memset(old, 0xab, sizeof(old));
+	memset(blk, 0x11, sizeof(blk));
+	uint64_t src = tl_mk(fs, FS_ROOT_INO, "src", S_IFREG | 0644);
+	ck_assert_int_eq(fs_write(fs, src, 0, blk, sizeof(blk), 0), (ssize_t)sizeof(blk));
+	ck_assert_int_eq(fs_fsync(fs, src, false), 0);
+	for (int how = 0; how < NGROW; how++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%d", how);
+		uint64_t f = tl_mk(fs, FS_ROOT_INO, name, S_IFREG | 0644);
+		ck_assert_int_eq(fs_write(fs, f, 0, old, sizeof(old), 0), (ssize_t)sizeof(old));
+		ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+		struct stat attr = { .st_size = 6000 }, st;
+		ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_SIZE, &st), 0);
+		ck_assert_int_eq(fs_fsync(fs, src, false), 0);	/* commits the TRUNCATE */
+		crash_remount();
+		ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+		ck_assert_int_eq(st.st_size, 6000);
+		switch (how) {
+		case GROW_COPY:
+			ck_assert_int_eq(fs_copy_file_range(fs, src, 0, f, 16384, 4096, 0), 4096);
+			break;
+		case GROW_WRITE:
+			ck_assert_int_eq(fs_write(fs, f, 16384, blk, 4096, 0), 4096);
+			break;
+		case GROW_TRUNCATE:
+			attr.st_size = 20480;
+			ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_SIZE, &st), 0);
+			break;
+		case GROW_FALLOCATE:
+			ck_assert_int_eq(fs_fallocate(fs, f, 0, 0, 20480), 0);
+			break;
+		}
+		uint8_t got[8192 - 6000];
+		ck_assert_int_eq(fs_read(fs, f, 6000, sizeof(got), got), (ssize_t)sizeof(got));
+		for (size_t i = 0; i < sizeof(got); i++)
+			ck_assert_msg(got[i] == 0, "%s: byte %zu is 0x%02x after growing",
+				      name, 6000 + i, got[i]);
+		ck_assert_int_eq(fs_sync(fs), 0);
+		remount();
+		ck_assert_int_eq(fs_read(fs, f, 6000, sizeof(got), got), (ssize_t)sizeof(got));
+		for (size_t i = 0; i < sizeof(got); i++)
+			ck_assert_msg(got[i] == 0, "%s: byte %zu is 0x%02x after a remount",
+				      name, 6000 + i, got[i]);
+	}
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("adversarial");
+	TCase *tc = tcase_create("shapes");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, deep_tree);
+	tcase_add_test(tc, snapshot_size_is_counted);
+	tcase_add_test(tc, truncated_bytes_stay_gone);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("full_log");
+	tcase_add_checked_fixture(tc, small_setup, teardown);
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, rename_storm_on_full_log);
+	tcase_add_test(tc, delete_all_on_full_log);
+	tcase_add_test(tc, refused_writeout_leaks_no_zone);
+	suite_add_tcase(s, tc);
+	return tl_run(s);
+}
