@@ -25,12 +25,17 @@ Phases: random (weighted mix of everything), deep (mkdir+openat chain of
 --depth levels), wide (thousands of names in one directory), rename, link,
 xattr (storms), longnames (255-byte names, 256 refused), sparse (offsets up
 to 2^40+, EFBIG past 2^50), copy (copy_file_range, also extending past a
-truncated end), falloc (posix_fallocate, KEEP_SIZE, PUNCH_HOLE), setid
-(another user, uid 4343, writes, copies into, truncates and fallocates set-id
-files: the bits must go), fill (data or metadata until ENOSPC, writes and a
-rename storm on the full device, then delete everything: statvfs free space
-must come back within one zone without a remount, and a create must work),
-meta (names + xattrs until log_state_full=1, then the same).
+truncated end, and, in the next copy phase, files cut into a block whose cut
+only another file's fsync committed before the crash), falloc
+(posix_fallocate, KEEP_SIZE, PUNCH_HOLE), setid (another user, uid 4343,
+writes, copies into, truncates and fallocates set-id files: the bits must
+go), fill (data until ENOSPC; on the full device 'echo hi > f' whose close()
+succeeds must be stored, and a rename storm; then delete everything:
+statvfs free space must come back within one zone without a remount, no
+data zone may stay unreset, and a create must work), meta (the same with
+names + xattrs until log_state_full=1), fulldata / fullmeta (the fill
+without the delete: the device stays full across the unmount or crash) and
+drain (the delete of the last fulldata / fullmeta, after it).
 With --tail K the phase ends with a sync point (sync(), fsync of every file
 written since the last one, fsync of s/) and K namespace operations in
 s/tail: after a kill -9 or power loss the tree must equal the model at the
@@ -178,6 +183,7 @@ class Model:
         self.tail = None                      # (ops, states) of the last sync point's tail
         self.tail_from = None                 # tail state the crash left (check sets it)
         self.fill_free0 = None                # statvfs free bytes before an undrained fill
+        self.cut_pending = []                 # files cut into a block, committed by another's fsync
         self.notes = []
 
     def new(self, kind, mode, parent, name):
@@ -574,9 +580,8 @@ class Runner:
             err, _ = self.call(os.rename, self.p(sd, sn), self.p(dd, dn))
         fl = {0: "", RENAME_NOREPLACE: " NOREPLACE", RENAME_EXCHANGE: " EXCHANGE"}[flags]
         self.log(f"rename{fl} {self.rel(sd, sn)} {self.rel(dd, dn)} -> {ename(err)}")
-        # a rename to a longer name grows the state: ENOSPC when the metadata is full
-        grow = -1 if len(dn) > len(sn) else 0
-        if not self.expect(f"rename {self.rel(sd, sn)} {self.rel(dd, dn)}", err, want, space=grow):
+        # a rename frees nothing: ENOSPC when the metadata is full
+        if not self.expect(f"rename {self.rel(sd, sn)} {self.rel(dd, dn)}", err, want, space=-1):
             if not os.path.lexists(self.p(sd, sn)):
                 self.fail(f"rename {self.rel(sd, sn)} failed with ENOSPC but the source is gone")
             return
@@ -723,6 +728,10 @@ class Runner:
                 if note.split(";")[0] not in " ".join(self.m.notes):
                     self.m.notes.append(note)
             os.truncate(self.p(i), size)
+        if got[0] == 0:
+            # the write-back WRITE that was refused may have carried earlier
+            # writes' pages too: since the last fsync, as after any failed one
+            n.uncertain = True
         self.kill_priv(n)
         if stat.S_IMODE(st.st_mode) != n.mode:     # set-id bits: kept or not, as the fs says
             n.mode = stat.S_IMODE(st.st_mode)
@@ -732,8 +741,9 @@ class Runner:
         want = self.file_acc(i, True) or (errno.EFBIG if size > MAXFILE else 0)
         err, _ = self.call(os.truncate, self.p(i), size)
         self.log(f"truncate {self.rel(i)} {size} -> {ename(err)}")
-        # only a partial last block is written again (a copy of its bytes)
-        space = BLK if size != n.size and (size % BLK or n.size % BLK) else 0
+        # a partial last block is written again (a copy of its bytes), and
+        # on a full metadata log only a cut that drops extents is a free
+        space = BLK if size != n.size and (size % BLK or n.size % BLK) else -1
         ok = self.expect(f"truncate {self.rel(i)} {size}", err, want, space=space)
         if ok and err == 0:
             n.truncate(size)
@@ -749,7 +759,7 @@ class Runner:
             elif not mode & FALLOC_FL_KEEP_SIZE:
                 n.size = max(n.size, off + length)
         # a punch writes again only the partial blocks at its ends
-        space = (BLK if off % BLK or (off + length) % BLK else 0) \
+        space = (BLK if off % BLK or (off + length) % BLK else -1) \
             if mode & FALLOC_FL_PUNCH_HOLE else length
         self.data_op(i, f"fallocate mode {mode} {off}+{length}",
                      lambda fd: fallocate(fd, mode, off, length) if mode else
@@ -1109,7 +1119,8 @@ def ph_deep(R, ops, depth):
     bottom up, climbing with openat "..")."""
     m = R.m
     top = R.phase_dir("deep")
-    for name in sorted(m.nodes[top].entries)[:-1]:
+    ents = m.nodes[top].entries
+    for name in sorted(ents, key=lambda x: ents[x])[:-1]:
         rm_chain(R, top, name)
     name = R.new_name("c")
     fd = os.open(R.p(top), os.O_RDONLY | os.O_DIRECTORY)
@@ -1139,6 +1150,31 @@ def ph_deep(R, ops, depth):
                     i = m.new("f", 0o644, cur, "f")
                     m.nodes[i].write(0, data)
                     m.dirty.add(i)
+        # renames at the bottom: within the deepest directory, and a
+        # directory moved one level up (the loop check walks the chain)
+        if cur != top and m.nodes[cur].links:
+            pfd = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            parent = m.parent_of(cur)
+            try:
+                steps = [("mkdir", "x"), ("rename", "x", fd, "y"), ("rename", "y", pfd, "z")]
+                for st in steps:
+                    if st[0] == "mkdir":
+                        err, _ = R.call(os.mkdir, st[1], 0o755, dir_fd=fd)
+                    else:
+                        err, _ = R.call(os.rename, st[1], st[3], src_dir_fd=fd, dst_dir_fd=st[2])
+                    R.log(f"deep {' '.join(str(x) for x in st if not isinstance(x, int))} "
+                          f"at level {len(m.path(cur))} -> {ename(err)}")
+                    if not R.expect(f"deep-{st[0]}", err, 0, space=-1):
+                        break
+                    if st[0] == "mkdir":
+                        m.new("d", 0o755, cur, "x")
+                    else:
+                        dst = cur if st[2] == fd else parent
+                        x = m.nodes[cur].entries.pop(st[1])
+                        m.nodes[x].links = set()
+                        m.link(x, dst, st[3])
+            finally:
+                os.close(pfd)
     finally:
         os.close(fd)
 
@@ -1160,11 +1196,14 @@ def rm_chain(R, top, name):
         fd = nfd
     for k in range(len(chain) - 1, -1, -1):
         d = chain[k]
-        if "f" in m.nodes[d].entries:
-            err, _ = R.call(os.unlink, "f", dir_fd=fd)
-            R.log(f"deep unlink level {k} -> {ename(err)}")
-            R.expect("unlink", err, 0)
-            m.unlink(d, "f")
+        for nm in sorted(m.nodes[d].entries):
+            if nm == "d":
+                continue
+            isdir = m.nodes[m.nodes[d].entries[nm]].kind == "d"
+            err, _ = R.call(os.rmdir if isdir else os.unlink, nm, dir_fd=fd)
+            R.log(f"deep {'rmdir' if isdir else 'unlink'} {nm} level {k} -> {ename(err)}")
+            R.expect("rmdir" if isdir else "unlink", err, 0)
+            m.unlink(d, nm)
         pfd = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
         os.close(fd)
         fd = pfd
@@ -1325,8 +1364,11 @@ def ph_sparse(R, ops):
     files = [x for x in (R.op_create(top, R.new_name("S")) for _ in range(3)) if x]
     for _ in range(ops):
         files = [f for f in files if f in m.nodes and not m.nodes[f].uncertain]
-        if not files:
-            break
+        if len(files) < 3:        # a refused write left one uncertain
+            f = R.op_create(top, R.new_name("S"))
+            if f is None:
+                break
+            files.append(f)
         f = r.choice(files)
         x = r.random()
         off = r.choice([1 << 40, (1 << 40) + r.randint(0, 1 << 30), r.randint(0, 1 << 41),
@@ -1353,6 +1395,15 @@ def ph_copy(R, ops):
     top = R.phase_dir("copy")
     files = [x for x in (R.op_create(top, R.new_name("C"), payload(m.ops, r.randint(1, 600000)))
                          for _ in range(4)) if x]
+    # files the last copy phase cut into a block (the cut committed by
+    # another file's fsync, the file itself never fsync'ed) before the
+    # crash or unmount: extend them by a copy; the cut-off bytes of the
+    # block must not come back
+    for f in m.cut_pending:
+        if f in m.nodes and not m.nodes[f].uncertain and files:
+            R.op_copy(files[0], 0, f, m.nodes[f].size + r.choice([1, 100, BLK]), 5000)
+            R.op_verify(f)
+    m.cut_pending = []
     for _ in range(ops):
         files = [f for f in files if f in m.nodes and not m.nodes[f].uncertain]
         if len(files) < 2:
@@ -1398,6 +1449,17 @@ def ph_copy(R, ops):
         R.op_copy(si, soff, di, doff, ln)
         if r.random() < 0.2:
             R.op_fsync(di)
+    files = [f for f in files if f in m.nodes and not m.nodes[f].uncertain]
+    for f in files[:2]:
+        n = m.nodes[f]
+        others = [g for g in files if g != f]
+        if n.size > 3 * BLK and others:
+            R.op_fsync(f)
+            cut = r.randint(BLK, n.size - BLK) // BLK * BLK + r.randint(1, BLK - 1)
+            R.op_truncate(f, cut)
+            R.op_fsync(others[0])         # commits the whole log, the cut too
+            m.dirty.discard(f)            # the sync point leaves f alone
+            m.cut_pending.append(f)
 
 
 def ph_falloc(R, ops):
@@ -1926,6 +1988,12 @@ def cmd_run(a):
                 for op in ops[k:]:
                     tail_apply(R, top, op)
             m.tail, m.tail_from = None, None
+        # a chain of the deep phase lives through one unmount or crash:
+        # every tree check after it would walk it again
+        deep = m.lookup(0, "deep")
+        if a.phase != "deep" and deep is not None:
+            for name in sorted(m.nodes[deep].entries):
+                rm_chain(R, deep, name)
         PHASES[a.phase](R, a.ops, a)
         if a.tail:
             R.phase_dir("tail")       # before the sync point: it must survive

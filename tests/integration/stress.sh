@@ -6,7 +6,8 @@
 # random ops, a deep chain of directories, a wide directory, rename / link /
 # xattr storms, 255-byte names, sparse files at 2^40+, copies, fallocate,
 # set-id files written by another user, fill to ENOSPC (data, and metadata
-# until log_state_full=1) then delete everything.  After every phase the
+# until log_state_full=1) then delete everything, or leave the device full
+# for the unmount / crash and delete everything after it.  After every phase the
 # daemon is unmounted cleanly, killed -9, or killed and the device powered
 # off (clean or torn), in turn; then fsck must be clean, a read-write mount
 # must work, the tree must equal the model (after a crash: the model at the
