@@ -76,6 +76,7 @@ MAXFILE = 1 << 50             # zonefuse's largest file size (EFBIG past it)
 NAME_MAX = 255
 XATTR_MAX = 16384             # largest stored xattr value
 FULL_READ = 64 << 20          # files up to this size are read whole by check
+DD_PAGE = (bytes(range(1, 256)) * 17)[:4096]   # ph_dd's page (no zero byte)
 MARGIN_ZONES = int(os.environ.get("ZF_STRESS_ENOSPC_MARGIN", "4"))
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -98,13 +99,14 @@ class Node:
     (allowed ENOSPC) since the last fsync: every page may be as of that
     fsync (spages/ssize) or as now."""
     __slots__ = ("kind", "mode", "uid", "pages", "size", "target", "xattrs",
-                 "entries", "links", "spages", "ssize", "uncertain")
+                 "entries", "links", "spages", "ssize", "uncertain", "prefix")
 
     def __init__(self, kind, mode):
         self.kind, self.mode, self.uid = kind, mode, NOBODY
         self.pages, self.size, self.target = {}, 0, None
         self.xattrs, self.entries, self.links = {}, ({} if kind == "d" else None), set()
         self.spages, self.ssize, self.uncertain = {}, 0, False
+        self.prefix = False       # uncertain, and stored as a prefix of what was written
 
     # file content
     def read(self, off, n):
@@ -875,6 +877,8 @@ class Runner:
             e2 = e.errno
         os.close(fd)
         self.log(f"fsync {self.rel(i)} -> {ename(e2)}")
+        if n.uncertain and e2 == errno.ENOSPC:
+            e2 = 0                # its refused write-back, reported again
         if self.expect(f"fsync {self.rel(i)}", e2, 0, space=n.size or BLK):
             if not n.uncertain:   # a refused write-back fails one fsync only
                 n.synced()
@@ -923,6 +927,12 @@ def check_uncertain(n, fd, adopt=True):
     got = os.pread(fd, size, 0)
     if len(got) != size:
         return f"read {len(got)} of {size} bytes"
+    if n.prefix and adopt:
+        # a sequential writer's stored file: a prefix of what it wrote
+        want = n.read(0, size)
+        if got != want:
+            return f"not a prefix of what was written: {diff_at(got, want)}"
+        n.prefix = False
     new = {}
     zero = bytes(BLK)
     for p in range((size + BLK - 1) // BLK):
@@ -1573,6 +1583,7 @@ def ph_fill(R, ops, meta=False, drain=True):
         R.fail("fill: cannot make the fill directory")
     sub = [d]
     made = []
+    cap = 3 << 20
     full = 0
     done = 0
     t0 = time.monotonic()
@@ -1595,8 +1606,13 @@ def ph_fill(R, ops, meta=False, drain=True):
                 if i is not None:
                     made.append(i)
         else:
-            ln = r.choice([4096, 100000, 1 << 20, 3 << 20])
+            # big files first, smaller ones once they are refused: the
+            # device ends full to the last few blocks
+            ln = r.choice([x for x in (4096, 100000, 1 << 20, 3 << 20) if x <= cap])
             R.op_create(r.choice(sub), R.new_name("b"), payload(m.ops, ln), fsync=True)
+            if R.enospc > e0 and cap > 4096:
+                cap = max(4096, cap // 8)
+                continue
         full += R.enospc > e0
     st = stats(R.mnt)
     sv = os.statvfs(R.mnt)
@@ -1608,24 +1624,27 @@ def ph_fill(R, ops, meta=False, drain=True):
     # on the full device: small files the way a shell writes them (no
     # fsync: what close() acknowledges must be there after the remount)
     # and renames, also to the same and shorter name lengths
-    his = [R.op_create(d, R.new_name("hi"), b"hi\n") for _ in range(20)]
+    his = [R.op_create(d, R.new_name("hi"), b"hi\n") for _ in range(10)]
+    his += [R.op_create(d, R.new_name("cp"), payload(m.ops, 65536 + 100)) for _ in range(6)]
+    his += [ph_dd(R, d) for _ in range(3)]
     # what close() acknowledged is the daemon's after the write-back
     # (sync), not only the page cache's
     os.sync()
     for i in his:
         if i is None or m.nodes[i].uncertain:
             continue
+        want = m.nodes[i].read(0, m.nodes[i].size)
         with R.root():
             fd = open_at(R.root_fd, m.path(i), os.O_RDONLY)
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            got = os.pread(fd, 100, 0)
+            got = os.pread(fd, len(want) + 100, 0)
         finally:
             os.close(fd)
         m.states += 1
-        if got != b"hi\n":
-            R.fail(f"{R.rel(i)}: 'echo hi >' on the full device: open, write and close "
-                   f"succeeded, but after sync() the file holds {got!r}")
+        if got != want:
+            R.fail(f"{R.rel(i)}: written on the full device, open, write and close "
+                   f"succeeded, but after sync() the file holds {diff_at(got, want)}")
         # close() acknowledged it: an fsync may not refuse it now
         with R.root():
             fd = open_at(R.root_fd, m.path(i), os.O_RDONLY)
@@ -1640,7 +1659,7 @@ def ph_fill(R, ops, meta=False, drain=True):
     # work: renames may use the log's reserve), longer (may get ENOSPC)
     # and shorter
     ents = sorted((d2, n) for d2 in sub for n in m.nodes[d2].entries)
-    for k in range(min(200 if drain else 2000, ops)):
+    for k in range(min(200, ops) if drain else ops // 2):
         if not ents:
             break
         e = ents.pop(r.randrange(len(ents)))
@@ -1653,6 +1672,47 @@ def ph_fill(R, ops, meta=False, drain=True):
     R.sync_point()
     if drain:
         drain_fill(R)
+
+
+def ph_dd(R, d):
+    """dd of=f on the full device: 256 KiB write()s of one repeated
+    page (no fsync) until one fails or FULL_READ bytes (more than the small
+    devices hold: the page cache takes them first), then close().  If
+    nothing failed the file must be stored whole; else after the remount
+    the stored file must be a prefix of what was written, without holes."""
+    m = R.m
+    name = R.new_name("dd")
+    err, fd = R.call(os.open, R.p(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    R.log(f"dd create {R.rel(d, name)} -> {ename(err)}")
+    if not R.expect(f"create {R.rel(d, name)}", err, 0, space=-1):
+        return None
+    i = m.new("f", 0o644, d, name)
+    n = m.nodes[i]
+    n.synced()
+    m.dirty.add(i)
+    off, werr = 0, 0
+    data = DD_PAGE * 64
+    while off < FULL_READ and not werr:
+        try:
+            k = os.write(fd, data)
+        except OSError as e:
+            werr = e.errno
+            break
+        for p in range(off // BLK, (off + k) // BLK):
+            n.pages[p] = DD_PAGE          # one object: the pickle stays small
+        off += k
+        n.size = off
+    try:
+        os.close(fd)
+    except OSError as e:
+        werr = werr or e.errno
+    R.log(f"dd {R.rel(d, name)}: {off} bytes written -> {ename(werr)}")
+    m.notes.append(f"dd on the full device: write() took {off} bytes, then {ename(werr)}")
+    if werr:
+        R.expect(f"dd {R.rel(d, name)}", werr, 0, space=256 << 10)
+        n.uncertain = n.prefix = True
+        return None
+    return i
 
 
 def drain_fill(R):
@@ -1928,10 +1988,18 @@ def check_space(m, mnt, zone):
                     f"space leaked")
     # a data zone that holds nothing any file references is reset after
     # the next commit; one that stays is lost to the file system
-    fd = os.open(os.path.join(mnt, "s"), os.O_RDONLY | os.O_DIRECTORY)
-    os.fsync(fd)
-    os.close(fd)
-    for _ in range(20):
+    for k in range(40):
+        if k % 10 == 0:
+            # a commit (resets wait for one): a name made and removed
+            probe = os.path.join(mnt, "s", ".leakprobe")
+            try:
+                os.close(os.open(probe, os.O_CREAT | os.O_WRONLY, 0o600))
+                os.unlink(probe)
+            except OSError:
+                pass
+            fd = os.open(os.path.join(mnt, "s"), os.O_RDONLY | os.O_DIRECTORY)
+            os.fsync(fd)
+            os.close(fd)
         lost = []
         for line in os.getxattr(mnt, "user.zonefuse.zones").decode().splitlines():
             z = dict(f.split("=", 1) for f in line.split() if "=" in f)
