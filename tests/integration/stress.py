@@ -1409,9 +1409,13 @@ def ph_copy(R, ops):
     # another file's fsync, the file itself never fsync'ed) before the
     # crash or unmount: extend them by a copy; the cut-off bytes of the
     # block must not come back
+    srcs = [x for x in files if m.nodes[x].size >= 2 * BLK]
     for f in m.cut_pending:
-        if f in m.nodes and not m.nodes[f].uncertain and files:
-            R.op_copy(files[0], 0, f, m.nodes[f].size + r.choice([1, 100, BLK]), 5000)
+        if f in m.nodes and not m.nodes[f].uncertain and srcs:
+            # whole blocks at a block offset past the end: the copy shares
+            # the source's extents instead of writing through the buffer
+            end = -(-m.nodes[f].size // BLK) * BLK
+            R.op_copy(srcs[0], 0, f, end + r.choice([0, BLK, 4 * BLK]), BLK * r.randint(1, 2))
             R.op_verify(f)
     m.cut_pending = []
     for _ in range(ops):
@@ -1462,7 +1466,7 @@ def ph_copy(R, ops):
     files = [f for f in files if f in m.nodes and not m.nodes[f].uncertain]
     for f in files[:2]:
         n = m.nodes[f]
-        others = [g for g in files if g != f]
+        others = [g for g in files if g != f and g not in m.cut_pending]
         if n.size > 3 * BLK and others:
             R.op_fsync(f)
             cut = r.randint(BLK, n.size - BLK) // BLK * BLK + r.randint(1, BLK - 1)

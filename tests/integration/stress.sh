@@ -25,6 +25,8 @@
 #   ZF_STRESS_PHASES   phases, in order (default: all of them)
 #   ZF_STRESS_MODES    after-phase cycles, in turn (default
 #                      "remount kill9 powerloss remount tear")
+#   ZF_STRESS_KEEP_JOURNAL  copy the journal of every operation there at
+#                      the end (a failure always keeps it in /tmp)
 # Replay: the same seed, device, depth, scale and phases give the same
 # operations (up to which of the allowed states a crash leaves, which the
 # next phase rolls forward).
@@ -142,6 +144,7 @@ done
 zf_umount
 zf_fsck
 python3 "$DRV" report "$STATE"
+if [ -n "${ZF_STRESS_KEEP_JOURNAL:-}" ]; then cp "$JOURNAL" "$ZF_STRESS_KEEP_JOURNAL"; fi
 done_ops=$(total_ops)
 secs=$((SECONDS - t0))
 zf_pass "seed $seed: $done_ops operations in $pn phases ($pass passes, $crashes crashes), $((done_ops / (secs > 0 ? secs : 1))) ops/s overall, 0 violations"
