@@ -66,7 +66,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from asuser import as_user                                   # noqa: E402
 from crashcheck import payload                               # noqa: E402
-from fsx import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, fallocate  # noqa: E402
+from fsx import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, copy_range, fallocate  # noqa: E402
 from fsops import renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE  # noqa: E402
 
 BLK = 4096
@@ -443,19 +443,7 @@ class Runner:
         path = self.p(d, name)
         err, fd = self.call(os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         created = err == 0
-        werr = 0
-        if fd is not None:
-            try:
-                if data:
-                    os.pwrite(fd, data, 0)
-                if fsync:
-                    os.fsync(fd)
-            except OSError as e:
-                werr = e.errno
-            try:
-                os.close(fd)
-            except OSError as e:
-                werr = werr or e.errno
+        werr, _ = write_close(fd, (lambda fd: os.pwrite(fd, data, 0)) if data else None, fsync)
         self.log(f"create {self.rel(d, name)} mode {mode:o} {len(data)} bytes"
                  f"{' fsync' if fsync else ''} -> {ename(err)}/{ename(werr)}")
         ok = self.expect(f"create {self.rel(d, name)}", err, want, space=-1)
@@ -627,18 +615,7 @@ class Runner:
         n = self.m.nodes[i]
         want = self.file_acc(i, True)
         err, fd = self.call(os.open, self.p(i), os.O_WRONLY)
-        werr, res = 0, None
-        if fd is not None:
-            try:
-                res = fn(fd)
-                if fsync:
-                    os.fsync(fd)
-            except OSError as e:
-                werr = e.errno
-            try:
-                os.close(fd)
-            except OSError as e:
-                werr = werr or e.errno
+        werr, res = write_close(fd, fn, fsync)
         self.log(f"{what} {self.rel(i)}{' fsync' if fsync else ''} -> {ename(err)}/{ename(werr)}")
         self.expect(f"open-w {self.rel(i)}", err, want)
         if err:
@@ -784,15 +761,9 @@ class Runner:
             return
         try:
             def fn(fd):
-                done = 0
-                while done < c:
-                    k = os.copy_file_range(fdi, fd, c - done, soff + done, doff + done)
-                    if k == 0:
-                        break
-                    done += k
-                if c == 0:
-                    os.copy_file_range(fdi, fd, n, soff, doff)
-                return done
+                if c == 0:        # at or past the source's end: copies nothing
+                    return os.copy_file_range(fdi, fd, n, soff, doff)
+                return copy_range(fdi, fd, c, soff, doff)
             what = f"copy {self.rel(si)} {soff}+{n} to {doff}"
             if want and want != errno.EACCES:
                 e2 = 0
@@ -912,6 +883,25 @@ class Runner:
         finally:
             become_nobody()
         return e
+
+
+def write_close(fd, fn, fsync):
+    """fn(fd) (if any), fsync if asked, close: (first errno or 0, fn's
+    result).  fd None: nothing to do (the open failed)."""
+    werr, res = 0, None
+    if fd is None:
+        return werr, res
+    try:
+        res = fn(fd) if fn else None
+        if fsync:
+            os.fsync(fd)
+    except OSError as e:
+        werr = e.errno
+    try:
+        os.close(fd)
+    except OSError as e:
+        werr = werr or e.errno
+    return werr, res
 
 
 def check_uncertain(n, fd, adopt=True):
