@@ -155,7 +155,9 @@ static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int
 		if (ret == 0)
 			ret = mlog_append_flags(fs->mlog, type, r->b, (uint32_t)r->n, fl);
 	}
-	if (ret < 0)
+	/* A full log is the user's doing, not the daemon's: the caller gets
+	 * ENOSPC, and mlog has said once that the metadata fills the device. */
+	if (ret < 0 && ret != -ENOSPC)
 		zf_err("metadata log append (type %u): %s", type, strerror(-ret));
 	return ret;
 }
