@@ -249,8 +249,14 @@ bool fs_space_low(struct fs *fs, unsigned int factor);
  * dropped (the kernel's cached mode is stale), 0 if nothing was, -errno. */
 int fs_kill_priv(struct fs *fs, uint64_t ino);
 
-/* fallocate: mode 0 (extends size), FALLOC_FL_KEEP_SIZE (no-op),
- * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP. */
+/* fallocate: mode 0 (holds the range's space and extends the size),
+ * FALLOC_FL_KEEP_SIZE (holds it only), FALLOC_FL_PUNCH_HOLE|KEEP_SIZE
+ * (unmaps it and releases what was held); others -EOPNOTSUPP.  Held space
+ * (whole blocks of the range not written yet: fs_prealloc.c) is -ENOSPC
+ * when it does not fit, counted in st_blocks and statfs, kept free from
+ * other writers, released as writes, truncates, punches and the unlink of
+ * the file take it, and kept across remounts and crashes.  -EFBIG past
+ * 2^50 bytes. */
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* copy_file_range: copy [src_off, src_off+len) of src (clipped to its
  * size) to dst at dst_off; returns the bytes copied (0 at or past src's

@@ -172,6 +172,7 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
 	fs_pf_free(fs, in);
 	extmap_punch(&in->map, 0, UINT64_MAX, fs_drop_valid, fs);
 	extmap_free(&in->map);
+	fs_pa_free(fs, in);
 	if (in->dir) {
 		free(in->dir->ents);
 		free(in->dir->cookies);

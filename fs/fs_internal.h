@@ -45,7 +45,12 @@ enum fs_rec_type {
 				 * reference bytes other extents map (a copy) */
 	FS_REC_REMAP,		/* several files' ranges re-pointed at once
 				 * (the collector moving a shared extent) */
+	FS_REC_PREALLOC,	/* ino: [off, off+len) fallocated: its holes
+				 * are held (fs_prealloc.c) */
 };
+
+/* A fallocated range not written yet (fs_prealloc.c), bytes. */
+struct fs_pa { uint64_t off, len; };
 
 struct fs_xattr {
 	struct fs_xattr *next;
@@ -151,6 +156,10 @@ struct fs_inode {
 	uint32_t pins;			/* internal temporary references */
 	pthread_rwlock_t rw;
 	struct extmap map;		/* [L+RW] */
+	struct fs_pa *pa;		/* [L+RW] fallocated, unwritten ranges:
+					 * npa of pacap, sorted (fs_prealloc.c) */
+	uint32_t npa, pacap;		/* [L+RW] */
+	uint64_t pa_bytes;		/* [L+RW] their sum */
 	struct fs_chunk **chunks;	/* [RW] write buffer: nchunks, sorted by
 					 * idx (a lookup is a bisection) */
 	uint64_t buffered;		/* [RW] bytes of chunk buffers */
@@ -282,6 +291,9 @@ struct fs {
 
 	/* fs_dirty_reserve() (bytes), UINT64_MAX until its first call */
 	_Atomic uint64_t dirty_reserve;
+	/* bytes of every file's fallocated, unwritten ranges (fs_prealloc.c);
+	 * changed [L+RW of the file], read anywhere */
+	_Atomic uint64_t pa_bytes;
 	/* write-buffer memory (bytes), atomically updated */
 	_Atomic uint64_t buffered;
 
@@ -398,6 +410,7 @@ int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		  uint64_t dev, uint64_t size_min);
 int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size);
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
+int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 /* A run of a COPY or REMAP record: file [off, off+len) -> device dev
  * (REMAP also names the inode). */
 struct fs_cext { uint64_t ino, off, len, dev; };
@@ -477,6 +490,9 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 		    uint64_t dev, uint64_t size_min);
 void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+/* PREALLOC: hold the holes of [off, off+len) (fs_pa_room'd for
+ * fs_pa_holes ranges before the append). */
+void fs_apply_prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
 /* COPY (see fs_log_copy).  Live, the new references are counted first
  * (fs_share_prepare'd), then dst's old range is dropped.  -ENOMEM only
  * when no map room was reserved (extmap_reserve(n + 2)). */
@@ -603,6 +619,22 @@ bool fs_pf_read(struct fs *fs, struct fs_inode *in, uint64_t a0, uint64_t len, u
 void fs_pf_data_put(struct fs_pf_data *d);	/* any thread, no locks */
 void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
 void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
+
+/* fs_prealloc.c: a file's fallocated, unwritten ranges (struct fs_pa).
+ * [L+RW] to change, either to read.  fs_pa_room: room for `extra` more
+ * ranges (0 or -ENOMEM), so that the functions after it cannot fail;
+ * fs_pa_holes: how many ranges fs_pa_add of [off, off+len) may add at the
+ * most; fs_pa_add: hold the holes of [off, off+len) that no range holds
+ * (returns the bytes added); fs_pa_sub: release what ranges hold of
+ * [off, off+len) (len may run to UINT64_MAX); fs_pa_overlap: the bytes of
+ * [off, off+len) ranges hold; fs_pa_free: release everything (the inode
+ * goes). */
+int fs_pa_room(struct fs_inode *in, uint32_t extra);
+uint32_t fs_pa_holes(const struct fs_inode *in, uint64_t off, uint64_t len);
+uint64_t fs_pa_add(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+void fs_pa_sub(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+uint64_t fs_pa_overlap(const struct fs_inode *in, uint64_t off, uint64_t len);
+void fs_pa_free(struct fs *fs, struct fs_inode *in);
 
 /* fs_xattr.c */
 /* A stored attribute not on any inode yet (copies of name and value), or
