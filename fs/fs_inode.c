@@ -327,6 +327,32 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 		in->dir->self = d;
 }
 
+/* d (a new name in old's directory, for the same inode) takes old's slot
+ * and cookie, and old goes: a rename inside one directory keeps the
+ * entry's place in a listing, so that a READDIR pass never returns it
+ * twice (once under each name).  Cannot fail. */
+void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *old,
+		       struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+	struct fs_dirent **pp = &fs->dtab[old->hash & (fs->dtab_size - 1)];
+
+	while (*pp && *pp != old)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = old->hnext;
+	d->cookie = old->cookie;
+	d->slot = old->slot;
+	if (old->slot < dd->n && dd->ents[old->slot] == old)
+		dd->ents[old->slot] = d;
+	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
+	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
+	struct fs_inode *in = fs_inode_get(fs, d->ino);
+	if (in && in->dir && in->dir->self == old)
+		in->dir->self = d;
+	free(old);
+}
+
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
 {
 	struct fs_dirent *d = fs_dirent_alloc(fs, dir, name, ino);

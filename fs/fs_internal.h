@@ -299,6 +299,9 @@ void fs_inode_unpin(struct fs *fs, struct fs_inode *in);
 struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
 void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* A rename inside dir: d takes old's slot and cookie, old is freed. */
+void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *old,
+		       struct fs_dirent *d);
 size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie);	/* first entry >= cookie */
 void fs_mark_dirty(struct fs *fs, struct fs_inode *in);
 void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);

@@ -1,0 +1,199 @@
+/* Unit tests for the POSIX behaviours an outside file-system suite checks
+ * (issue #45), at the fs layer on the emulated device: readdir while
+ * entries are renamed, SEEK_DATA / SEEK_HOLE, large xattr values, and the
+ * lookups an export handle needs ("." and ".." of a directory found by
+ * number). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/zf_common.h"
+#include "fs/fs.h"
+#include "testlib.h"
+
+static struct tl_dev td;
+static struct zdev *dev;
+static struct fs *fs;
+
+static void do_mount(void)
+{
+	ck_assert_int_eq(tl_mount(dev, 64ull << 20, false, &fs), 0);
+}
+
+static void setup(void)
+{
+	tl_dev_make(&td, "posix", 32, 4ull << 20, 8);
+	tl_dev_open(&td, &dev);
+	do_mount();
+}
+
+static void teardown(void)
+{
+	tl_teardown(&td, &dev, &fs);
+}
+
+/* Unmount (fsck must find it clean), mount again: replay of every record
+ * written so far. */
+static void check_remount(void)
+{
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(fs_check(dev, false, tl_fsck_print, NULL), 0);
+	do_mount();
+}
+
+/* ---- readdir while entries are renamed ---- */
+
+/* One READDIR page: at most `per` entries from cookie off.  Entries are
+ * f<i> or r<i> (the same file under its two names); seen[i] counts how
+ * often file i came in this pass, names[] how often each name did. */
+struct pass {
+	unsigned *seen_f, *seen_r;	/* per index: times f<i> / r<i> came */
+	int per, n;
+	uint64_t next;
+};
+
+static int page_fn(void *arg, const char *name, const struct stat *st, uint64_t next_off)
+{
+	struct pass *p = arg;
+	(void)st;
+	if (p->n == p->per)
+		return 1;
+	p->n++;
+	p->next = next_off;
+	if (name[0] == 'f')
+		p->seen_f[atoi(name + 1)]++;
+	else if (name[0] == 'r')
+		p->seen_r[atoi(name + 1)]++;
+	return 0;
+}
+
+static void rename_idx(uint64_t d, int i, bool away)
+{
+	char a[32], b[32];
+	snprintf(a, sizeof(a), "f%d", i);
+	snprintf(b, sizeof(b), "r%d", i);
+	ck_assert_int_eq(away ? fs_rename(fs, d, a, d, b, 0) : fs_rename(fs, d, b, d, a, 0), 0);
+}
+
+/* A listing of a 5,000-file directory in pages of 64 while, between pages,
+ * every file is renamed away (f<i> -> r<i>) and back: each file is
+ * returned exactly once per pass, under one of its names (every other
+ * pass leaves them all renamed away).  Then a rename into another directory and back is a new entry
+ * there, and the state replays. */
+START_TEST(readdir_rename_storm)
+{
+	const int N = 5000;
+	struct stat st;
+	char name[32];
+	unsigned *sf = calloc(N, sizeof(*sf)), *sr = calloc(N, sizeof(*sr));
+
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "d", 0755, NULL, &st), 0);
+	uint64_t d = st.st_ino;
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		tl_mk(fs, d, name, S_IFREG | 0644);
+	}
+	for (int pass = 0; pass < 4; pass++) {
+		struct pass p = { .seen_f = sf, .seen_r = sr, .per = 64 };
+		uint64_t off = 0;
+		int k = 0, total = 0;
+		memset(sf, 0, N * sizeof(*sf));
+		memset(sr, 0, N * sizeof(*sr));
+		for (;;) {
+			p.n = 0;
+			ck_assert_int_eq(fs_readdir(fs, d, off, false, page_fn, &p), 0);
+			if (p.n == 0)
+				break;
+			total += p.n;
+			off = p.next;
+			/* the storm: 300 files away and back, from 0 up */
+			for (int j = 0; j < 300 && k < N; j++, k++) {
+				rename_idx(d, k, true);
+				if (pass % 2 == 0)
+					rename_idx(d, k, false);
+			}
+		}
+		for (int i = 0; i < N; i++) {
+			ck_assert_msg(sf[i] + sr[i] <= 1, "pass %d: file %d came %u+%u times",
+				      pass, i, sf[i], sr[i]);
+			/* nobody removed it: it came, under one name */
+			ck_assert_msg(sf[i] + sr[i] == 1, "pass %d: file %d missing", pass, i);
+		}
+		ck_assert_int_le(total, N + 2);
+		/* odd passes leave every file r<i>: put them back */
+		if (pass % 2)
+			for (int i = 0; i < N; i++)
+				rename_idx(d, i, false);
+	}
+	/* moved to another directory and back: a new entry, listed once */
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "e", 0755, NULL, &st), 0);
+	uint64_t e = st.st_ino;
+	ck_assert_int_eq(fs_rename(fs, d, "f7", e, "f7", 0), 0);
+	ck_assert_int_eq(fs_rename(fs, e, "f7", d, "f7", 0), 0);
+	/* a rename over an existing name in the same directory */
+	ck_assert_int_eq(fs_rename(fs, d, "f8", d, "f9", 0), 0);
+	ck_assert_int_eq(fs_rename(fs, d, "f10", d, "f8", 0), 0);
+	check_remount();
+	struct pass p = { .seen_f = sf, .seen_r = sr, .per = N + 10 };
+	memset(sf, 0, N * sizeof(*sf));
+	memset(sr, 0, N * sizeof(*sr));
+	ck_assert_int_eq(fs_readdir(fs, d, 0, false, page_fn, &p), 0);
+	ck_assert_int_eq(p.n, 2 + N - 1);	/* the old f9 went */
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(sf[i], i == 10 ? 0u : 1u);
+	free(sf);
+	free(sr);
+}
+END_TEST
+
+/* telldir/seekdir: a listing resumed at any cookie it handed out returns
+ * the rest of the same order, also after the entries before and at the
+ * cookie were renamed in place. */
+START_TEST(readdir_seek_after_rename)
+{
+	const int N = 200;
+	struct stat st;
+	char name[32];
+	unsigned *sf = calloc(N, sizeof(*sf)), *sr = calloc(N, sizeof(*sr));
+
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "d", 0755, NULL, &st), 0);
+	uint64_t d = st.st_ino;
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		tl_mk(fs, d, name, S_IFREG | 0644);
+	}
+	/* cookies of the first 100 entries ('.', '..', f0 .. f97) */
+	struct pass p = { .seen_f = sf, .seen_r = sr, .per = 100 };
+	ck_assert_int_eq(fs_readdir(fs, d, 0, false, page_fn, &p), 0);
+	uint64_t mark = p.next;		/* after f97 */
+	for (int i = 0; i < 98; i++)
+		rename_idx(d, i, true);
+	memset(sf, 0, N * sizeof(*sf));
+	memset(sr, 0, N * sizeof(*sr));
+	p = (struct pass){ .seen_f = sf, .seen_r = sr, .per = N };
+	ck_assert_int_eq(fs_readdir(fs, d, mark, false, page_fn, &p), 0);
+	ck_assert_int_eq(p.n, N - 98);
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(sf[i] + sr[i], i >= 98 ? 1u : 0u);
+	free(sf);
+	free(sr);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("posix");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, readdir_rename_storm);
+	tcase_add_test(tc, readdir_seek_after_rename);
+	suite_add_tcase(s, tc);
+	return tl_run(s);
+}
