@@ -1371,26 +1371,3 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 	fs_inode_unpin(fs, in);
 	return err;
 }
-
-int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence)
-{
-	int err;
-	struct fs_inode *in = pin_reg(fs, ino, &err);
-	int64_t ret;
-
-	if (!in)
-		return err;
-	pthread_rwlock_rdlock(&in->rw);
-	/* Every byte below the size counts as data (holes are optional). */
-	if (off < 0 || (uint64_t)off >= in->size)
-		ret = -ENXIO;
-	else if (whence == SEEK_DATA)
-		ret = off;
-	else if (whence == SEEK_HOLE)
-		ret = (int64_t)in->size;
-	else
-		ret = -EINVAL;
-	pthread_rwlock_unlock(&in->rw);
-	fs_inode_unpin(fs, in);
-	return ret;
-}

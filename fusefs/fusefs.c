@@ -159,6 +159,39 @@ static int wb_error_take(struct fusefs *ff, uint64_t ino)
 	return err;
 }
 
+/* Count one write handle of ino more (d = 1) or less (d = -1).  Without
+ * memory for a new entry the handle is not counted: lseek then answers
+ * from the fs alone for it, as for a file nobody writes. */
+static void writers_add(struct fusefs *ff, uint64_t ino, int d)
+{
+	struct fusefs_writers *w = &ff->writers;
+	struct fusefs_writer **pp = &w->b[ino % FUSEFS_WRITERS_BUCKETS];
+	pthread_mutex_lock(&w->lock);
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	if (!*pp && d > 0 && (*pp = calloc(1, sizeof(**pp))))
+		(*pp)->ino = ino;
+	if (*pp && d > 0) {
+		(*pp)->n++;
+	} else if (*pp && --(*pp)->n == 0) {
+		struct fusefs_writer *e = *pp;
+		*pp = e->next;
+		free(e);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+static bool has_writers(struct fusefs *ff, uint64_t ino)
+{
+	struct fusefs_writers *w = &ff->writers;
+	pthread_mutex_lock(&w->lock);
+	struct fusefs_writer *e = w->b[ino % FUSEFS_WRITERS_BUCKETS];
+	while (e && e->ino != ino)
+		e = e->next;
+	pthread_mutex_unlock(&w->lock);
+	return e != NULL;
+}
+
 static uint64_t fh_of(fuse_ino_t ino, int flags)
 {
 	return ino | ((flags & O_ACCMODE) != O_RDONLY ? FUSEFS_FH_WRITE : 0);
@@ -285,10 +318,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, ret);
 		return;
 	}
+	struct fusefs *ff = ff_of(req);	/* req is gone once replied to */
 	fi->keep_cache = 1;	/* only the kernel changes our files */
 	fi->fh = fh_of(ino, fi->flags);
-	if (fuse_reply_open(req, fi) == -ENOENT)	/* the opener went away */
-		fs_release(fs_of(req), ino);
+	if (fi->fh & FUSEFS_FH_WRITE)	/* before the reply: the kernel may write at once */
+		writers_add(ff, ino, 1);
+	if (fuse_reply_open(req, fi) == -ENOENT) {	/* the opener went away */
+		if (fi->fh & FUSEFS_FH_WRITE)
+			writers_add(ff, ino, -1);
+		fs_release(ff->fs, ino);
+	}
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -319,7 +358,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.entry_timeout = ff->conf.entry_timeout;
 	fi->keep_cache = 1;
 	fi->fh = fh_of(st.st_ino, fi->flags);
+	if (fi->fh & FUSEFS_FH_WRITE)
+		writers_add(ff, st.st_ino, 1);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		if (fi->fh & FUSEFS_FH_WRITE)
+			writers_add(ff, st.st_ino, -1);
 		fs_release(ff->fs, st.st_ino);
 		fs_forget(ff->fs, st.st_ino, 1);
 	}
@@ -422,8 +465,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	/* close() has reported the write-back's errors (the kernel's): a
 	 * writer opening the file later must not get them again. */
-	if (fi->fh & FUSEFS_FH_WRITE)
+	if (fi->fh & FUSEFS_FH_WRITE) {
 		(void)wb_error_take(ff_of(req), ino);
+		writers_add(ff_of(req), ino, -1);	/* the kernel wrote its pages back */
+	}
 	reply_err(req, fs_release(fs_of(req), ino));
 }
 
@@ -688,11 +733,27 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_write(req, (size_t)n);
 }
 
+/* SEEK_DATA / SEEK_HOLE from the fs's extents and write buffer (fs_lseek).
+ * The kernel sends LSEEK without writing its dirty pages back first, so
+ * while the file has a write handle open (the only time it can have dirty
+ * pages: a close or the last RELEASE writes them back) a hole of the fs's
+ * may hold written bytes: then every byte below the size is data, which
+ * a copy reads as it would without SEEK_HOLE. */
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
+	struct stat st;
+	int64_t ret;
 	(void)fi;
-	int64_t ret = fs_lseek(fs_of(req), ino, off, whence);
+	if ((whence == SEEK_DATA || whence == SEEK_HOLE) && has_writers(ff_of(req), ino)) {
+		ret = fs_getattr(fs_of(req), ino, &st);
+		if (!ret && (off < 0 || off >= st.st_size))
+			ret = -ENXIO;
+		else if (!ret)
+			ret = whence == SEEK_DATA ? off : st.st_size;
+	} else {
+		ret = fs_lseek(fs_of(req), ino, off, whence);
+	}
 	if (ret < 0)
 		reply_err(req, (int)ret);
 	else

@@ -20,8 +20,9 @@
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
  * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
  * the fs state is in struct fs (thread-safe), the write-back errors in
- * struct fusefs_wb_errors under its lock (a leaf: nothing is taken inside
- * it), the rest in per-thread request flags.
+ * struct fusefs_wb_errors and the write-handle counts in struct
+ * fusefs_writers under their locks (leaves: nothing is taken inside
+ * them), the rest in per-thread request flags.
  */
 #ifndef ZONEFUSE_FUSEFS_H
 #define ZONEFUSE_FUSEFS_H
@@ -52,6 +53,20 @@ struct fusefs_wb_errors {
 		int err;	/* -errno of the first refused WRITE */
 	} e[FUSEFS_WB_ERRORS];	/* [lock] */
 };
+/* Open write handles per inode.  While a file has one, the kernel's
+ * writeback cache may hold written pages the fs has not seen yet, so
+ * SEEK_HOLE cannot take the fs's holes for holes (op_lseek).  A chained
+ * hash; an entry lives while its count is above 0. */
+#define FUSEFS_WRITERS_BUCKETS 256
+struct fusefs_writer {
+	struct fusefs_writer *next;
+	uint64_t ino;
+	uint32_t n;		/* write handles open */
+};
+struct fusefs_writers {
+	pthread_mutex_t lock;	/* a leaf; zero is unlocked (glibc) */
+	struct fusefs_writer *b[FUSEFS_WRITERS_BUCKETS];	/* [lock] */
+};
 /* A file handle (fi->fh) is its inode number, with this bit when the file
  * was opened for writing: only a writer's GETATTR takes a write-back
  * error. */
@@ -61,6 +76,7 @@ struct fusefs {
 	struct fuse_session *se;	/* for notifications; NULL until mounted */
 	struct fusefs_conf conf;
 	struct fusefs_wb_errors wb;
+	struct fusefs_writers writers;
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */

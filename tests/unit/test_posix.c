@@ -186,6 +186,72 @@ START_TEST(readdir_seek_after_rename)
 }
 END_TEST
 
+/* ---- SEEK_DATA / SEEK_HOLE ---- */
+
+/* Data at [0, 8K), [1M + 4K, 1M + 12K) and [3M, 3M + 4K + 10), size 5M:
+ * the same answers while every byte is buffered, after they were written
+ * out (extents), with a buffered run next to an extent, and after a
+ * remount. */
+static void expect_layout(uint64_t ino)
+{
+	const int64_t K = 1024, M = K * K;
+	ck_assert_int_eq(fs_lseek(fs, ino, 0, SEEK_DATA), 0);
+	ck_assert_int_eq(fs_lseek(fs, ino, 0, SEEK_HOLE), 8 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, 5000, SEEK_HOLE), 8 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, 8 * K, SEEK_HOLE), 8 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, 8 * K, SEEK_DATA), M + 4 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, M + 5 * K, SEEK_DATA), M + 5 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, M + 5 * K, SEEK_HOLE), M + 12 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, M + 12 * K, SEEK_DATA), 3 * M);
+	ck_assert_int_eq(fs_lseek(fs, ino, 3 * M, SEEK_HOLE), 3 * M + 8 * K);
+	/* the hole at the end: past the last data, SEEK_DATA finds none */
+	ck_assert_int_eq(fs_lseek(fs, ino, 3 * M + 8 * K, SEEK_DATA), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, ino, 4 * M, SEEK_HOLE), 4 * M);
+	ck_assert_int_eq(fs_lseek(fs, ino, 5 * M, SEEK_HOLE), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, ino, 5 * M, SEEK_DATA), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, ino, -1, SEEK_DATA), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, ino, 0, SEEK_END), -EINVAL);
+}
+
+START_TEST(seek_data_hole)
+{
+	const uint64_t K = 1024, M = K * K;
+	uint8_t buf[8192];
+	memset(buf, 0xa5, sizeof(buf));
+	uint64_t ino = tl_mk(fs, FS_ROOT_INO, "sparse", S_IFREG | 0644);
+	ck_assert_int_eq(fs_open(fs, ino, O_RDWR), 0);
+	ck_assert_int_eq(fs_write(fs, ino, 0, buf, 8 * K, false), 8 * K);
+	ck_assert_int_eq(fs_write(fs, ino, 3 * M, buf, 4 * K + 10, false), 4 * K + 10);
+	struct stat st = { .st_size = 5 * M };
+	ck_assert_int_eq(fs_setattr(fs, ino, &st, FS_SET_SIZE, NULL), 0);
+	ck_assert_int_eq(fs_write(fs, ino, M + 4 * K, buf, 8 * K, false), 8 * K);
+	expect_layout(ino);
+	ck_assert_int_eq(fs_flush(fs, ino), 0);
+	expect_layout(ino);
+	/* a buffered run right after an extent is one run of data */
+	ck_assert_int_eq(fs_write(fs, ino, 8 * K, buf, 4 * K, false), 4 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, 0, SEEK_HOLE), 12 * K);
+	ck_assert_int_eq(fs_lseek(fs, ino, 10 * K, SEEK_DATA), 10 * K);
+	/* a punched hole is a hole */
+	ck_assert_int_eq(fs_fallocate(fs, ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				      8 * K, 4 * K), 0);
+	expect_layout(ino);
+	ck_assert_int_eq(fs_release(fs, ino), 0);
+	ck_assert_int_eq(fs_lseek(fs, FS_ROOT_INO, 0, SEEK_DATA), -EISDIR);
+	ck_assert_int_eq(fs_lseek(fs, 12345, 0, SEEK_DATA), -ENOENT);
+	check_remount();
+	expect_layout(ino);
+	/* an empty file and one that is all hole */
+	uint64_t e = tl_mk(fs, FS_ROOT_INO, "empty", S_IFREG | 0644);
+	ck_assert_int_eq(fs_lseek(fs, e, 0, SEEK_DATA), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, e, 0, SEEK_HOLE), -ENXIO);
+	st.st_size = 10 * M;
+	ck_assert_int_eq(fs_setattr(fs, e, &st, FS_SET_SIZE, NULL), 0);
+	ck_assert_int_eq(fs_lseek(fs, e, 0, SEEK_DATA), -ENXIO);
+	ck_assert_int_eq(fs_lseek(fs, e, 0, SEEK_HOLE), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("posix");
@@ -194,6 +260,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, readdir_rename_storm);
 	tcase_add_test(tc, readdir_seek_after_rename);
+	tcase_add_test(tc, seek_data_hole);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
