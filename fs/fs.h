@@ -241,7 +241,8 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, bool plus,
 int fs_statfs(struct fs *fs, struct statvfs *st);
 
 /* Extended attributes.  user.*, trusted.*, security.* and the POSIX ACLs
- * system.posix_acl_access / _default are stored (values up to 16 KiB;
+ * system.posix_acl_access / _default are stored (values up to 64 KiB,
+ * names and values up to 256 KiB per inode: -ENOSPC past it;
  * ACLs are validated, -EINVAL, and kept in agreement with the mode bits,
  * see fs_xattr.c); user.zonefuse.* are virtual, read-only (-EPERM on
  * set/remove) but for user.zonefuse.lifetime; other namespaces:

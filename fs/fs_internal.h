@@ -578,7 +578,11 @@ void fs_xattr_free_all(struct fs_inode *in);
 int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
-#define FS_XATTR_MAX_VALUE 16384	/* bytes: largest stored value */
+#define FS_XATTR_MAX_VALUE 65536	/* bytes: largest stored value (XATTR_SIZE_MAX) */
+/* bytes: the stored attributes of one inode, names (with their NUL) and
+ * values together; a set that would pass it is -ENOSPC.  All metadata
+ * lives in memory, so this bounds what one inode can make the daemon keep. */
+#define FS_XATTR_MAX_TOTAL (256u * 1024u)
 
 /* user.*, trusted.*, security.* and the two POSIX ACL names are stored. */
 bool fs_xattr_name_supported(const char *name);

@@ -252,6 +252,55 @@ START_TEST(seek_data_hole)
 }
 END_TEST
 
+/* ---- xattr values up to 64 KiB, bounded per inode ---- */
+
+/* Values of XATTR_SIZE_MAX are stored (test_xattr has them across a crash
+ * and a remount); one byte more is E2BIG; an inode holds at most 256 KiB
+ * of names and values (ENOSPC past it, a replacement counted once), and
+ * names that list in XATTR_LIST_MAX bytes; what was refused left nothing. */
+START_TEST(xattr_large_and_total)
+{
+	static char big[65537], got[65536];
+	char name[300];
+	memset(big, 'v', sizeof(big));
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "x", S_IFREG | 0644);
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.huge", big, 65537, 0), -E2BIG);
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "user.v%d", i);
+		ck_assert_int_eq(fs_setxattr(fs, f, name, big, 65536, 0), 0);
+	}
+	/* 3 x 64 KiB + names: a fourth 64 KiB value passes 256 KiB */
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.v3", big, 65536, 0), -ENOSPC);
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.v3", NULL, 0), -ENODATA);
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.v3", big, 60000, 0), 0);
+	/* replacing a value counts its new size only */
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.v0", big, 65536, XATTR_REPLACE), 0);
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.v3", big, 65536, 0), -ENOSPC);
+	ck_assert_int_eq(fs_removexattr(fs, f, "user.v1"), 0);
+	ck_assert_int_eq(fs_setxattr(fs, f, "user.v3", big, 65536, 0), 0);
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.v3", got, sizeof(got)), 65536);
+	ck_assert_int_eq(memcmp(got, big, 65536), 0);
+	/* names: 255-byte ones until the list would pass XATTR_LIST_MAX */
+	uint64_t g = tl_mk(fs, FS_ROOT_INO, "names", S_IFREG | 0644);
+	int n = 0, ret;
+	for (;; n++) {
+		snprintf(name, sizeof(name), "user.%0250d", n);
+		ret = fs_setxattr(fs, g, name, "1", 1, 0);
+		if (ret)
+			break;
+	}
+	ck_assert_int_eq(ret, -ENOSPC);
+	ck_assert_int_eq(n, 65536 / 256);
+	int len = fs_listxattr(fs, g, NULL, 0);
+	ck_assert_int_le(len, 65536);
+	ck_assert_int_eq(len, n * 256);
+	check_remount();
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.v3", got, sizeof(got)), 65536);
+	ck_assert_int_eq(fs_getxattr(fs, f, "user.v1", NULL, 0), -ENODATA);
+	ck_assert_int_eq(fs_listxattr(fs, g, NULL, 0), len);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("posix");
@@ -261,6 +310,7 @@ int main(void)
 	tcase_add_test(tc, readdir_rename_storm);
 	tcase_add_test(tc, readdir_seek_after_rename);
 	tcase_add_test(tc, seek_data_hole);
+	tcase_add_test(tc, xattr_large_and_total);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
