@@ -246,6 +246,10 @@ struct fs {
 	struct fs_inode **itab;
 	size_t itab_size, ninodes;
 	uint64_t next_ino;
+	/* fs_ino_reserve: numbers below ino_reserved are durable (a committed
+	 * STATE record or snapshot says so); ino_logged, the largest a STATE
+	 * record was appended with (snapshots write it on). */
+	uint64_t ino_reserved, ino_logged;
 	/* name hash [L] */
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
@@ -364,6 +368,7 @@ void fs_attr_get(const struct fs_inode *in, struct fs_attr *a);
 
 int fs_log_attr(struct fs *fs, struct fs_inode *in);	/* in's attributes as they are */
 int fs_log_inode(struct fs *fs, const struct fs_attr *a);
+int fs_log_state(struct fs *fs, uint64_t next_ino);	/* STATE: next_ino at least this */
 /* CREATE of the prepared inode `in` (with its symlink target and xattrs). */
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name);
 int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino);

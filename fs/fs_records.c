@@ -167,6 +167,15 @@ static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 	return ret;
 }
 
+int fs_log_state(struct fs *fs, uint64_t next_ino)
+{
+	struct rbuf r;
+
+	rbuf_init(&r);
+	put_u64(&r, next_ino);
+	return emit(fs, FS_REC_STATE, &r);
+}
+
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
 {
 	struct rbuf r;
@@ -898,7 +907,7 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 
 	if (!r)
 		return -ENOMEM;
-	put_u64(r, fs->next_ino);
+	put_u64(r, ZF_MAX(fs->next_ino, fs->ino_logged));	/* fs_ino_reserve */
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
 		ret = snap_inode(fs, m, in);

@@ -40,7 +40,7 @@ static void reply_entry(fuse_req_t req, int ret, const struct stat *st)
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st->st_ino;
-	e.generation = 1;
+	e.generation = FS_INO_GENERATION;
 	e.attr = *st;
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
@@ -72,6 +72,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* name_to_handle_at / open_by_handle_at, NFS re-export (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/* The kernel enforces POSIX ACLs (and turns default_permissions on);
 	 * zonefuse stores them, keeps the mode in sync and does inheritance,
@@ -98,10 +101,16 @@ static void op_destroy(void *userdata)
 	(void)userdata;
 }
 
+/* With export support the kernel resolves a file handle it no longer has
+ * in its cache by a LOOKUP of "." in the handle's inode, whatever its
+ * type, and a directory's parent by a LOOKUP of ".." (a path walk never
+ * sends either).  An inode that is gone is a negative entry: the kernel
+ * makes that ESTALE. */
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stat st;
-	int ret = fs_lookup(fs_of(req), parent, name, &st);
+	int ret = strcmp(name, ".") == 0 ? fs_lookup_self(fs_of(req), parent, &st) :
+		fs_lookup(fs_of(req), parent, name, &st);
 	reply_entry(req, ret, &st);
 }
 
@@ -255,7 +264,10 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mknod(fs_of(req), parent, name, create_mode(req, parent, mode), rdev, &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_mknod(fs_of(req), parent, name, create_mode(req, parent, mode), rdev, &c,
+			       &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -266,7 +278,9 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mkdir(fs_of(req), parent, name, create_mode(req, parent, mode), &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_mkdir(fs_of(req), parent, name, create_mode(req, parent, mode), &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -277,7 +291,9 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_symlink(fs_of(req), parent, name, link, &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_symlink(fs_of(req), parent, name, link, &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -337,8 +353,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_ctx c = ctx_of(req);
 	struct fuse_entry_param e;
 	struct stat st;
-	int ret = fs_mknod(ff->fs, parent, name, S_IFREG | (create_mode(req, parent, mode) & 07777),
-			   0, &c, &st);
+	int ret = fs_ino_reserve(ff->fs);
+	if (!ret)
+		ret = fs_mknod(ff->fs, parent, name, S_IFREG | (create_mode(req, parent, mode) & 07777),
+			       0, &c, &st);
 
 	if (ret) {
 		reply_err(req, ret);
@@ -352,7 +370,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st.st_ino;
-	e.generation = 1;
+	e.generation = FS_INO_GENERATION;
 	e.attr = st;
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
@@ -512,7 +530,7 @@ static int dir_add(void *arg, const char *name, const struct stat *st, uint64_t 
 		e.attr = *st;
 		if (!dot) {	/* "." and ".." carry no lookup reference */
 			e.ino = st->st_ino;
-			e.generation = 1;
+			e.generation = FS_INO_GENERATION;
 			e.attr_timeout = d->attr_timeout;
 			e.entry_timeout = d->entry_timeout;
 		}
