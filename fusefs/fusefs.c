@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/zf_common.h"
@@ -96,9 +97,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->time_gran = 1;
 }
 
+static void inval_stop(struct fusefs *ff);
+
 static void op_destroy(void *userdata)
 {
-	(void)userdata;
+	inval_stop(userdata);
 }
 
 /* With export support the kernel resolves a file handle it no longer has
@@ -415,6 +418,112 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fs_rbuf_put(&rb);
 }
 
+/* ---- page-cache invalidation after a direct write ----
+ * The kernel drops the cached pages of a direct write's range before it
+ * sends the WRITE, and again after it only for a synchronous write: pages
+ * a buffered reader brought back meanwhile (read from the fs before the
+ * write reached it) stay, old, after an asynchronous (AIO) O_DIRECT write.
+ * ext4 drops them when the write completes; so does zonefuse, after the
+ * write is in the fs and before the reply, through a notification (the
+ * read-ahead windows of the fs itself are dropped by fs_write). */
+
+static void *inval_main(void *arg)
+{
+	struct fusefs *ff = arg;
+	struct fusefs_inval *v = &ff->inval;
+	pthread_mutex_lock(&v->lock);
+	for (;;) {
+		while (!v->head && !v->stop)
+			pthread_cond_wait(&v->cond, &v->lock);
+		if (!v->head)
+			break;		/* stopping, nothing left */
+		struct fusefs_inval_job *j = v->head;
+		v->head = j->next;
+		if (!v->head)
+			v->tail = NULL;
+		pthread_mutex_unlock(&v->lock);
+		/* -ENOENT: the kernel has no such inode cached, nothing to drop */
+		if (ff->se)
+			(void)fuse_lowlevel_notify_inval_inode(ff->se, j->ino, (off_t)j->off,
+							       (off_t)j->len);
+		free(j);
+		pthread_mutex_lock(&v->lock);
+		v->done++;
+		pthread_cond_broadcast(&v->done_cond);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+static void inval_stop(struct fusefs *ff)
+{
+	struct fusefs_inval *v = &ff->inval;
+	pthread_mutex_lock(&v->lock);
+	bool started = v->started;
+	v->stop = true;
+	v->started = false;
+	pthread_cond_signal(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+	if (started)
+		pthread_join(v->thread, NULL);
+}
+
+/* Drop the kernel's cached pages of ino's [off, off+len), waiting up to
+ * FUSEFS_INVAL_WAIT_MS for it: past that (the thread waits for pages that
+ * READs queued behind this request lock) the reply goes and the pages go
+ * right after it.  Without memory or a thread, the pages are not dropped
+ * (logged). */
+static void inval_range(struct fusefs *ff, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct fusefs_inval *v = &ff->inval;
+	struct fusefs_inval_job *j = malloc(sizeof(*j));
+	if (!j) {
+		zf_warn("no memory to drop the cached pages of inode %llu after a direct write",
+			(unsigned long long)ino);
+		return;
+	}
+	*j = (struct fusefs_inval_job){ .ino = ino, .off = off, .len = len };
+	zf_will_block();	/* the loop lets another worker read meanwhile */
+	pthread_mutex_lock(&v->lock);
+	if (!v->started && !v->stop) {
+		int r = pthread_create(&v->thread, NULL, inval_main, ff);
+		if (r)
+			zf_warn("cannot start the page-cache invalidation thread: %s", strerror(r));
+		else
+			v->started = true;
+	}
+	if (!v->started) {
+		pthread_mutex_unlock(&v->lock);
+		free(j);
+		return;
+	}
+	if (v->tail)
+		v->tail->next = j;
+	else
+		v->head = j;
+	v->tail = j;
+	uint64_t mine = ++v->queued;
+	pthread_cond_signal(&v->cond);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += FUSEFS_INVAL_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	while (v->done < mine && v->started)
+		if (pthread_cond_timedwait(&v->done_cond, &v->lock, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* A WRITE that bypassed the page cache (O_DIRECT; not the kernel's
+ * write-back) of n bytes at off: drop the cached pages it made old. */
+static void after_direct_write(struct fusefs *ff, uint64_t ino, uint64_t off, ssize_t n,
+			       bool writeback, uint32_t open_flags)
+{
+	if (n > 0 && !writeback && (open_flags & O_DIRECT) && ff->se)
+		inval_range(ff, ino, off, (uint64_t)n);
+}
+
 /* The kernel takes the reply to a WRITE of its write-back as all or
  * nothing (it does not read the count), so when fs_write took only part
  * of one (n bytes of size: the next block failed), the rest is written
@@ -445,6 +554,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ssize_t n = writeback_whole(ff->fs, ino, (uint64_t)off, (const uint8_t *)buf, size,
 				    fs_write(ff->fs, ino, (uint64_t)off, buf, size, kill),
 				    fi->writepage);
+	after_direct_write(ff, ino, (uint64_t)off, n, fi->writepage, (uint32_t)fi->flags);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
@@ -463,6 +573,8 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 		writeback_whole(ff->fs, h->nodeid, w->offset, rx->donor->base, w->size,
 				fs_write_donated(ff->fs, h->nodeid, w->offset, rx->donor,
 						 w->size, kill), writeback);
+	if (w->offset <= (uint64_t)INT64_MAX)
+		after_direct_write(ff, h->nodeid, w->offset, n, writeback, w->flags);
 	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
 	struct fuse_out_header oh = {
 		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),

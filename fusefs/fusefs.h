@@ -67,6 +67,27 @@ struct fusefs_writers {
 	pthread_mutex_t lock;	/* a leaf; zero is unlocked (glibc) */
 	struct fusefs_writer *b[FUSEFS_WRITERS_BUCKETS];	/* [lock] */
 };
+/* Page-cache invalidations after direct writes (fusefs.c, op_write): a
+ * thread of their own sends them, so that a request worker never waits
+ * for the kernel's page locks (a readahead's locked pages wait for READs
+ * that only a free worker can serve); the writer's handler waits up to
+ * FUSEFS_INVAL_WAIT_MS for its own before replying.  Jobs run in the order
+ * they came, numbered from 1.  Zero-initialised is valid (glibc); the
+ * thread starts at the first job and stops in op_destroy. */
+#define FUSEFS_INVAL_WAIT_MS 200
+struct fusefs_inval_job {
+	struct fusefs_inval_job *next;
+	uint64_t ino, off, len;		/* bytes */
+};
+struct fusefs_inval {
+	pthread_mutex_t lock;		/* a leaf */
+	pthread_cond_t cond;		/* [lock] a job came, or stop */
+	pthread_cond_t done_cond;	/* [lock] done moved */
+	struct fusefs_inval_job *head, *tail;	/* [lock] FIFO */
+	uint64_t queued, done;		/* [lock] jobs queued / finished, ever */
+	pthread_t thread;
+	bool started, stop;		/* [lock] */
+};
 /* A file handle (fi->fh) is its inode number, with this bit when the file
  * was opened for writing: only a writer's GETATTR takes a write-back
  * error. */
@@ -77,6 +98,7 @@ struct fusefs {
 	struct fusefs_conf conf;
 	struct fusefs_wb_errors wb;
 	struct fusefs_writers writers;
+	struct fusefs_inval inval;
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */
