@@ -95,6 +95,16 @@ static bool page_present(const struct fs_chunk *c, uint32_t i)
 	return (c->present[i / 64] >> (i % 64)) & 1;
 }
 
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx)
+{
+	return chunk_pos(in, idx);
+}
+
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i)
+{
+	return page_present(c, i);
+}
+
 static uint8_t *slot_buf(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 {
 	return c->buf + (size_t)c->slot[i] * fs->bs;

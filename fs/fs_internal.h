@@ -499,6 +499,10 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl,
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 /* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
 bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t from, uint64_t to);
+/* The first chunk whose index is >= idx (nchunks if none); whether page i
+ * of chunk c is buffered.  [RW] */
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx);
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i);
 /* The write buffer's own invariants (chunks sorted and unique, counts of
  * pages, complete chunks and bytes): 0 or -EUCLEAN.  O(chunks); for
  * tests.  [RW] */

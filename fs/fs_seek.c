@@ -10,36 +10,17 @@
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
 
-static bool page_present(const struct fs_chunk *c, uint64_t i)
-{
-	return (c->present[i / 64] >> (i % 64)) & 1;
-}
-
-/* The first chunk whose index is >= idx (nchunks if none). [RW] */
-static uint32_t chunk_at_or_after(const struct fs_inode *in, uint64_t idx)
-{
-	uint32_t lo = 0, hi = in->nchunks;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (in->chunks[mid]->idx < idx)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The first buffered page ending after pos: its start (bytes), or
  * UINT64_MAX.  O(pages of the chunks looked at). [RW] */
 static uint64_t next_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t pos)
 {
 	uint64_t su = fs->opts.stripe_unit, bs = fs->bs;
-	for (uint32_t k = chunk_at_or_after(in, pos / su); k < in->nchunks; k++) {
+	for (uint32_t k = fs_data_chunk_pos(in, pos / su); k < in->nchunks; k++) {
 		const struct fs_chunk *c = in->chunks[k];
 		uint64_t base = c->idx * su;
 		uint64_t i = pos > base ? (pos - base) / bs : 0;
 		for (; i < fs->pages_per_chunk; i++)
-			if (page_present(c, i))
+			if (fs_data_page_present(c, (uint32_t)i))
 				return ZF_MAX(base + i * bs, pos);
 	}
 	return UINT64_MAX;
@@ -49,11 +30,11 @@ static uint64_t next_buffered(const struct fs *fs, const struct fs_inode *in, ui
 static uint64_t buffered_run_end(const struct fs *fs, const struct fs_inode *in, uint64_t pos)
 {
 	uint64_t su = fs->opts.stripe_unit, bs = fs->bs;
-	uint32_t k = chunk_at_or_after(in, pos / su);
+	uint32_t k = fs_data_chunk_pos(in, pos / su);
 	for (; k < in->nchunks && in->chunks[k]->idx * su <= pos; k++) {
 		const struct fs_chunk *c = in->chunks[k];
 		uint64_t base = c->idx * su, i = (pos - base) / bs;
-		while (i < fs->pages_per_chunk && page_present(c, i))
+		while (i < fs->pages_per_chunk && fs_data_page_present(c, (uint32_t)i))
 			i++;
 		if (base + i * bs <= pos)
 			return pos;

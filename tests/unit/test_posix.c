@@ -73,6 +73,18 @@ static int page_fn(void *arg, const char *name, const struct stat *st, uint64_t 
 	return 0;
 }
 
+/* A new directory under the root holding f0 .. f<n-1>; its inode. */
+static uint64_t dir_of_files(const char *dname, int n)
+{
+	char name[32];
+	uint64_t d = tl_mk(fs, FS_ROOT_INO, dname, S_IFDIR | 0755);
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		tl_mk(fs, d, name, S_IFREG | 0644);
+	}
+	return d;
+}
+
 static void rename_idx(uint64_t d, int i, bool away)
 {
 	char a[32], b[32];
@@ -90,15 +102,8 @@ START_TEST(readdir_rename_storm)
 {
 	const int N = 5000;
 	struct stat st;
-	char name[32];
 	unsigned *sf = calloc(N, sizeof(*sf)), *sr = calloc(N, sizeof(*sr));
-
-	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "d", 0755, NULL, &st), 0);
-	uint64_t d = st.st_ino;
-	for (int i = 0; i < N; i++) {
-		snprintf(name, sizeof(name), "f%d", i);
-		tl_mk(fs, d, name, S_IFREG | 0644);
-	}
+	uint64_t d = dir_of_files("d", N);
 	for (int pass = 0; pass < 4; pass++) {
 		struct pass p = { .seen_f = sf, .seen_r = sr, .per = 64 };
 		uint64_t off = 0;
@@ -158,16 +163,8 @@ END_TEST
 START_TEST(readdir_seek_after_rename)
 {
 	const int N = 200;
-	struct stat st;
-	char name[32];
 	unsigned *sf = calloc(N, sizeof(*sf)), *sr = calloc(N, sizeof(*sr));
-
-	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "d", 0755, NULL, &st), 0);
-	uint64_t d = st.st_ino;
-	for (int i = 0; i < N; i++) {
-		snprintf(name, sizeof(name), "f%d", i);
-		tl_mk(fs, d, name, S_IFREG | 0644);
-	}
+	uint64_t d = dir_of_files("d", N);
 	/* cookies of the first 100 entries ('.', '..', f0 .. f97) */
 	struct pass p = { .seen_f = sf, .seen_r = sr, .per = 100 };
 	ck_assert_int_eq(fs_readdir(fs, d, 0, false, page_fn, &p), 0);
