@@ -22,7 +22,10 @@
  * the fs state is in struct fs (thread-safe), the write-back errors in
  * struct fusefs_wb_errors and the write-handle counts in struct
  * fusefs_writers under their locks (leaves: nothing is taken inside
- * them), the rest in per-thread request flags.
+ * them), the rest in per-thread request flags.  One more thread, started
+ * at the first O_DIRECT write, sends the page-cache invalidations of
+ * direct writes (struct fusefs_inval); a handler waits for it under no
+ * lock but the queue's own (a leaf).
  */
 #ifndef ZONEFUSE_FUSEFS_H
 #define ZONEFUSE_FUSEFS_H
