@@ -211,8 +211,12 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 	if (dst)
 		fs_apply_unlink(fs, np, nn);	/* dst exists in a directory */
 	src = fs_dirent_find(fs, p, n);	/* still valid: unlink touched only dst */
-	fs_dirent_remove(fs, pd, src);
-	fs_dirent_insert(fs, npd, d);
+	if (p == np) {		/* keeps its cookie: a listing shows it once */
+		fs_dirent_replace(fs, pd, src, d);
+	} else {
+		fs_dirent_remove(fs, pd, src);
+		fs_dirent_insert(fs, npd, d);
+	}
 	d = NULL;
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	if (in) {

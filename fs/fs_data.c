@@ -95,6 +95,16 @@ static bool page_present(const struct fs_chunk *c, uint32_t i)
 	return (c->present[i / 64] >> (i % 64)) & 1;
 }
 
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx)
+{
+	return chunk_pos(in, idx);
+}
+
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i)
+{
+	return page_present(c, i);
+}
+
 static uint8_t *slot_buf(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 {
 	return c->buf + (size_t)c->slot[i] * fs->bs;
@@ -1520,27 +1530,4 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 	pthread_rwlock_unlock(&in->rw);
 	fs_inode_unpin(fs, in);
 	return err;
-}
-
-int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence)
-{
-	int err;
-	struct fs_inode *in = pin_reg(fs, ino, &err);
-	int64_t ret;
-
-	if (!in)
-		return err;
-	pthread_rwlock_rdlock(&in->rw);
-	/* Every byte below the size counts as data (holes are optional). */
-	if (off < 0 || (uint64_t)off >= in->size)
-		ret = -ENXIO;
-	else if (whence == SEEK_DATA)
-		ret = off;
-	else if (whence == SEEK_HOLE)
-		ret = (int64_t)in->size;
-	else
-		ret = -EINVAL;
-	pthread_rwlock_unlock(&in->rw);
-	fs_inode_unpin(fs, in);
-	return ret;
 }

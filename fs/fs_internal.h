@@ -275,6 +275,10 @@ struct fs {
 	struct fs_inode **itab;
 	size_t itab_size, ninodes;
 	uint64_t next_ino;
+	/* fs_ino_reserve: numbers below ino_reserved are durable (a committed
+	 * STATE record or snapshot says so); ino_logged, the largest a STATE
+	 * record was appended with (snapshots write it on). */
+	uint64_t ino_reserved, ino_logged;
 	/* name hash [L] */
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
@@ -338,6 +342,9 @@ void fs_inode_unpin(struct fs *fs, struct fs_inode *in);
 struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
 void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* A rename inside dir: d takes old's slot and cookie, old is freed. */
+void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *old,
+		       struct fs_dirent *d);
 size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie);	/* first entry >= cookie */
 void fs_mark_dirty(struct fs *fs, struct fs_inode *in);
 void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
@@ -400,6 +407,7 @@ void fs_attr_get(const struct fs_inode *in, struct fs_attr *a);
 
 int fs_log_attr(struct fs *fs, struct fs_inode *in);	/* in's attributes as they are */
 int fs_log_inode(struct fs *fs, const struct fs_attr *a);
+int fs_log_state(struct fs *fs, uint64_t next_ino);	/* STATE: next_ino at least this */
 /* CREATE of the prepared inode `in` (with its symlink target and xattrs). */
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name);
 int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino);
@@ -545,6 +553,10 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl,
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 /* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
 bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t from, uint64_t to);
+/* The first chunk whose index is >= idx (nchunks if none); whether page i
+ * of chunk c is buffered.  [RW] */
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx);
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i);
 /* The write buffer's own invariants (chunks sorted and unique, counts of
  * pages, complete chunks and bytes): 0 or -EUCLEAN.  O(chunks); for
  * tests.  [RW] */
@@ -652,7 +664,11 @@ void fs_xattr_free_all(struct fs_inode *in);
 int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
-#define FS_XATTR_MAX_VALUE 16384	/* bytes: largest stored value */
+#define FS_XATTR_MAX_VALUE 65536	/* bytes: largest stored value (XATTR_SIZE_MAX) */
+/* bytes: the stored attributes of one inode, names (with their NUL) and
+ * values together; a set that would pass it is -ENOSPC.  All metadata
+ * lives in memory, so this bounds what one inode can make the daemon keep. */
+#define FS_XATTR_MAX_TOTAL (256u * 1024u)
 
 /* user.*, trusted.*, security.* and the two POSIX ACL names are stored. */
 bool fs_xattr_name_supported(const char *name);

@@ -194,6 +194,15 @@ static unsigned int frees_extents(struct fs *fs, uint64_t ino, uint64_t from, ui
 	return extents_dropped(fs, ino, from, to) >= 2 ? MLOG_APPEND_FREES : 0;
 }
 
+int fs_log_state(struct fs *fs, uint64_t next_ino)
+{
+	struct rbuf r;
+
+	rbuf_init(&r);
+	put_u64(&r, next_ino);
+	return emit(fs, FS_REC_STATE, &r);
+}
+
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
 {
 	struct rbuf r;
@@ -1062,7 +1071,7 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 
 	if (!r)
 		return -ENOMEM;
-	put_u64(r, fs->next_ino);
+	put_u64(r, ZF_MAX(fs->next_ino, fs->ino_logged));	/* fs_ino_reserve */
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
 		ret = snap_inode(fs, m, in);
