@@ -114,6 +114,19 @@ int fs_unmount(struct fs *fs);
  * by fs_forget(). */
 int fs_lookup(struct fs *fs, uint64_t parent, const char *name, struct stat *st);
 void fs_forget(struct fs *fs, uint64_t ino, uint64_t nlookup);
+/* Export handles: the lookup of "." in any inode (a handle's inode found
+ * by number, of any type), with a lookup reference; -ENOENT when no inode
+ * ino exists or it has no name left (deleted: its handle is stale).
+ * Inode numbers are never given twice (fs_ino_reserve covers crashes), so
+ * a handle's generation can be constant (FS_INO_GENERATION). */
+#define FS_INO_GENERATION 1
+int fs_lookup_self(struct fs *fs, uint64_t ino, struct stat *st);
+/* Before a create whose inode number leaves the process (the FUSE
+ * layer's): make the numbers about to be given durable, so that a crash
+ * that loses the create cannot give its number to another inode later
+ * (a handle to the lost file would open that one).  Commits once per
+ * FS_INO_BATCH numbers.  0, or the log's -errno.  No locks held. */
+int fs_ino_reserve(struct fs *fs);
 int fs_getattr(struct fs *fs, uint64_t ino, struct stat *st);
 
 enum fs_setattr_flags {
@@ -249,8 +262,14 @@ bool fs_space_low(struct fs *fs, unsigned int factor);
  * dropped (the kernel's cached mode is stale), 0 if nothing was, -errno. */
 int fs_kill_priv(struct fs *fs, uint64_t ino);
 
-/* fallocate: mode 0 (extends size), FALLOC_FL_KEEP_SIZE (no-op),
- * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP. */
+/* fallocate: mode 0 (holds the range's space and extends the size),
+ * FALLOC_FL_KEEP_SIZE (holds it only), FALLOC_FL_PUNCH_HOLE|KEEP_SIZE
+ * (unmaps it and releases what was held); others -EOPNOTSUPP.  Held space
+ * (whole blocks of the range not written yet: fs_prealloc.c) is -ENOSPC
+ * when it does not fit, counted in st_blocks and statfs, kept free from
+ * other writers, released as writes, truncates, punches and the unlink of
+ * the file take it, and kept across remounts and crashes.  -EFBIG past
+ * 2^50 bytes. */
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 /* copy_file_range: copy [src_off, src_off+len) of src (clipped to its
  * size) to dst at dst_off; returns the bytes copied (0 at or past src's
@@ -277,7 +296,8 @@ int fs_readdir(struct fs *fs, uint64_t ino, uint64_t off, bool plus,
 int fs_statfs(struct fs *fs, struct statvfs *st);
 
 /* Extended attributes.  user.*, trusted.*, security.* and the POSIX ACLs
- * system.posix_acl_access / _default are stored (values up to 16 KiB;
+ * system.posix_acl_access / _default are stored (values up to 64 KiB,
+ * names and values up to 256 KiB per inode: -ENOSPC past it;
  * ACLs are validated, -EINVAL, and kept in agreement with the mode bits,
  * see fs_xattr.c); user.zonefuse.* are virtual, read-only (-EPERM on
  * set/remove) but for user.zonefuse.lifetime; other namespaces:

@@ -211,8 +211,12 @@ int fs_apply_rename(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 	if (dst)
 		fs_apply_unlink(fs, np, nn);	/* dst exists in a directory */
 	src = fs_dirent_find(fs, p, n);	/* still valid: unlink touched only dst */
-	fs_dirent_remove(fs, pd, src);
-	fs_dirent_insert(fs, npd, d);
+	if (p == np) {		/* keeps its cookie: a listing shows it once */
+		fs_dirent_replace(fs, pd, src, d);
+	} else {
+		fs_dirent_remove(fs, pd, src);
+		fs_dirent_insert(fs, npd, d);
+	}
 	d = NULL;
 	struct fs_inode *in = fs_inode_get(fs, ino);
 	if (in) {
@@ -266,6 +270,8 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 	int ret = extmap_set(&in->map, off, len, dev, fs_drop_valid, fs);
 	if (!ret && size_min > in->size)
 		in->size = size_min;
+	if (!ret && in->npa)
+		fs_pa_sub(fs, in, off, len);	/* written: no longer only held */
 	fs_snap_account(fs, in);
 	return ret;
 }
@@ -275,6 +281,10 @@ void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	if (size < in->size)
 		extmap_punch(&in->map, tail_start(size, fs_block_size(fs)), UINT64_MAX,
 			     fs_drop_valid, fs);
+	/* As on ext4, a truncate that does not grow the file releases what
+	 * was fallocated past its end. */
+	if (size <= in->size && in->npa)
+		fs_pa_sub(fs, in, tail_start(size, fs_block_size(fs)), UINT64_MAX);
 	in->size = size;
 	fs_snap_account(fs, in);
 }
@@ -282,6 +292,14 @@ void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 {
 	extmap_punch(&in->map, off, len, fs_drop_valid, fs);
+	if (in->npa)
+		fs_pa_sub(fs, in, off, len);
+	fs_snap_account(fs, in);
+}
+
+void fs_apply_prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	fs_pa_add(fs, in, off, len);
 	fs_snap_account(fs, in);
 }
 
@@ -304,6 +322,8 @@ int fs_apply_copy(struct fs *fs, struct fs_inode *dst, uint64_t off, uint64_t le
 		ret = extmap_set(&dst->map, v[i].off, v[i].len, v[i].dev, fs_drop_valid, fs);
 	if (size > dst->size)
 		dst->size = size;
+	if (dst->npa)
+		fs_pa_sub(fs, dst, off, len);
 	dst->cls = cls;
 	dst->cls_src = cls_src;
 	fs_snap_account(fs, dst);

@@ -95,6 +95,16 @@ static bool page_present(const struct fs_chunk *c, uint32_t i)
 	return (c->present[i / 64] >> (i % 64)) & 1;
 }
 
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx)
+{
+	return chunk_pos(in, idx);
+}
+
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i)
+{
+	return page_present(c, i);
+}
+
 static uint8_t *slot_buf(struct fs *fs, const struct fs_chunk *c, uint32_t i)
 {
 	return c->buf + (size_t)c->slot[i] * fs->bs;
@@ -1139,8 +1149,16 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		goto unpin_out;
 	/* Room for it once written, or wait while the collector can make
 	 * some (no lock held). */
-	ret = fs_gc_wait_space(fs, size,
-			       flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs));
+	uint64_t own = 0, admitted;
+	if (fs->pa_bytes) {	/* its own fallocated ranges are room it has */
+		pthread_mutex_lock(&fs->lock);
+		own = fs_pa_overlap(in, off, size);
+		pthread_mutex_unlock(&fs->lock);
+	}
+	admitted = size - own;
+	ret = fs_gc_wait_space(fs, admitted,
+			       (flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs)) +
+			       (fs->pa_bytes - ZF_MIN(own, fs->pa_bytes)));
 	if (ret)
 		goto unpin_out;
 	fs_rw_wrlock(in);
@@ -1152,7 +1170,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	if (((flags & FS_WRITE_PAGECACHE) && off + size > in->wb_cut && (ret = in->wb_cut_err)) ||
 	    ((flags & FS_WRITE_KILL_PRIV) && (ret = ZF_MIN(drop_priv(fs, in), 0))) ||
 	    (off > in->size && (ret = fs_data_zero_tail(fs, in)))) {
-		fs_gc_room_done(fs, size);
+		fs_gc_room_done(fs, admitted);
 		goto unlock;
 	}
 	const uint8_t *src = buf;
@@ -1186,6 +1204,12 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		pthread_mutex_lock(&fs->lock);
 		if (pos > in->size)
 			in->size = pos;
+		/* Buffered blocks no longer need their fallocated room: the
+		 * buffer counts them (replay, which has no buffer, releases
+		 * them with their EXTENT record). */
+		if (in->npa)
+			fs_pa_sub(fs, in, ZF_ALIGN_DOWN(off, fs->bs),
+				  ZF_ALIGN_UP(pos, fs->bs) - ZF_ALIGN_DOWN(off, fs->bs));
 		in->mtime = in->ctime = fs_now();
 		in->attr_dirty = true;
 		fs_mark_dirty(fs, in);
@@ -1195,7 +1219,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
-	fs_gc_room_done(fs, size);	/* fs->buffered counts what was buffered */
+	fs_gc_room_done(fs, admitted);	/* fs->buffered counts what was buffered */
 	settle(fs, in);
 unlock:
 	pthread_rwlock_unlock(&in->rw);
@@ -1262,7 +1286,7 @@ bool fs_space_low(struct fs *fs, unsigned int factor)
 	if (!reserve || fs->read_only)
 		return false;
 	zalloc_get_stats(fs->za, &zs);
-	uint64_t promised = fs->buffered + zs.room_held_bytes;
+	uint64_t promised = fs->buffered + zs.room_held_bytes + fs->pa_bytes;
 	return zs.free_bytes < promised + factor * reserve;
 }
 
@@ -1431,6 +1455,49 @@ static int punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* Bytes of [a, b) the file's extents map. [L or RW] */
+static uint64_t mapped_in(const struct fs_inode *in, uint64_t a, uint64_t b)
+{
+	struct extmap_cur c;
+	uint64_t n = 0;
+
+	for (const struct extmap_ext *e = extmap_seek(&in->map, a, &c); e && e->off < b;
+	     e = extmap_next(&in->map, &c))
+		n += ZF_MIN(b, e->off + e->len) - ZF_MAX(a, e->off);
+	return n;
+}
+
+/* fallocate's promise: the holes of [off, off+len) (whole blocks) are held
+ * (fs_prealloc.c), so that writing them later cannot fail for space: room
+ * for them now or -ENOSPC, the PREALLOC record, then the ranges.  The
+ * room is admitted as a write's is (the page cache's reserve and the other
+ * files' ranges left free).  No lock held. */
+static int prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len)
+{
+	uint64_t a = ZF_ALIGN_DOWN(off, fs->bs), b = ZF_ALIGN_UP(off + len, fs->bs);
+
+	pthread_mutex_lock(&fs->lock);
+	uint64_t held = mapped_in(in, a, b) + fs_pa_overlap(in, a, b - a);
+	pthread_mutex_unlock(&fs->lock);
+	uint64_t need = b - a - ZF_MIN(held, b - a);
+	if (!need)
+		return 0;
+	int ret = fs_gc_wait_space(fs, need, fs_dirty_reserve(fs) + fs->pa_bytes);
+	if (ret)
+		return ret;
+	fs_rw_wrlock(in);
+	pthread_mutex_lock(&fs->lock);
+	ret = fs_pa_room(in, fs_pa_holes(in, a, b - a));
+	if (!ret)
+		ret = fs_log_prealloc(fs, in->ino, a, b - a);
+	if (!ret)
+		fs_apply_prealloc(fs, in, a, b - a);
+	pthread_mutex_unlock(&fs->lock);
+	pthread_rwlock_unlock(&in->rw);
+	fs_gc_room_done(fs, need);	/* fs->pa_bytes counts them now */
+	return ret;
+}
+
 int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	int err;
@@ -1438,6 +1505,8 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 
 	if (len == 0 || off + len < off)
 		return -EINVAL;
+	if (off + len > (1ull << 50))
+		return -EFBIG;
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
 		return -EOPNOTSUPP;
 	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
@@ -1447,9 +1516,12 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 	in = pin_reg(fs, ino, &err);
 	if (!in)
 		return err == -EISDIR ? -ENODEV : err;
+	if (!(mode & FALLOC_FL_PUNCH_HOLE))
+		err = prealloc(fs, in, off, len);
 	pthread_rwlock_wrlock(&in->rw);
-	if (mode == 0) {
-		/* Zones cannot be preallocated; only the size grows. */
+	if (err) {
+		/* nothing held, nothing grown */
+	} else if (mode == 0) {
 		if (off + len > in->size)
 			err = fs_data_truncate(fs, in, off + len);
 	} else if (mode & FALLOC_FL_PUNCH_HOLE) {
@@ -1458,27 +1530,4 @@ int fs_fallocate(struct fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t l
 	pthread_rwlock_unlock(&in->rw);
 	fs_inode_unpin(fs, in);
 	return err;
-}
-
-int64_t fs_lseek(struct fs *fs, uint64_t ino, int64_t off, int whence)
-{
-	int err;
-	struct fs_inode *in = pin_reg(fs, ino, &err);
-	int64_t ret;
-
-	if (!in)
-		return err;
-	pthread_rwlock_rdlock(&in->rw);
-	/* Every byte below the size counts as data (holes are optional). */
-	if (off < 0 || (uint64_t)off >= in->size)
-		ret = -ENXIO;
-	else if (whence == SEEK_DATA)
-		ret = off;
-	else if (whence == SEEK_HOLE)
-		ret = (int64_t)in->size;
-	else
-		ret = -EINVAL;
-	pthread_rwlock_unlock(&in->rw);
-	fs_inode_unpin(fs, in);
-	return ret;
 }

@@ -172,6 +172,7 @@ static void inode_free(struct fs *fs, struct fs_inode *in)
 	fs_pf_free(fs, in);
 	extmap_punch(&in->map, 0, UINT64_MAX, fs_drop_valid, fs);
 	extmap_free(&in->map);
+	fs_pa_free(fs, in);
 	if (in->dir) {
 		free(in->dir->ents);
 		free(in->dir->cookies);
@@ -335,6 +336,32 @@ void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d)
 		in->dir->self = d;
 }
 
+/* d (a new name in old's directory, for the same inode) takes old's slot
+ * and cookie, and old goes: a rename inside one directory keeps the
+ * entry's place in a listing, so that a READDIR pass never returns it
+ * twice (once under each name).  Cannot fail. */
+void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *old,
+		       struct fs_dirent *d)
+{
+	struct fs_dir *dd = dir->dir;
+	struct fs_dirent **pp = &fs->dtab[old->hash & (fs->dtab_size - 1)];
+
+	while (*pp && *pp != old)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = old->hnext;
+	d->cookie = old->cookie;
+	d->slot = old->slot;
+	if (old->slot < dd->n && dd->ents[old->slot] == old)
+		dd->ents[old->slot] = d;
+	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
+	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
+	struct fs_inode *in = fs_inode_get(fs, d->ino);
+	if (in && in->dir && in->dir->self == old)
+		in->dir->self = d;
+	free(old);
+}
+
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino)
 {
 	struct fs_dirent *d = fs_dirent_alloc(fs, dir, name, ino);
@@ -409,4 +436,47 @@ void fs_inode_unpin(struct fs *fs, struct fs_inode *in)
 	in->pins--;
 	fs_inode_maybe_free(fs, in);
 	pthread_mutex_unlock(&fs->lock);
+}
+
+int fs_lookup_self(struct fs *fs, uint64_t ino, struct stat *st)
+{
+	int ret = 0;
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	if (!in || in->nlink == 0) {
+		ret = -ENOENT;
+	} else {
+		in->nlookup++;
+		fs_fill_stat(fs, in, st);
+	}
+	pthread_mutex_unlock(&fs->lock);
+	return ret;
+}
+
+/* Numbers made durable at once, and the creates that may take a number
+ * between a caller's fs_ino_reserve and its own create (concurrent
+ * requests: far fewer than this). */
+#define FS_INO_BATCH 4096u
+#define FS_INO_SLACK 256u
+
+int fs_ino_reserve(struct fs *fs)
+{
+	if (fs->read_only)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	uint64_t want = fs->next_ino + FS_INO_BATCH;
+	bool due = fs->next_ino + FS_INO_SLACK > fs->ino_reserved;
+	int ret = due ? fs_log_state(fs, want) : 0;
+	if (due && !ret)
+		fs->ino_logged = ZF_MAX(fs->ino_logged, want);
+	pthread_mutex_unlock(&fs->lock);
+	if (!due || ret)
+		return ret;
+	ret = fs_commit(fs);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fs->lock);
+	fs->ino_reserved = ZF_MAX(fs->ino_reserved, want);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
 }

@@ -45,7 +45,12 @@ enum fs_rec_type {
 				 * reference bytes other extents map (a copy) */
 	FS_REC_REMAP,		/* several files' ranges re-pointed at once
 				 * (the collector moving a shared extent) */
+	FS_REC_PREALLOC,	/* ino: [off, off+len) fallocated: its holes
+				 * are held (fs_prealloc.c) */
 };
+
+/* A fallocated range not written yet (fs_prealloc.c), bytes. */
+struct fs_pa { uint64_t off, len; };
 
 struct fs_xattr {
 	struct fs_xattr *next;
@@ -151,6 +156,10 @@ struct fs_inode {
 	uint32_t pins;			/* internal temporary references */
 	pthread_rwlock_t rw;
 	struct extmap map;		/* [L+RW] */
+	struct fs_pa *pa;		/* [L+RW] fallocated, unwritten ranges:
+					 * npa of pacap, sorted (fs_prealloc.c) */
+	uint32_t npa, pacap;		/* [L+RW] */
+	uint64_t pa_bytes;		/* [L+RW] their sum */
 	struct fs_chunk **chunks;	/* [RW] write buffer: nchunks, sorted by
 					 * idx (a lookup is a bisection) */
 	uint64_t buffered;		/* [RW] bytes of chunk buffers */
@@ -266,6 +275,10 @@ struct fs {
 	struct fs_inode **itab;
 	size_t itab_size, ninodes;
 	uint64_t next_ino;
+	/* fs_ino_reserve: numbers below ino_reserved are durable (a committed
+	 * STATE record or snapshot says so); ino_logged, the largest a STATE
+	 * record was appended with (snapshots write it on). */
+	uint64_t ino_reserved, ino_logged;
 	/* name hash [L] */
 	struct fs_dirent **dtab;
 	size_t dtab_size, ndirents;
@@ -282,6 +295,9 @@ struct fs {
 
 	/* fs_dirty_reserve() (bytes), UINT64_MAX until its first call */
 	_Atomic uint64_t dirty_reserve;
+	/* bytes of every file's fallocated, unwritten ranges (fs_prealloc.c);
+	 * changed [L+RW of the file], read anywhere */
+	_Atomic uint64_t pa_bytes;
 	/* write-buffer memory (bytes), atomically updated */
 	_Atomic uint64_t buffered;
 
@@ -326,6 +342,9 @@ void fs_inode_unpin(struct fs *fs, struct fs_inode *in);
 struct fs_dirent *fs_dirent_find(struct fs *fs, uint64_t parent, const char *name);
 int fs_dirent_add(struct fs *fs, struct fs_inode *dir, const char *name, uint64_t ino);
 void fs_dirent_remove(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* A rename inside dir: d takes old's slot and cookie, old is freed. */
+void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *old,
+		       struct fs_dirent *d);
 size_t fs_dir_slot(const struct fs_dir *dd, uint64_t cookie);	/* first entry >= cookie */
 void fs_mark_dirty(struct fs *fs, struct fs_inode *in);
 void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
@@ -388,6 +407,7 @@ void fs_attr_get(const struct fs_inode *in, struct fs_attr *a);
 
 int fs_log_attr(struct fs *fs, struct fs_inode *in);	/* in's attributes as they are */
 int fs_log_inode(struct fs *fs, const struct fs_attr *a);
+int fs_log_state(struct fs *fs, uint64_t next_ino);	/* STATE: next_ino at least this */
 /* CREATE of the prepared inode `in` (with its symlink target and xattrs). */
 int fs_log_create(struct fs *fs, struct fs_inode *in, uint64_t parent, const char *name);
 int fs_log_link(struct fs *fs, uint64_t parent, const char *name, uint64_t ino);
@@ -398,6 +418,7 @@ int fs_log_extent(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len,
 		  uint64_t dev, uint64_t size_min);
 int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size);
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
+int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len);
 /* A run of a COPY or REMAP record: file [off, off+len) -> device dev
  * (REMAP also names the inode). */
 struct fs_cext { uint64_t ino, off, len, dev; };
@@ -477,6 +498,9 @@ int fs_apply_extent(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 		    uint64_t dev, uint64_t size_min);
 void fs_apply_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);
 void fs_apply_punch(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+/* PREALLOC: hold the holes of [off, off+len) (fs_pa_room'd for
+ * fs_pa_holes ranges before the append). */
+void fs_apply_prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
 /* COPY (see fs_log_copy).  Live, the new references are counted first
  * (fs_share_prepare'd), then dst's old range is dropped.  -ENOMEM only
  * when no map room was reserved (extmap_reserve(n + 2)). */
@@ -529,6 +553,10 @@ int fs_data_writeout(struct fs *fs, struct fs_inode *in, bool all);	/* [RW excl,
 void fs_data_drop_buffers(struct fs *fs, struct fs_inode *in, uint64_t from);	/* [RW excl] */
 /* Does a buffered chunk hold any of file bytes [from, to)? [RW] */
 bool fs_data_buffered(const struct fs *fs, const struct fs_inode *in, uint64_t from, uint64_t to);
+/* The first chunk whose index is >= idx (nchunks if none); whether page i
+ * of chunk c is buffered.  [RW] */
+uint32_t fs_data_chunk_pos(const struct fs_inode *in, uint64_t idx);
+bool fs_data_page_present(const struct fs_chunk *c, uint32_t i);
 /* The write buffer's own invariants (chunks sorted and unique, counts of
  * pages, complete chunks and bytes): 0 or -EUCLEAN.  O(chunks); for
  * tests.  [RW] */
@@ -604,6 +632,22 @@ void fs_pf_data_put(struct fs_pf_data *d);	/* any thread, no locks */
 void fs_pf_invalidate(struct fs *fs, struct fs_inode *in);	/* [in->rw excl] */
 void fs_pf_free(struct fs *fs, struct fs_inode *in);		/* no references left */
 
+/* fs_prealloc.c: a file's fallocated, unwritten ranges (struct fs_pa).
+ * [L+RW] to change, either to read.  fs_pa_room: room for `extra` more
+ * ranges (0 or -ENOMEM), so that the functions after it cannot fail;
+ * fs_pa_holes: how many ranges fs_pa_add of [off, off+len) may add at the
+ * most; fs_pa_add: hold the holes of [off, off+len) that no range holds
+ * (returns the bytes added); fs_pa_sub: release what ranges hold of
+ * [off, off+len) (len may run to UINT64_MAX); fs_pa_overlap: the bytes of
+ * [off, off+len) ranges hold; fs_pa_free: release everything (the inode
+ * goes). */
+int fs_pa_room(struct fs_inode *in, uint32_t extra);
+uint32_t fs_pa_holes(const struct fs_inode *in, uint64_t off, uint64_t len);
+uint64_t fs_pa_add(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+void fs_pa_sub(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t len);
+uint64_t fs_pa_overlap(const struct fs_inode *in, uint64_t off, uint64_t len);
+void fs_pa_free(struct fs *fs, struct fs_inode *in);
+
 /* fs_xattr.c */
 /* A stored attribute not on any inode yet (copies of name and value), or
  * NULL; fs_xattr_attach puts it on in, replacing one of the same name
@@ -620,7 +664,11 @@ void fs_xattr_free_all(struct fs_inode *in);
 int fs_xattr_lifetime_parse(const void *v, size_t size, enum lifetime_class *cls);
 
 #define FS_XATTR_LIFETIME "user.zonefuse.lifetime"
-#define FS_XATTR_MAX_VALUE 16384	/* bytes: largest stored value */
+#define FS_XATTR_MAX_VALUE 65536	/* bytes: largest stored value (XATTR_SIZE_MAX) */
+/* bytes: the stored attributes of one inode, names (with their NUL) and
+ * values together; a set that would pass it is -ENOSPC.  All metadata
+ * lives in memory, so this bounds what one inode can make the daemon keep. */
+#define FS_XATTR_MAX_TOTAL (256u * 1024u)
 
 /* user.*, trusted.*, security.* and the two POSIX ACL names are stored. */
 bool fs_xattr_name_supported(const char *name);

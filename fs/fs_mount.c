@@ -43,7 +43,7 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	/* nor do the metadata log's zones and the reserve kept for it */
 	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor + zs.log_bytes);
 	st->f_blocks = cap / fs->bs;
-	uint64_t used = zs.valid_bytes + fs->buffered;
+	uint64_t used = zs.valid_bytes + fs->buffered + fs->pa_bytes;
 	uint64_t avail = cap > used ? cap - used : 0;
 	st->f_bfree = avail / fs->bs;
 	st->f_bavail = st->f_bfree;

@@ -29,7 +29,8 @@ void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st)
 	if (in->symlink)
 		st->st_size = (off_t)strlen(in->symlink);
 	st->st_blksize = fs->opts.stripe_unit;
-	uint64_t bytes = S_ISREG(in->mode) ? extmap_bytes(&in->map) + in->buffered : 0;
+	uint64_t bytes = S_ISREG(in->mode) ?
+			 extmap_bytes(&in->map) + in->buffered + in->pa_bytes : 0;
 	st->st_blocks = (blkcnt_t)(bytes / 512);
 	st->st_atim = zf_ns_to_timespec(in->atime);
 	st->st_mtim = zf_ns_to_timespec(in->mtime);

@@ -155,7 +155,9 @@ static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int
 		if (ret == 0)
 			ret = mlog_append_flags(fs->mlog, type, r->b, (uint32_t)r->n, fl);
 	}
-	if (ret < 0)
+	/* A full log is the user's doing, not the daemon's: the caller gets
+	 * ENOSPC, and mlog has said once that the metadata fills the device. */
+	if (ret < 0 && ret != -ENOSPC)
 		zf_err("metadata log append (type %u): %s", type, strerror(-ret));
 	return ret;
 }
@@ -190,6 +192,15 @@ static int64_t extents_dropped(struct fs *fs, uint64_t ino, uint64_t from, uint6
 static unsigned int frees_extents(struct fs *fs, uint64_t ino, uint64_t from, uint64_t to)
 {
 	return extents_dropped(fs, ino, from, to) >= 2 ? MLOG_APPEND_FREES : 0;
+}
+
+int fs_log_state(struct fs *fs, uint64_t next_ino)
+{
+	struct rbuf r;
+
+	rbuf_init(&r);
+	put_u64(&r, next_ino);
+	return emit(fs, FS_REC_STATE, &r);
 }
 
 int fs_log_inode(struct fs *fs, const struct fs_attr *a)
@@ -295,6 +306,17 @@ int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 	uint32_t bs = fs_block_size(fs);
 	uint64_t tail = bs && size <= UINT64_MAX - bs ? ZF_ALIGN_UP(size, bs) : UINT64_MAX;
 	return emit_flags(fs, FS_REC_TRUNCATE, &r, frees_extents(fs, ino, tail, UINT64_MAX));
+}
+
+int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	struct rbuf r;
+
+	rbuf_init(&r);
+	put_u64(&r, ino);
+	put_u64(&r, off);
+	put_u64(&r, len);
+	return emit(fs, FS_REC_PREALLOC, &r);
 }
 
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
@@ -720,6 +742,27 @@ static int replay_punch(struct fs *fs, struct rd *r)
 	return 0;
 }
 
+/* PREALLOC: a range fallocate held, as its record says (the live path
+ * gives a block-aligned range within the largest file size). */
+static int replay_prealloc(struct fs *fs, struct rd *r)
+{
+	uint64_t ino = get_u64(r), off = get_u64(r), len = get_u64(r);
+	struct fs_inode *in = reg_inode(fs, ino);
+	uint32_t bs = fs_block_size(fs);
+
+	if (r->bad || !len || !bs || off % bs || len % bs || off > (1ull << 50) ||
+	    len > (1ull << 50) - off) {
+		r->bad = true;
+		return 0;
+	}
+	if (!in)
+		return 0;	/* freed later in the log */
+	if (fs_pa_room(in, fs_pa_holes(in, off, len)))
+		return -ENOMEM;
+	fs_apply_prealloc(fs, in, off, len);
+	return 0;
+}
+
 /* The runs of a COPY or REMAP record (at most max), bounds-checked: NULL
  * with r->bad (or *err = -ENOMEM). */
 static struct fs_cext *get_runs(const struct fs *fs, struct rd *r, uint32_t n, bool ino,
@@ -849,6 +892,7 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 	case FS_REC_PUNCH:	ret = replay_punch(fs, &r); break;
 	case FS_REC_COPY:	ret = replay_copy(fs, &r); break;
 	case FS_REC_REMAP:	ret = replay_remap(fs, &r); break;
+	case FS_REC_PREALLOC:	ret = replay_prealloc(fs, &r); break;
 	case FS_REC_XATTR_SET:	ret = replay_xattr_set(fs, &r); break;
 	case FS_REC_XATTR_DEL:	ret = replay_xattr_del(fs, &r); break;
 	case FS_REC_SYMLINK:	ret = replay_symlink(fs, &r); break;
@@ -912,6 +956,13 @@ static int snap_inode(struct fs *fs, struct mlog *m, struct fs_inode *in)
 		}
 		ret = snap_append(m, FS_REC_EXTENTS, r);
 	}
+	for (uint32_t i = 0; i < in->npa && !ret; i++) {
+		r->n = 0;
+		put_u64(r, in->ino);
+		put_u64(r, in->pa[i].off);
+		put_u64(r, in->pa[i].len);
+		ret = snap_append(m, FS_REC_PREALLOC, r);
+	}
 	(void)fs;
 	free(r);
 	return ret;
@@ -943,6 +994,7 @@ static uint64_t snap_inode_bytes(const struct fs_inode *in)
 	b += (uint64_t)(n / EXT_PER_REC) * mlog_record_bytes(12 + 24 * EXT_PER_REC);
 	if (n % EXT_PER_REC)
 		b += mlog_record_bytes(12 + 24 * (uint32_t)(n % EXT_PER_REC));
+	b += (uint64_t)in->npa * mlog_record_bytes(24);
 	if (in->dir)
 		b += in->dir->name_bytes;
 	return b;
@@ -1019,7 +1071,7 @@ int fs_emit_snapshot(void *arg, struct mlog *m)
 
 	if (!r)
 		return -ENOMEM;
-	put_u64(r, fs->next_ino);
+	put_u64(r, ZF_MAX(fs->next_ino, fs->ino_logged));	/* fs_ino_reserve */
 	ret = snap_append(m, FS_REC_STATE, r);
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in))
 		ret = snap_inode(fs, m, in);

@@ -4,7 +4,10 @@
  * device I/O).
  *
  * Stored attributes: names up to XATTR_NAME_MAX bytes, values up to
- * FS_XATTR_MAX_VALUE bytes, logged as XATTR_SET / XATTR_DEL records (crash
+ * FS_XATTR_MAX_VALUE bytes (XATTR_SIZE_MAX, as XFS and btrfs), at most
+ * FS_XATTR_MAX_TOTAL bytes of names and values per inode (-ENOSPC past it,
+ * as a full ext4 attribute block), and names that list in XATTR_LIST_MAX
+ * bytes (else listxattr could not return them); logged as XATTR_SET / XATTR_DEL records (crash
  * guarantees of fs.h).  Other system.* names and unknown namespaces are
  * -EOPNOTSUPP.  Who may read or write which namespace is the kernel's
  * check (xattr_permission, the capability LSM, the POSIX ACL handlers):
@@ -395,13 +398,33 @@ int fs_listxattr(struct fs *fs, uint64_t ino, char *list, size_t size)
 	return ret;
 }
 
+/* One XATTR_SET record holds the largest value with the longest name
+ * (fs_log_xattr_set: inode, name and its length, value and its length). */
+_Static_assert(8 + 2 + XATTR_NAME_MAX + 4 + FS_XATTR_MAX_VALUE <= MLOG_MAX_PAYLOAD,
+	       "an xattr record must fit a log record");
+
+/* Would setting name to a value of size bytes keep in within the per-inode
+ * bounds (top comment)?  0 or -ENOSPC.  O(attributes). [L] */
+static int room_for(const struct fs_inode *in, const char *name, size_t size)
+{
+	size_t names = strlen(name) + 1, total = names + size;
+	for (const struct fs_xattr *x = in->xattrs; x; x = x->next) {
+		if (strcmp(x->name, name) == 0)
+			continue;	/* replaced */
+		names += strlen(x->name) + 1;
+		total += strlen(x->name) + 1 + x->size;
+	}
+	return total > FS_XATTR_MAX_TOTAL || names > XATTR_LIST_MAX ? -ENOSPC : 0;
+}
+
 /* Log XATTR_SET of (name, value), then apply it to in. [L] */
 static int log_set(struct fs *fs, struct fs_inode *in, const char *name,
 		   const void *value, size_t size)
 {
+	int ret = room_for(in, name, size);
+	if (ret)
+		return ret;
 	struct fs_xattr *x = fs_xattr_new(name, value, size);
-	int ret;
-
 	if (!x)
 		return -ENOMEM;
 	ret = fs_log_xattr_set(fs, in->ino, name, value, size);

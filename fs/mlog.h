@@ -62,7 +62,9 @@
 #include "zoned/zdev.h"
 
 #define MLOG_SB_VERSION 2	/* 2: chains may continue in borrowed data zones */
-#define MLOG_MAX_PAYLOAD (60u * 1024u)	/* bytes: largest record payload */
+/* bytes: largest record payload.  An XATTR_SET of a value of
+ * XATTR_SIZE_MAX (64 KiB) with a 255-byte name must fit (fs_xattr.c). */
+#define MLOG_MAX_PAYLOAD (65u * 1024u)
 
 /* Record types below MLOG_REC_USER are mlog's own and never replayed. */
 #define MLOG_REC_USER 16

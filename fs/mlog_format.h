@@ -39,7 +39,7 @@
  *   block boundaries.  Records never cross a zone; records other than
  *   NEXT_ZONE end at or before capB - B, so a NEXT_ZONE always fits.  A
  *   meta zone needs capB >= 2 B + roundup(24 + MLOG_MAX_PAYLOAD + 16, B)
- *   (72 KiB with B = 4 KiB); mlog_format refuses smaller zones.
+ *   (76 KiB with B = 4 KiB); mlog_format refuses smaller zones.
  *
  * Types (< MLOG_REC_USER are internal and never replayed):
  *   1 PAD         fills the rest of a block at the end of a commit: it ends

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/zf_common.h"
@@ -40,7 +41,7 @@ static void reply_entry(fuse_req_t req, int ret, const struct stat *st)
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st->st_ino;
-	e.generation = 1;
+	e.generation = FS_INO_GENERATION;
 	e.attr = *st;
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
@@ -72,6 +73,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* name_to_handle_at / open_by_handle_at, NFS re-export (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/* The kernel enforces POSIX ACLs (and turns default_permissions on);
 	 * zonefuse stores them, keeps the mode in sync and does inheritance,
@@ -93,15 +97,23 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->time_gran = 1;
 }
 
+static void inval_stop(struct fusefs *ff);
+
 static void op_destroy(void *userdata)
 {
-	(void)userdata;
+	inval_stop(userdata);
 }
 
+/* With export support the kernel resolves a file handle it no longer has
+ * in its cache by a LOOKUP of "." in the handle's inode, whatever its
+ * type, and a directory's parent by a LOOKUP of ".." (a path walk never
+ * sends either).  An inode that is gone is a negative entry: the kernel
+ * makes that ESTALE. */
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct stat st;
-	int ret = fs_lookup(fs_of(req), parent, name, &st);
+	int ret = strcmp(name, ".") == 0 ? fs_lookup_self(fs_of(req), parent, &st) :
+		fs_lookup(fs_of(req), parent, name, &st);
 	reply_entry(req, ret, &st);
 }
 
@@ -157,74 +169,8 @@ void fusefs_space_check(struct fusefs *ff)
 	pthread_mutex_unlock(&ff->space_lock);
 }
 
-static void *inval_main(void *arg)
-{
-	struct fusefs *ff = arg;
-	struct fusefs_inval *v = &ff->inval;
-
-	pthread_mutex_lock(&v->lock);
-	for (;;) {
-		while (!v->n && !v->stop)
-			pthread_cond_wait(&v->cond, &v->lock);
-		if (v->stop)
-			break;
-		uint64_t ino = v->q[--v->n];
-		pthread_mutex_unlock(&v->lock);
-		(void)fuse_lowlevel_notify_inval_inode(ff->se, ino, 0, 0);
-		pthread_mutex_lock(&v->lock);
-	}
-	pthread_mutex_unlock(&v->lock);
-	return NULL;
-}
-
-int fusefs_inval_start(struct fusefs *ff)
-{
-	struct fusefs_inval *v = &ff->inval;
-
-	pthread_mutex_init(&v->lock, NULL);
-	pthread_cond_init(&v->cond, NULL);
-	v->n = 0;
-	v->stop = false;
-	int r = pthread_create(&v->thread, NULL, inval_main, ff);
-	v->running = r == 0;
-	return -r;
-}
-
-void fusefs_inval_stop(struct fusefs *ff)
-{
-	struct fusefs_inval *v = &ff->inval;
-
-	if (!v->running)
-		return;
-	pthread_mutex_lock(&v->lock);
-	v->stop = true;
-	pthread_cond_signal(&v->cond);
-	pthread_mutex_unlock(&v->lock);
-	pthread_join(v->thread, NULL);
-	v->running = false;
-}
-
-/* Drop ino's cached pages soon (the thread), or at least its attributes
- * now. */
-static void inval_pages(struct fusefs *ff, uint64_t ino)
-{
-	struct fusefs_inval *v = &ff->inval;
-	bool queued = false;
-
-	if (v->running) {
-		pthread_mutex_lock(&v->lock);
-		for (unsigned int i = 0; i < v->n; i++)
-			queued |= v->q[i] == ino;
-		if (!queued && v->n < FUSEFS_INVAL_QUEUE) {
-			v->q[v->n++] = ino;
-			queued = true;
-			pthread_cond_signal(&v->cond);
-		}
-		pthread_mutex_unlock(&v->lock);
-	}
-	if (!queued)
-		refresh_attr(ff, ino);
-}
+static void inval_range(struct fusefs *ff, uint64_t ino, uint64_t off, uint64_t len,
+			bool wait);
 
 void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, uint64_t off, int err)
 {
@@ -255,7 +201,7 @@ void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, uint64_t off, int err
 	if (r && r != -ENOENT)
 		zf_warn("inode %llu: dropping write-back past byte %llu: %s",
 			(unsigned long long)ino, (unsigned long long)off, strerror(-r));
-	inval_pages(ff, ino);
+	inval_range(ff, ino, 0, 0, false);	/* the whole file, after the reply */
 }
 
 /* The write-back error noted for ino: reported (once) to a writer's
@@ -297,6 +243,39 @@ static void cache_mode(struct fusefs *ff, struct fuse_file_info *fi)
 		return;
 	}
 	fi->keep_cache = 1;
+}
+
+/* Count one write handle of ino more (d = 1) or less (d = -1).  Without
+ * memory for a new entry the handle is not counted: lseek then answers
+ * from the fs alone for it, as for a file nobody writes. */
+static void writers_add(struct fusefs *ff, uint64_t ino, int d)
+{
+	struct fusefs_writers *w = &ff->writers;
+	struct fusefs_writer **pp = &w->b[ino % FUSEFS_WRITERS_BUCKETS];
+	pthread_mutex_lock(&w->lock);
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	if (!*pp && d > 0 && (*pp = calloc(1, sizeof(**pp))))
+		(*pp)->ino = ino;
+	if (*pp && d > 0) {
+		(*pp)->n++;
+	} else if (*pp && --(*pp)->n == 0) {
+		struct fusefs_writer *e = *pp;
+		*pp = e->next;
+		free(e);
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
+static bool has_writers(struct fusefs *ff, uint64_t ino)
+{
+	struct fusefs_writers *w = &ff->writers;
+	pthread_mutex_lock(&w->lock);
+	struct fusefs_writer *e = w->b[ino % FUSEFS_WRITERS_BUCKETS];
+	while (e && e->ino != ino)
+		e = e->next;
+	pthread_mutex_unlock(&w->lock);
+	return e != NULL;
 }
 
 static uint64_t fh_of(fuse_ino_t ino, int flags)
@@ -362,7 +341,10 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mknod(fs_of(req), parent, name, create_mode(req, parent, mode), rdev, &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_mknod(fs_of(req), parent, name, create_mode(req, parent, mode), rdev, &c,
+			       &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -373,7 +355,9 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_mkdir(fs_of(req), parent, name, create_mode(req, parent, mode), &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_mkdir(fs_of(req), parent, name, create_mode(req, parent, mode), &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -384,7 +368,9 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	struct stat st;
 	struct fs_ctx c = ctx_of(req);
-	int ret = fs_symlink(fs_of(req), parent, name, link, &c, &st);
+	int ret = fs_ino_reserve(fs_of(req));
+	if (!ret)
+		ret = fs_symlink(fs_of(req), parent, name, link, &c, &st);
 	if (ret)
 		reply_err(req, ret);
 	else
@@ -425,10 +411,16 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_err(req, ret);
 		return;
 	}
-	cache_mode(ff_of(req), fi);
+	struct fusefs *ff = ff_of(req);	/* req is gone once replied to */
+	cache_mode(ff, fi);
 	fi->fh = fh_of(ino, fi->flags);
-	if (fuse_reply_open(req, fi) == -ENOENT)	/* the opener went away */
-		fs_release(fs_of(req), ino);
+	if (fi->fh & FUSEFS_FH_WRITE)	/* before the reply: the kernel may write at once */
+		writers_add(ff, ino, 1);
+	if (fuse_reply_open(req, fi) == -ENOENT) {	/* the opener went away */
+		if (fi->fh & FUSEFS_FH_WRITE)
+			writers_add(ff, ino, -1);
+		fs_release(ff->fs, ino);
+	}
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -438,8 +430,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_ctx c = ctx_of(req);
 	struct fuse_entry_param e;
 	struct stat st;
-	int ret = fs_mknod(ff->fs, parent, name, S_IFREG | (create_mode(req, parent, mode) & 07777),
-			   0, &c, &st);
+	int ret = fs_ino_reserve(ff->fs);
+	if (!ret)
+		ret = fs_mknod(ff->fs, parent, name, S_IFREG | (create_mode(req, parent, mode) & 07777),
+			       0, &c, &st);
 
 	if (ret) {
 		reply_err(req, ret);
@@ -453,13 +447,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	memset(&e, 0, sizeof(e));
 	e.ino = st.st_ino;
-	e.generation = 1;
+	e.generation = FS_INO_GENERATION;
 	e.attr = st;
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
 	cache_mode(ff, fi);
 	fi->fh = fh_of(st.st_ino, fi->flags);
+	if (fi->fh & FUSEFS_FH_WRITE)
+		writers_add(ff, st.st_ino, 1);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		if (fi->fh & FUSEFS_FH_WRITE)
+			writers_add(ff, st.st_ino, -1);
 		fs_release(ff->fs, st.st_ino);
 		fs_forget(ff->fs, st.st_ino, 1);
 	}
@@ -492,6 +490,118 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* The reply is written to the kernel before fuse_reply_* returns, so
 	 * the bytes may be released right after it. */
 	fs_rbuf_put(&rb);
+}
+
+/* ---- page-cache invalidation after a direct write ----
+ * The kernel drops the cached pages of a direct write's range before it
+ * sends the WRITE, and again after it only for a synchronous write: pages
+ * a buffered reader brought back meanwhile (read from the fs before the
+ * write reached it) stay, old, after an asynchronous (AIO) O_DIRECT write.
+ * ext4 drops them when the write completes; so does zonefuse, after the
+ * write is in the fs and before the reply, through a notification (the
+ * read-ahead windows of the fs itself are dropped by fs_write). */
+
+static void *inval_main(void *arg)
+{
+	struct fusefs *ff = arg;
+	struct fusefs_inval *v = &ff->inval;
+	pthread_mutex_lock(&v->lock);
+	for (;;) {
+		while (!v->head && !v->stop)
+			pthread_cond_wait(&v->cond, &v->lock);
+		if (!v->head)
+			break;		/* stopping, nothing left */
+		struct fusefs_inval_job *j = v->head;
+		v->head = j->next;
+		if (!v->head)
+			v->tail = NULL;
+		pthread_mutex_unlock(&v->lock);
+		/* -ENOENT: the kernel has no such inode cached, nothing to drop */
+		if (ff->se)
+			(void)fuse_lowlevel_notify_inval_inode(ff->se, j->ino, (off_t)j->off,
+							       (off_t)j->len);
+		free(j);
+		pthread_mutex_lock(&v->lock);
+		v->done++;
+		pthread_cond_broadcast(&v->done_cond);
+	}
+	pthread_mutex_unlock(&v->lock);
+	return NULL;
+}
+
+static void inval_stop(struct fusefs *ff)
+{
+	struct fusefs_inval *v = &ff->inval;
+	pthread_mutex_lock(&v->lock);
+	bool started = v->started;
+	v->stop = true;
+	v->started = false;
+	pthread_cond_signal(&v->cond);
+	pthread_mutex_unlock(&v->lock);
+	if (started)
+		pthread_join(v->thread, NULL);
+}
+
+/* Drop the kernel's cached pages of ino's [off, off+len) (len 0: to the
+ * end), with wait up to FUSEFS_INVAL_WAIT_MS for it: past that (the thread waits for pages that
+ * READs queued behind this request lock) the reply goes and the pages go
+ * right after it.  Without memory or a thread, the pages are not dropped
+ * (logged). */
+static void inval_range(struct fusefs *ff, uint64_t ino, uint64_t off, uint64_t len,
+			bool wait)
+{
+	struct fusefs_inval *v = &ff->inval;
+	struct fusefs_inval_job *j = malloc(sizeof(*j));
+	if (!j) {
+		zf_warn("no memory to drop the cached pages of inode %llu",
+			(unsigned long long)ino);
+		return;
+	}
+	*j = (struct fusefs_inval_job){ .ino = ino, .off = off, .len = len };
+	if (wait)
+		zf_will_block();	/* the loop lets another worker read meanwhile */
+	pthread_mutex_lock(&v->lock);
+	if (!v->started && !v->stop) {
+		int r = pthread_create(&v->thread, NULL, inval_main, ff);
+		if (r)
+			zf_warn("cannot start the page-cache invalidation thread: %s", strerror(r));
+		else
+			v->started = true;
+	}
+	if (!v->started) {
+		pthread_mutex_unlock(&v->lock);
+		free(j);
+		return;
+	}
+	if (v->tail)
+		v->tail->next = j;
+	else
+		v->head = j;
+	v->tail = j;
+	uint64_t mine = ++v->queued;
+	pthread_cond_signal(&v->cond);
+	if (!wait) {
+		pthread_mutex_unlock(&v->lock);
+		return;
+	}
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += FUSEFS_INVAL_WAIT_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	while (v->done < mine && v->started)
+		if (pthread_cond_timedwait(&v->done_cond, &v->lock, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* A WRITE that bypassed the page cache (O_DIRECT; not the kernel's
+ * write-back) of n bytes at off: drop the cached pages it made old. */
+static void after_direct_write(struct fusefs *ff, uint64_t ino, uint64_t off, ssize_t n,
+			       bool writeback, uint32_t open_flags)
+{
+	if (n > 0 && !writeback && (open_flags & O_DIRECT) && ff->se)
+		inval_range(ff, ino, off, (uint64_t)n, true);
 }
 
 /* The kernel takes the reply to a WRITE of its write-back as all or
@@ -568,6 +678,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			    fusefs_io_take_kill_suidgid(), &killed);
 	if (off < 0)
 		killed = 0;
+	if (off >= 0)
+		after_direct_write(ff, ino, (uint64_t)off, n, fi->writepage, (uint32_t)fi->flags);
 	if (n < 0)
 		reply_err(req, (int)n);
 	else
@@ -583,6 +695,8 @@ void fusefs_write_direct(struct fusefs *ff, struct fusefs_rx *rx)
 	int killed;
 	ssize_t n = serve_write(ff, h->nodeid, w->offset, rx->donor->base, rx->donor, w->size,
 				writeback, fusefs_io_take_kill_suidgid(), &killed);
+	if (w->offset <= (uint64_t)INT64_MAX)
+		after_direct_write(ff, h->nodeid, w->offset, n, writeback, w->flags);
 	struct fuse_write_out wo = { .size = n > 0 ? (uint32_t)n : 0 };
 	struct fuse_out_header oh = {
 		.len = (uint32_t)(sizeof(oh) + (n < 0 ? 0 : sizeof(wo))),
@@ -602,8 +716,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	/* close() has reported the write-back's errors (the kernel's): a
 	 * writer opening the file later must not get them again. */
-	if (fi->fh & FUSEFS_FH_WRITE)
+	if (fi->fh & FUSEFS_FH_WRITE) {
 		(void)wb_error_take(ff_of(req), ino, true);
+		writers_add(ff_of(req), ino, -1);	/* the kernel wrote its pages back */
+	}
 	reply_err(req, fs_release(fs_of(req), ino));
 }
 
@@ -647,7 +763,7 @@ static int dir_add(void *arg, const char *name, const struct stat *st, uint64_t 
 		e.attr = *st;
 		if (!dot) {	/* "." and ".." carry no lookup reference */
 			e.ino = st->st_ino;
-			e.generation = 1;
+			e.generation = FS_INO_GENERATION;
 			e.attr_timeout = d->attr_timeout;
 			e.entry_timeout = d->entry_timeout;
 		}
@@ -878,11 +994,27 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		refresh_attr(ff, ino_out);
 }
 
+/* SEEK_DATA / SEEK_HOLE from the fs's extents and write buffer (fs_lseek).
+ * The kernel sends LSEEK without writing its dirty pages back first, so
+ * while the file has a write handle open (the only time it can have dirty
+ * pages: a close or the last RELEASE writes them back) a hole of the fs's
+ * may hold written bytes: then every byte below the size is data, which
+ * a copy reads as it would without SEEK_HOLE. */
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		     struct fuse_file_info *fi)
 {
+	struct stat st;
+	int64_t ret;
 	(void)fi;
-	int64_t ret = fs_lseek(fs_of(req), ino, off, whence);
+	if ((whence == SEEK_DATA || whence == SEEK_HOLE) && has_writers(ff_of(req), ino)) {
+		ret = fs_getattr(fs_of(req), ino, &st);
+		if (!ret && (off < 0 || off >= st.st_size))
+			ret = -ENXIO;
+		else if (!ret)
+			ret = whence == SEEK_DATA ? off : st.st_size;
+	} else {
+		ret = fs_lseek(fs_of(req), ino, off, whence);
+	}
 	if (ret < 0)
 		reply_err(req, (int)ret);
 	else

@@ -27,8 +27,12 @@
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
  * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
  * the fs state is in struct fs (thread-safe), the write-back errors in
- * struct fusefs_wb_errors under its lock (a leaf: nothing is taken inside
- * it), the rest in per-thread request flags.
+ * struct fusefs_wb_errors and the write-handle counts in struct
+ * fusefs_writers under their locks (leaves: nothing is taken inside
+ * them), the rest in per-thread request flags.  One more thread, started
+ * at the first O_DIRECT write, sends the page-cache invalidations of
+ * direct writes (struct fusefs_inval); a handler waits for it under no
+ * lock but the queue's own (a leaf).
  */
 #ifndef ZONEFUSE_FUSEFS_H
 #define ZONEFUSE_FUSEFS_H
@@ -64,21 +68,40 @@ struct fusefs_wb_errors {
 		bool reported;	/* a writer's write() has had it */
 	} e[FUSEFS_WB_ERRORS];	/* [lock] */
 };
-
-/* Inodes whose cached pages are to be dropped (fuse_lowlevel_notify_inval_
- * inode over the whole file) by a thread of their own: dropping pages waits
- * for their write-back, which a request handler must never do.  Full: the
- * inode's attributes alone are dropped at once (its size is then right;
- * pages the fs refused may still be read until they are evicted). */
-#define FUSEFS_INVAL_QUEUE 64
+/* Open write handles per inode.  While a file has one, the kernel's
+ * writeback cache may hold written pages the fs has not seen yet, so
+ * SEEK_HOLE cannot take the fs's holes for holes (op_lseek).  A chained
+ * hash; an entry lives while its count is above 0. */
+#define FUSEFS_WRITERS_BUCKETS 256
+struct fusefs_writer {
+	struct fusefs_writer *next;
+	uint64_t ino;
+	uint32_t n;		/* write handles open */
+};
+struct fusefs_writers {
+	pthread_mutex_t lock;	/* a leaf; zero is unlocked (glibc) */
+	struct fusefs_writer *b[FUSEFS_WRITERS_BUCKETS];	/* [lock] */
+};
+/* Page-cache invalidations after direct writes (fusefs.c, op_write): a
+ * thread of their own sends them, so that a request worker never waits
+ * for the kernel's page locks (a readahead's locked pages wait for READs
+ * that only a free worker can serve); the writer's handler waits up to
+ * FUSEFS_INVAL_WAIT_MS for its own before replying.  Jobs run in the order
+ * they came, numbered from 1.  Zero-initialised is valid (glibc); the
+ * thread starts at the first job and stops in op_destroy. */
+#define FUSEFS_INVAL_WAIT_MS 200
+struct fusefs_inval_job {
+	struct fusefs_inval_job *next;
+	uint64_t ino, off, len;		/* bytes */
+};
 struct fusefs_inval {
-	pthread_mutex_t lock;	/* leaf */
-	pthread_cond_t cond;
-	uint64_t q[FUSEFS_INVAL_QUEUE];	/* [lock] */
-	unsigned int n;		/* [lock] */
-	bool stop;		/* [lock] */
-	bool running;		/* set by start/stop only */
+	pthread_mutex_t lock;		/* a leaf */
+	pthread_cond_t cond;		/* [lock] a job came, or stop */
+	pthread_cond_t done_cond;	/* [lock] done moved */
+	struct fusefs_inval_job *head, *tail;	/* [lock] FIFO */
+	uint64_t queued, done;		/* [lock] jobs queued / finished, ever */
 	pthread_t thread;
+	bool started, stop;		/* [lock] */
 };
 /* A file handle (fi->fh) is its inode number, with this bit when the file
  * was opened for writing: only a writer's GETATTR takes a write-back
@@ -89,6 +112,7 @@ struct fusefs {
 	struct fuse_session *se;	/* for notifications; NULL until mounted */
 	struct fusefs_conf conf;
 	struct fusefs_wb_errors wb;
+	struct fusefs_writers writers;
 	struct fusefs_inval inval;
 	/* The mount's bdi settings (bdi.h) as tuned at mount, and its mount
 	 * point; mountpoint NULL: not tuned (not root, or bdi_limit=off), so
@@ -121,11 +145,7 @@ extern const struct fuse_lowlevel_ops fusefs_ops;
  * Any thread, no locks held. */
 void fusefs_space_check(struct fusefs *ff);
 
-/* The page-dropping thread (struct fusefs_inval): started once ff->se is
- * mounted (after the daemon forks), stopped before it is unmounted; stop
- * is safe when start did not run or failed.  0 or -errno. */
-int fusefs_inval_start(struct fusefs *ff);
-void fusefs_inval_stop(struct fusefs *ff);
+
 
 /* fuse_io.c: install the custom I/O on a mounted session (after
  * fuse_session_mount; ff is the session's userdata).  A handler of WRITE,

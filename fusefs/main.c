@@ -813,10 +813,6 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	r = fs_start(d->ff.fs);
 	if (r)
 		zf_err("cannot start background work: %s", strerror(-r));
-	r = fusefs_inval_start(&d->ff);
-	if (r)
-		zf_warn("no thread to drop refused pages (%s): only their attributes are",
-			strerror(-r));
 	zf_info("mounted %s (%s%s) on %s", d->c.device, zdev_backend_name(d->dev),
 		d->blk ? ", fuseblk" : "", d->opts.mountpoint);
 	if (!d->c.has_default_permissions)
@@ -825,7 +821,6 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	detach_done(detach, 0);
 	ret = serve(se, d) ? 1 : 0;
 out_mount:
-	fusefs_inval_stop(&d->ff);
 	d->ff.se = NULL;
 	fuse_session_unmount(se);
 out_sig:

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The trusted.* and security.* namespaces, mounted with -o allow_other alone:
 #   - root sets, reads, lists and removes trusted.* and security.* values
-#     (up to 16 KiB; a larger one is E2BIG), other system.* names are
-#     EOPNOTSUPP;
+#     (up to 64 KiB, XATTR_SIZE_MAX; a larger one is E2BIG; at most
+#     256 KiB of names and values per file, ENOSPC past it), other
+#     system.* names are EOPNOTSUPP;
 #   - a non-root user (uid 4343) cannot set trusted.* (EPERM) or read it
 #     (ENODATA), does not see trusted.* names in listxattr, cannot set
 #     security.* (EPERM);
@@ -32,7 +33,7 @@ sys.path.insert(0, sys.argv[2])
 from asuser import as_user
 f = os.path.join(m, "f")
 BOB = 4343
-big = bytes(range(256)) * 64        # 16 KiB
+big = bytes(range(256)) * 256       # 64 KiB
 fails = []
 
 
@@ -68,8 +69,14 @@ for k, v in values.items():
 names = os.listxattr(f)
 expect("root lists trusted.* and security.*",
        0 if all(k in names for k in values) else errno.ENODATA, 0)
-expect("a 16 KiB + 1 value is refused", err(lambda: os.setxattr(f, "trusted.huge", big + b"x")),
+expect("a 64 KiB + 1 value is refused", err(lambda: os.setxattr(f, "trusted.huge", big + b"x")),
        errno.E2BIG)
+os.setxattr(f, "user.big1", big)
+os.setxattr(f, "user.big2", big)
+expect("a fourth 64 KiB value passes 256 KiB a file", err(lambda: os.setxattr(f, "user.big3", big)),
+       errno.ENOSPC)
+os.removexattr(f, "user.big1")
+os.removexattr(f, "user.big2")
 expect("system.foo is not supported", err(lambda: os.setxattr(f, "system.foo", b"x")),
        errno.EOPNOTSUPP)
 os.setxattr(f, "trusted.gone", b"x")

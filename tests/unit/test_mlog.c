@@ -370,16 +370,16 @@ START_TEST(format_and_probe)
 END_TEST
 
 /* A meta zone must hold its header block, one largest record and the block
- * kept for NEXT_ZONE: 72 KiB with 4 KiB blocks. */
+ * kept for NEXT_ZONE: 76 KiB with 4 KiB blocks. */
 START_TEST(format_refuses_too_small_zones)
 {
 	struct tdev t;
 
-	dev_create(&t, 16, 64 * 1024, dbs_of(_i), 0);
+	dev_create(&t, 16, 72 * 1024, dbs_of(_i), 0);
 	make_sb(&t, 4, 17);
 	ck_assert_int_eq(mlog_format(t.dev, &t.sb), -EINVAL);
 	dev_destroy(&t);
-	dev_create(&t, 16, 72 * 1024, dbs_of(_i), 0);
+	dev_create(&t, 16, 76 * 1024, dbs_of(_i), 0);
 	make_sb(&t, 4, 17);
 	ck_assert_int_eq(mlog_format(t.dev, &t.sb), 0);
 	struct mlog *m;
