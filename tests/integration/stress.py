@@ -436,6 +436,10 @@ class Runner:
                 self.fail(f"cannot make the phase directory {name}: ENOSPC")
         return i
 
+    def fresh_dir(self, name, prefix):
+        """A new directory in the phase directory `name` (None: refused)."""
+        return self.op_mkdir(self.phase_dir(name), self.new_name(prefix))
+
     # ---- operations (each: journal, do, predict, compare, apply)
     def op_create(self, d, name, data=b"", mode=0o644, fsync=False):
         want = errno.ENAMETOOLONG if len(name.encode()) > NAME_MAX else \
@@ -1220,8 +1224,7 @@ def rm_chain(R, top, name):
 
 
 def ph_wide(R, ops):
-    top = R.phase_dir("wide")
-    d = R.op_mkdir(top, R.new_name("w"))
+    d = R.fresh_dir("wide", "w")
     if d is None:
         return
     n = max(1, ops * 3 // 4)
@@ -1275,8 +1278,7 @@ def ph_rename(R, ops):
 
 def ph_link(R, ops):
     m, r = R.m, R.r
-    top = R.phase_dir("link")
-    d = R.op_mkdir(top, R.new_name("L"))
+    d = R.fresh_dir("link", "L")
     if d is None:
         return
     srcs = [x for x in (R.op_create(d, R.new_name("s"), payload(m.ops, 5000)) for _ in range(3)) if x]
@@ -1328,8 +1330,7 @@ def ph_xattr(R, ops):
 
 def ph_longnames(R, ops):
     m, r = R.m, R.r
-    top = R.phase_dir("long")
-    d = R.op_mkdir(top, R.new_name("N"))
+    d = R.fresh_dir("long", "N")
     if d is None:
         return
     for _ in range(ops):
