@@ -74,7 +74,9 @@ NOBODY = 65534
 OTHER = 4343                  # the second user of the set-id phase
 MAXFILE = 1 << 50             # zonefuse's largest file size (EFBIG past it)
 NAME_MAX = 255
-XATTR_MAX = 16384             # largest stored xattr value
+XATTR_MAX = 65536             # largest stored xattr value (XATTR_SIZE_MAX)
+XATTR_TOTAL = 256 << 10       # names (with their NUL) and values per inode
+XATTR_LIST = 65536            # names (with their NUL) per inode (XATTR_LIST_MAX)
 FULL_READ = 64 << 20          # files up to this size are read whole by check
 DD_PAGE = (bytes(range(1, 256)) * 17)[:4096]   # ph_dd's page (no zero byte)
 MARGIN_ZONES = int(os.environ.get("ZF_STRESS_ENOSPC_MARGIN", "4"))
@@ -793,7 +795,8 @@ class Runner:
             errno.EPERM if n.kind == "l" else self.file_acc(i, True) or \
             (errno.E2BIG if len(value) > XATTR_MAX else
              errno.EEXIST if flags == os.XATTR_CREATE and name in n.xattrs else
-             errno.ENODATA if flags == os.XATTR_REPLACE and name not in n.xattrs else 0)
+             errno.ENODATA if flags == os.XATTR_REPLACE and name not in n.xattrs else
+             xattr_room(n, name, value))
         err, _ = self.call(os.setxattr, self.p(i), name, value, flags, follow_symlinks=False)
         self.log(f"setxattr {self.rel(i)} {name[:40]}({len(name)}) {len(value)} bytes flags {flags} -> {ename(err)}")
         if self.expect(f"setxattr {self.rel(i)} {name[:40]}", err, want, space=-1) and err == 0:
@@ -887,6 +890,17 @@ class Runner:
         finally:
             become_nobody()
         return e
+
+
+def xattr_room(n, name, value):
+    """0, or ENOSPC if setting name would pass the per-inode bounds."""
+    names = len(name.encode()) + 1
+    total = names + len(value)
+    for x, v in n.xattrs.items():
+        if x != name:
+            names += len(x.encode()) + 1
+            total += len(x.encode()) + 1 + len(v)
+    return errno.ENOSPC if total > XATTR_TOTAL or names > XATTR_LIST else 0
 
 
 def write_close(fd, fn, fsync):
@@ -1318,7 +1332,7 @@ def ph_xattr(R, ops):
             nm = ("user." + R.new_name("a") + "_" + "z" * ln)[:ln] if ln > 10 else f"user.{R.new_name('a')}"
             if r.random() < 0.3 and names:
                 nm = r.choice(names)
-            R.op_xattr_set(i, nm, payload(m.ops, r.choice([0, 10, 400, 4096, XATTR_MAX])),
+            R.op_xattr_set(i, nm, payload(m.ops, r.choice([0, 10, 400, 4096, 16384, XATTR_MAX])),
                            r.choice([0, 0, os.XATTR_CREATE, os.XATTR_REPLACE]))
         elif x < 0.8:
             R.op_xattr_rm(i, r.choice(names) if names else "user.none")
