@@ -17,9 +17,13 @@ set-id phase can fork a second user) and checks every result (success or
 errno) against the model's prediction; a space-consuming operation may get
 ENOSPC only when the device is nearly full (free space below the op's size
 plus ZF_STRESS_ENOSPC_MARGIN zones, or log_state_full=1), and then must
-change nothing the model cannot account for: a failed data write leaves every
-block of the file as it was at its last fsync or as written since (the next
-check reads it back and adopts what is there).  Deletes never get ENOSPC.
+change nothing the model cannot account for: after a refused data op every
+page of the file is as at its last fsync, as before the op, as after it, or
+zero (a sequential writer's file: a prefix of what it wrote), until the next
+remount shows what is stored and the model adopts it.  Unlinks, rmdirs and
+xattr removals never get ENOSPC; renames, creates, writes and cuts that drop
+no extent may, once log_state_full=1 (docs/guarantees.md, 2a).  What
+write() and close() acknowledged without an error must be stored.
 
 Phases: random (weighted mix of everything), deep (mkdir+openat chain of
 --depth levels), wide (thousands of names in one directory), rename, link,
