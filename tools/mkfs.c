@@ -196,7 +196,7 @@ int main(int argc, char **argv)
 	zo.exclusive = true;
 	zf_capture_start(&cap);
 	ret = zdev_open(path, &zo, &dev);
-	if (ret == -EBUSY && zf_wait_unmounting("mkfs.zonefuse", path, 30000) == 0)
+	if (ret == -EBUSY && zf_wait_unmounting("mkfs.zonefuse", path, ZF_WAIT_UNMOUNTING_MS) == 0)
 		ret = zdev_open(path, &zo, &dev);
 	zf_capture_stop();
 	if (ret) {
