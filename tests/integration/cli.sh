@@ -44,7 +44,7 @@ expect_msg 8 "blank.img: not a zonefuse file system: run mkfs.zonefuse first" \
 	"$ZF_FSCK" "$ZF_WORK/blank.img"
 zf_is_mounted && zf_fail "a failed mount left $ZF_MNT mounted"
 # a bad option value is a bad command line (exit 2), as a bad option is
-expect_msg 2 "fuse_workers is at most 64" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_workers=65
+expect_msg 2 "fuse_workers must be 1 to 64 workers, not '65'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_workers=65
 expect_msg 2 "fuse_loop must be zf or mt, not 'x'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_loop=x
 expect_msg 2 "bad stripe_unit 'lots'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o stripe_unit=lots
 zf_is_mounted && zf_fail "a bad option value left $ZF_MNT mounted"
@@ -84,7 +84,7 @@ BG=$ZF_WORK/bg.log
 [ ! -s "$ZF_WORK/bg.err" ] || zf_fail "background mount with log=FILE printed: $(cat "$ZF_WORK/bg.err")"
 echo data >"$ZF_MNT/x"
 "$ZF_DAEMON" -u "$ZF_MNT"
-grep -E '^[0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: info: mounted ' "$BG" >/dev/null ||
+grep -E "^[0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: $REAL_DEV: info: mounted " "$BG" >/dev/null ||
 	zf_fail "log file has no dated 'mounted' line: $(cat "$BG")"
 grep -q 'info: unmounted .*everything written, device closed' "$BG" ||
 	zf_fail "log file has no 'unmounted' line: $(cat "$BG")"
@@ -97,7 +97,7 @@ for ((i = 0; i < 100; i++)); do zf_is_mounted && break; sleep 0.1; done
 echo data >"$ZF_MNT/x"
 "$ZF_DAEMON" -u "$ZF_MNT"
 zf_wait_daemon 5 || zf_fail "foreground daemon did not exit"
-msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]|zonefuse): //; s/^(info: gc: at unmount).*/\1/' "$1" | sort; }
+msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: [^ ]+|zonefuse): //; s/^(info: gc: at unmount|info: unmounted).*/\1/' "$1" | sort; }
 diff <(msgs "$BG") <(msgs "$FG") >"$ZF_WORK/diff" ||
 	zf_fail "foreground lines differ from the log file's: $(cat "$ZF_WORK/diff")"
 # Default target in the background.
@@ -107,13 +107,14 @@ if [ -S /dev/log ]; then
 	"$ZF_DAEMON" -u "$ZF_MNT"
 	zf_log "default log: syslog (/dev/log exists)"
 else
-	"$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" 2>"$ZF_WORK/def.err"
+	"$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -o verbose 2>"$ZF_WORK/def.err"
 	file=$(sed -n 's/^zonefuse: no syslog (\/dev\/log is missing): messages go to //p' "$ZF_WORK/def.err")
 	[ -n "$file" ] || zf_fail "no log file named before detaching: $(cat "$ZF_WORK/def.err")"
 	pid=$(awk -v d="$REAL_MNT" '$0 ~ "info: mounted .* on " d "$" { sub(/.*zonefuse\[/, ""); sub(/\].*/, ""); p = $0 } END { print p }' "$file")
 	"$ZF_DAEMON" -u "$ZF_MNT"
 	[ -n "$pid" ] || zf_fail "$file has no 'mounted ... on $REAL_MNT' line"
-	grep -q "zonefuse\[$pid\]: info: unmounted" "$file" || zf_fail "$file has no unmount line of pid $pid"
+	grep -q "zonefuse\[$pid\]: $REAL_DEV: info: unmounted" "$file" ||
+		zf_fail "$file has no unmount line of pid $pid naming $REAL_DEV"
 	zf_log "default log without /dev/log: $file"
 fi
 
