@@ -78,6 +78,7 @@ struct conf {
 	char *bdi_limit;	/* "global" | "strict" | "off"; NULL = global */
 	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
 	int ro;
+	int remount;		/* -o remount: mount(8) -o remount through mount.fuse3 */
 	int show_help, show_version;
 	int verbose;		/* -o zf_verbose: debug messages */
 	int chatty;		/* -o verbose: info messages on the terminal too */
@@ -118,6 +119,7 @@ static const struct fuse_opt conf_opts[] = {
 	NUM("poll_us", N_POLL_US),
 	OPT("zf_verbose", verbose),
 	OPT("verbose", chatty),
+	OPT("remount", remount),
 	OPT("log=%s", log),
 	FUSE_OPT_KEY("fsname=", 'n'),
 	FUSE_OPT_KEY("subtype=", 't'),
@@ -231,7 +233,7 @@ static void usage(const char *prog)
 	       "\n"
 	       "Exit status: 0 success (for -u: unmounted, daemon gone), 1 failure,\n"
 	       "2 bad command line (an option or value, a mount point that is not a\n"
-	       "directory).\n"
+	       "directory), 32 mount -o remount (not supported).\n"
 	       "\n"
 	       "FUSE options:\n", prog, prog);
 	fuse_cmdline_help();
@@ -505,6 +507,14 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 	if (!c->device || !d->opts.mountpoint) {
 		fprintf(stderr, "usage: %s DEVICE MOUNTPOINT [options]  (--help for more)\n", prog);
 		return 2;
+	}
+	/* mount(8) -o remount of a fuse.zonefuse mount runs mount.fuse3, which
+	 * starts a second daemon for the same device: the running one cannot
+	 * change its options, so this is refused, as mount failure (32). */
+	if (c->remount) {
+		fprintf(stderr, "zonefuse: %s: remount is not supported: unmount, then mount "
+			"again with the new options (e.g. -o ro)\n", d->opts.mountpoint);
+		return 32;
 	}
 	struct stat st;
 	if (stat(d->opts.mountpoint, &st) == 0 && !S_ISDIR(st.st_mode)) {
