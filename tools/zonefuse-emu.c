@@ -18,6 +18,7 @@
 #include <sys/statvfs.h>
 
 #include "common/zf_common.h"
+#include "tools/zf_tool.h"
 #include "zoned/zdev.h"
 
 #define EXIT_USAGE 2
@@ -196,10 +197,19 @@ static int cmd_create(int argc, char **argv)
 	if (p.max_open > p.max_active && p.max_active)
 		usage_err("create: --max-open (%u) exceeds --max-active (%u)",
 			  p.max_open, p.max_active);
+	/* A file this call made and could not finish (too large for its file
+	 * system, no room) is removed, so that a retry is not "File exists". */
+	struct stat before;
+	bool existed = lstat(file, &before) == 0;
+	struct zf_capture cap;
+	zf_capture_start(&cap);
 	ret = zdev_emu_create(file, &p, force);
+	zf_capture_stop();
 	if (ret) {
-		/* zdev logged why */
-		fprintf(stderr, "zonefuse-emu: create %s failed: %s\n", file, strerror(-ret));
+		if (!existed && ret != -EEXIST)
+			unlink(file);
+		fprintf(stderr, "zonefuse-emu: cannot create %s: %s\n", file,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		return 1;
 	}
 	printf("created %s: %u zones of %s (capacity %s), %u conventional, "
