@@ -113,6 +113,20 @@ static uint64_t parse_sz(const char *opt, const char *s)
 	return v;
 }
 
+/* Opens path as zdev_open() does; on failure prints the one line that
+ * says why (the library's own message, captured) and returns -errno. */
+static int open_dev(const char *path, const struct zdev_open_opts *o, struct zdev **dev)
+{
+	struct zf_capture cap;
+	zf_capture_start(&cap);
+	int ret = zdev_open(path, o, dev);
+	zf_capture_stop();
+	if (ret)
+		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", path,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
+	return ret;
+}
+
 /* ---- create ------------------------------------------------------------- */
 
 /* The file is sparse: its zones take room only as they are written.  Say
@@ -260,11 +274,8 @@ static int cmd_info(int argc, char **argv)
 	if (optind != argc - 1)
 		usage_err("info: expected exactly one FILE argument");
 	o.read_only = true;
-	ret = zdev_open(argv[optind], &o, &dev);
-	if (ret) {
-		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", argv[optind], strerror(-ret));
+	if (open_dev(argv[optind], &o, &dev))
 		return 1;
-	}
 	g = zdev_geometry(dev);
 	zs = calloc(g->nr_zones, sizeof(*zs));
 	if (!zs) {
@@ -410,11 +421,8 @@ static int cmd_bench(int argc, char **argv)
 	if (!chunk || chunk > (256u << 20))
 		usage_err("bench: --chunk must be between 1 byte and 256M");
 	o.exclusive = true;
-	ret = zdev_open(argv[optind], &o, &dev);
-	if (ret) {
-		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", argv[optind], strerror(-ret));
+	if (open_dev(argv[optind], &o, &dev))
 		return 1;
-	}
 	g = zdev_geometry(dev);
 	if (chunk % g->block_size) {
 		fprintf(stderr, "zonefuse-emu: --chunk must be a multiple of the block size %u\n",
