@@ -125,12 +125,19 @@ void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, int err)
 	unsigned int n = atomic_load(&w->n), i = 0;
 	while (i < n && w->e[i].ino != ino)
 		i++;
+	bool first = i == n;
 	if (i == n && n < FUSEFS_WB_ERRORS) {
 		w->e[n].ino = ino;
 		w->e[n].err = err;
 		atomic_store(&w->n, n + 1);
 	}
 	pthread_mutex_unlock(&w->lock);
+	/* The kernel drops refused pages: the bytes are lost, and the writer
+	 * learns it only at its next write, fsync or close. */
+	if (first)
+		zf_warn("write-back of inode %llu refused (%s): the kernel drops those "
+			"pages; the writer's next write, fsync or close reports it",
+			(unsigned long long)ino, strerror(-err));
 	/* Attributes only (offset < 0): no page is touched, so this cannot
 	 * wait for the write-back that sent the WRITE. */
 	if (ff->se)

@@ -780,43 +780,38 @@ static double secs(uint64_t from_ns, uint64_t to_ns)
 }
 
 /* Writes everything out and closes the device; runs once, from DESTROY or
- * after the session ended without one.  The unmount line says how long each
- * step took from the moment the daemon found the mount gone, so that a slow
- * exit after umount shows where its time went: the requests still being
- * served, the write-out of the buffers and the final commit, stopping the
- * background work and writing the snapshot, closing the device. */
+ * after the session ended without one.  The unmount line says how long it
+ * took from the moment the daemon found the mount gone, so that a slow exit
+ * after umount shows where its time went: the requests still being served,
+ * fs_unmount (which logs its own steps: stopping background work, the
+ * write-out of the buffers and the final commit, the snapshot), closing
+ * the device. */
 static void close_fs(struct daemon *d)
 {
 	struct fs_stats st;
-	char wrote[32];
+	char buffered[32];
 
 	if (!d->ff.fs)
 		return;
 	uint64_t t0 = zf_now_ns();
 	uint64_t start = d->unmount_seen_ns ? d->unmount_seen_ns : d->served_ns ? d->served_ns : t0;
-	int r = 0;
 	fs_get_stats(d->ff.fs, &st);
-	uint64_t buffered = st.buffer_bytes;
-	if (!d->c.ro)
-		r = fs_sync(d->ff.fs);
-	uint64_t t1 = zf_now_ns();
-	int r2 = fs_unmount(d->ff.fs);
+	zf_fmt_bytes(st.buffer_bytes, buffered, sizeof(buffered));
+	int r = fs_unmount(d->ff.fs);
 	d->ff.fs = NULL;
-	uint64_t t2 = zf_now_ns();
+	uint64_t t1 = zf_now_ns();
 	zdev_close(d->dev);
 	d->dev = NULL;
-	uint64_t t3 = zf_now_ns();
-	r = r ? r : r2;
+	uint64_t t2 = zf_now_ns();
 	d->unmount_ret = r;
 	if (r) {
 		zf_err("unmount of %s did not complete cleanly: %s", d->c.device, strerror(-r));
 		return;
 	}
 	zf_info("unmounted %s: everything written, device closed %.2f s after the mount was "
-		"gone (requests %.2f s, write-out of %s and commit %.2f s, background work "
-		"and snapshot %.2f s, device close %.2f s)", d->c.device, secs(start, t3),
-		secs(start, t0), zf_fmt_bytes(buffered, wrote, sizeof(wrote)), secs(t0, t1),
-		secs(t1, t2), secs(t2, t3));
+		"gone (requests %.2f s, file system with %s buffered %.2f s, device close "
+		"%.2f s)", d->c.device, secs(start, t2), secs(start, t0), buffered,
+		secs(t0, t1), secs(t1, t2));
 }
 
 static void op_destroy_close(void *userdata)

@@ -97,7 +97,7 @@ for ((i = 0; i < 100; i++)); do zf_is_mounted && break; sleep 0.1; done
 echo data >"$ZF_MNT/x"
 "$ZF_DAEMON" -u "$ZF_MNT"
 zf_wait_daemon 5 || zf_fail "foreground daemon did not exit"
-msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: [^ ]+|zonefuse): //; s/^(info: gc: at unmount|info: unmounted).*/\1/' "$1" | sort; }
+msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: [^ ]+|zonefuse): //; s/^(info: gc: at unmount|info: unmounted|info: unmount:).*/\1/' "$1" | sort; }
 diff <(msgs "$BG") <(msgs "$FG") >"$ZF_WORK/diff" ||
 	zf_fail "foreground lines differ from the log file's: $(cat "$ZF_WORK/diff")"
 # Default target in the background.

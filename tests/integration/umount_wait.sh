@@ -63,9 +63,11 @@ t1=$(date +%s.%N)
 alive "$pid" && fail "umount returned while daemon $pid was still running"
 "$ZF_FSCK" "$ZF_DEV" >"$ZF_WORK/fsck.out" 2>&1 || fail "fsck right after umount: $(cat "$ZF_WORK/fsck.out")"
 line=$(grep "zonefuse\[$pid\]: .*info: unmounted" "$ZF_LOG") || fail "no unmount line"
-[[ "$line" == *"after the mount was gone (requests "*"write-out of 40.0 MiB and commit "* ]] ||
+[[ "$line" == *"after the mount was gone (requests "*"file system with 40.0 MiB buffered "* ]] ||
 	fail "the unmount line does not say where the time went: $line"
-log "plain umount took $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s, daemon gone, fsck clean: ${line#*info: }"
+steps=$(grep "zonefuse\[$pid\]: .*info: unmount: background work stopped in" "$ZF_LOG") ||
+	fail "fs_unmount's steps are not logged"
+log "plain umount took $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}') s, daemon gone, fsck clean: ${line#*info: }; ${steps#*info: }"
 
 # ---- 3: another FUSE type goes to umount -i ------------------------------------
 bgmount "$ZF_MNT" -o subtype=other
