@@ -13,7 +13,11 @@
 #      foreground prints on stderr; without log= and without /dev/log the
 #      daemon names its log file before detaching and writes there;
 #   5. zonefuse-emu create warns when the image's file system has less room
-#      than the device, and only then.
+#      than the device, and only then;
+#   6. fsck.zonefuse -v counts the free zones (it printed "free 0"), and
+#      its --help synopsis names every option it lists;
+#   7. README.md opens with the two set-up commands and every file it
+#      links exists (docs/cluster.md may come from another branch).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -132,4 +136,23 @@ grep -q "warning: .*big.img is sparse and its file system has .* free, less than
 	"$ZF_WORK/emu.err" || zf_fail "no warning for a device larger than its file system's room: $(cat "$ZF_WORK/emu.err")"
 [ ! -s "$ZF_WORK/emu2.err" ] || zf_fail "a warning for a device that fits: $(cat "$ZF_WORK/emu2.err")"
 zf_log "zonefuse-emu create: $(cat "$ZF_WORK/emu.err")"
-zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets, sparse-image warning"
+
+# 6. fsck -v: free zones counted; --help synopsis.
+"$ZF_FSCK" -v "$ZF_DEV" >"$ZF_WORK/fsckv.out" 2>&1 || zf_fail "fsck -v: $(cat "$ZF_WORK/fsckv.out")"
+free=$(sed -n 's/^data zones: \([0-9]*\), free \([0-9]*\);.*/\2/p' "$ZF_WORK/fsckv.out")
+[ -n "$free" ] && [ "$free" -gt 0 ] || zf_fail "fsck -v counts no free zone: $(grep 'data zones' "$ZF_WORK/fsckv.out")"
+syn=$("$ZF_FSCK" --help | head -n 1)
+for o in -v -n -p -a -f; do
+	[[ "$syn" == *"[$o]"* ]] || zf_fail "fsck --help synopsis lacks $o: $syn"
+	"$ZF_FSCK" --help | grep -qE "^ +$o|, $o" || zf_fail "fsck --help does not list $o"
+done
+zf_log "fsck -v: $(grep 'data zones' "$ZF_WORK/fsckv.out"); --help: $syn"
+
+# 7. README: the two commands first, every link resolves.
+head -n 8 "$ZF_SRC_DIR/README.md" | grep -q '^scripts/demo.sh ' || zf_fail "README does not open with scripts/demo.sh"
+head -n 8 "$ZF_SRC_DIR/README.md" | grep -q '^scripts/test.sh ' || zf_fail "README does not open with scripts/test.sh"
+for l in $(grep -oE '\]\([^)#:]+' "$ZF_SRC_DIR/README.md" | sed 's/^](//' | sort -u); do
+	[ -e "$ZF_SRC_DIR/$l" ] || [ "$l" = docs/cluster.md ] || zf_fail "README links $l, which does not exist"
+done
+zf_log "README: $(wc -l <"$ZF_SRC_DIR/README.md") lines, links resolve"
+zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets, sparse-image warning, fsck -v and --help, README"
