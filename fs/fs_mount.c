@@ -505,7 +505,8 @@ int fs_unmount(struct fs *fs)
 					"is replayed at the next mount", strerror(-r));
 		}
 		/* Where a slow unmount's time goes (the daemon logs the total). */
-		zf_info("unmount: background work stopped in %.2f s, write-out and final "
+		zf_info("unmount: background work stopped in %.2f s (the collector, the "
+			"committer with its write-behind, prefetch), write-out and final "
 			"commit %.2f s, snapshot %.2f s", (double)(t1 - t0) / 1e9,
 			(double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9);
 	}

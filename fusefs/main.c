@@ -808,8 +808,8 @@ static void close_fs(struct daemon *d)
 		zf_err("unmount of %s did not complete cleanly: %s", d->c.device, strerror(-r));
 		return;
 	}
-	zf_info("unmounted %s: everything written, device closed %.2f s after the mount was "
-		"gone (requests %.2f s, file system with %s buffered %.2f s, device close "
+	zf_info("unmounted %s: everything written, device closed %.2f s after the mount "
+		"ended (requests %.2f s, file system with %s buffered %.2f s, device close "
 		"%.2f s)", d->c.device, secs(start, t2), secs(start, t0), buffered,
 		secs(t0, t1), secs(t1, t2));
 }

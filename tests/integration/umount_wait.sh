@@ -9,6 +9,7 @@
 #      40 MiB of buffers (small files stay buffered) and exited: fsck is clean at once; the unmount
 #      line says where the time went;
 #   3. umount.fuse hands a FUSE mount of another type to `umount -i`;
+#      SIGTERM (a shutdown's final kill) writes everything out, then exits;
 #   4. `mkfs.zonefuse` right after `fusermount3 -u` waits for the daemon
 #      and says what it waits for, then succeeds;
 #   5. `zonefuse -u` with a copy of the mount in another mount namespace
@@ -63,7 +64,7 @@ t1=$(date +%s.%N)
 alive "$pid" && fail "umount returned while daemon $pid was still running"
 "$ZF_FSCK" "$ZF_DEV" >"$ZF_WORK/fsck.out" 2>&1 || fail "fsck right after umount: $(cat "$ZF_WORK/fsck.out")"
 line=$(grep "zonefuse\[$pid\]: .*info: unmounted" "$ZF_LOG") || fail "no unmount line"
-[[ "$line" == *"after the mount was gone (requests "*"file system with 40.0 MiB buffered "* ]] ||
+[[ "$line" == *"after the mount ended (requests "*"file system with 40.0 MiB buffered "* ]] ||
 	fail "the unmount line does not say where the time went: $line"
 steps=$(grep "zonefuse\[$pid\]: .*info: unmount: background work stopped in" "$ZF_LOG") ||
 	fail "fs_unmount's steps are not logged"
@@ -77,6 +78,21 @@ umount "$ZF_MNT" || fail "umount of a fuse.other mount failed"
 findmnt "$ZF_MNT" >/dev/null && fail "fuse.other still mounted"
 for ((i = 0; i < 300; i++)); do alive "$pid" || break; sleep 0.1; done
 log "a fuse.other mount: unmounted through umount -i"
+
+# ---- 3b: SIGTERM (the final kill of a shutdown) writes everything out ----------
+bgmount "$ZF_MNT"
+pid=$(holder "$ZF_MNT")
+small_files "$ZF_MNT/t"
+sums=$(cd "$ZF_MNT/t" && sha256sum f*)
+kill -TERM "$pid"
+for ((i = 0; i < 300; i++)); do alive "$pid" || break; sleep 0.1; done
+alive "$pid" && fail "daemon $pid still running 30 s after SIGTERM"
+grep -q "zonefuse\[$pid\]: .*info: unmounted .*everything written" "$ZF_LOG" || fail "no unmount line after SIGTERM"
+findmnt "$ZF_MNT" >/dev/null && umount "$ZF_MNT"
+bgmount "$ZF_MNT"
+[ "$(cd "$ZF_MNT/t" && sha256sum f*)" = "$sums" ] || fail "the files written before SIGTERM differ after a remount"
+umount "$ZF_MNT"
+log "SIGTERM: the daemon wrote 40 MiB out and exited; the files are there after a remount"
 
 # ---- 4: mkfs right after fusermount3 -u waits, and says so -----------------------
 bgmount "$ZF_MNT"
