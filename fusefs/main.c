@@ -400,13 +400,12 @@ static int unmount_dir(const char *dir, bool lazy, bool force)
 	return r ? 1 : 0;
 }
 
-/* The helper flags umount(8) passes (-flnrv, -t TYPE, -N NS), for
- * unmount_main() and for umount.fuse to pass on. */
+/* What the helper arguments umount(8) passes (-flnrv, -t TYPE, -N NS)
+ * and those of zonefuse -u (-z) ask for. */
 struct umount_args {
 	bool lazy, force;
+	bool other_ns;		/* -N: the mount is in another mount namespace */
 	const char *dir;
-	char *pass[16];		/* the flags, for umount -i */
-	int npass;
 };
 
 /* 0, or the exit status after a message. */
@@ -415,10 +414,7 @@ static int parse_umount_args(int argc, char **argv, bool helper, struct umount_a
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-t") || !strcmp(a, "-N")) {
-			if (i + 1 < argc && !strcmp(a, "-N") && u->npass + 2 <= 15) {
-				u->pass[u->npass++] = argv[i];
-				u->pass[u->npass++] = argv[i + 1];
-			}
+			u->other_ns |= !strcmp(a, "-N");
 			i++;
 		} else if (a[0] == '-' && a[1]) {
 			for (const char *p = a + 1; *p; p++) {
@@ -431,8 +427,6 @@ static int parse_umount_args(int argc, char **argv, bool helper, struct umount_a
 					return 2;
 				}
 			}
-			if (u->npass < 15 && strcmp(a, "-u"))
-				u->pass[u->npass++] = argv[i];
 		} else if (!u->dir) {
 			u->dir = a;
 		} else {
@@ -460,8 +454,9 @@ static int unmount_main(int argc, char **argv, bool helper)
  * "fuse" for every FUSE mount, and then runs /sbin/umount.fuse, not
  * umount.fuse.zonefuse.  Installed under that name, zonefuse unmounts its
  * own mounts (type fuse.zonefuse in mountinfo) the way -u does, and hands
- * every other mount back to umount(8) with -i (no helper), which unmounts
- * it exactly as it would have without this helper. */
+ * every other mount, and any in another mount namespace (-N), back to
+ * umount(8) with -i (no helper), which unmounts it exactly as it would
+ * have without this helper. */
 static int umount_fuse_main(int argc, char **argv)
 {
 	struct umount_args u = { 0 };
@@ -469,7 +464,7 @@ static int umount_fuse_main(int argc, char **argv)
 	char *av[24];
 	int n = 0;
 
-	if (parse_umount_args(argc, argv, true, &u) == 0 &&
+	if (parse_umount_args(argc, argv, true, &u) == 0 && !u.other_ns &&
 	    (u.dir[0] == '/' ? zf_find_mount_at_real(u.dir, &m) : zf_find_mount_at(u.dir, &m)) == 0 &&
 	    !strcmp(m.type, "fuse.zonefuse"))
 		return unmount_dir(u.dir, u.lazy, u.force);
@@ -674,10 +669,11 @@ static int open_default_log(struct daemon *d)
 	return -ENOENT;
 }
 
-/* Chooses where messages go, before the device is opened: with -f (or
- * -o log=stderr) standard error; else -o log=FILE, syslog, or the default
- * file, from now on, with warnings and errors (and, with -o verbose, every
- * message) also printed on the terminal until the daemon detaches.  Every
+/* Chooses where messages go, before the device is opened: -o log=stderr,
+ * or -f without -o log, standard error; else -o log=FILE, syslog, or the
+ * default file, from now on, with warnings and errors (and, with -o
+ * verbose, every message) also printed on the terminal until a background
+ * daemon detaches.  Every
  * line of syslog and of a file names the device.  0, or -errno after a
  * message. */
 static int setup_log(struct daemon *d)
@@ -689,7 +685,8 @@ static int setup_log(struct daemon *d)
 	if ((l && !strcmp(l, "stderr")) || (!l && d->opts.foreground))
 		return 0;
 	zf_log_set_tag(realpath(d->c.device, real) ? real : d->c.device);
-	zf_log_set_echo(d->c.chatty ? ZF_LOG_INFO : ZF_LOG_WARN);
+	if (!d->opts.foreground)
+		zf_log_set_echo(d->c.chatty ? ZF_LOG_INFO : ZF_LOG_WARN);
 	if (l && strcmp(l, "syslog")) {
 		r = zf_log_to_file(l);
 		if (r)
