@@ -4,16 +4,19 @@
  *   zonefuse -u [-z] MOUNTPOINT          (unmount; returns when the daemon is gone)
  *
  * Also usable as `mount -t fuse.zonefuse DEVICE MOUNTPOINT -o ...` (the
- * mount.fuse3 convention), and, installed as umount.fuse.zonefuse, as the
- * helper umount(8) runs for fuse.zonefuse mounts.  Order of work: parse
- * options, open the device exclusively, mount the file system (replay) so
- * errors reach the terminal, then mount FUSE, daemonise, start background
- * work and serve requests.
+ * mount.fuse3 convention, which also brings `mount -o remount` here: it is
+ * refused, exit 32), and, installed as umount.fuse.zonefuse and umount.fuse,
+ * as the helpers umount(8) runs for FUSE mounts (umount.fuse hands mounts
+ * that are not zonefuse's to umount -i).  Order of work: parse and check
+ * every option, choose the log, open the device exclusively, mount the file
+ * system (replay) so errors reach the terminal, then mount FUSE, daemonise,
+ * start background work and serve requests.
  *
  * Unmount is complete when it returns: the file system is written out and the
  * device closed in the DESTROY handler.  On a block device the mount is of
  * type fuseblk, for which the kernel waits for DESTROY inside umount(2); for
- * an emulated device file `zonefuse -u` waits until the daemon has exited.
+ * an emulated device file `zonefuse -u` and the umount helpers wait until the
+ * daemon has exited.
  */
 #include <errno.h>
 #include <fcntl.h>

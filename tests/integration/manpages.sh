@@ -39,7 +39,7 @@ for prog in progs:
         if not re.search(r"^\.B " + e + r"$", sec, re.M):
             bad.append(f"{name}: exit status {e} (from --help) is not in its page")
     print(f"{name}: {len(opts)} options, exit statuses {sorted(exits)}: all in its page")
-# Every virtual xattr the daemon serves is in zonefuse(8) and zonefuse-stat(8).
+# Every virtual xattr the daemon serves is in zonefuse(8) and zonefuse-stat(1).
 for page in ("zonefuse.8", "zonefuse-stat.1"):
     text = open(os.path.join(man, page)).read()
     for x in ("user.zonefuse.stats", "user.zonefuse.zones", "user.zonefuse.extents",
@@ -56,7 +56,7 @@ for p in "$MAN"/*.[18]; do
 	[ -z "$w" ] || zf_fail "$(basename "$p") renders with warnings: $w"
 done
 
-# A stats key the daemon serves but zonefuse-stat(8) does not list.
+# A stats key the daemon serves but zonefuse-stat(1) does not list.
 if [ -c /dev/fuse ] && [ "$(id -u)" -eq 0 ]; then
 	zf_setup
 	zf_mount
