@@ -484,12 +484,15 @@ int fs_start(struct fs *fs)
 int fs_unmount(struct fs *fs)
 {
 	int ret = 0;
+	uint64_t t0 = zf_now_ns(), t1, t2 = 0, t3 = 0;
 
 	fs_gc_stop(fs);	/* lifetime GC thread (fs_gc.c) */
 	fs_committer_stop(fs);
 	fs_pf_stop(fs);
+	t1 = zf_now_ns();
 	if (!fs->read_only) {
 		ret = fs_sync(fs);
+		t2 = t3 = zf_now_ns();
 		if (ret) {
 			zf_err("unmount: final commit failed: %s", strerror(-ret));
 		} else {
@@ -498,10 +501,16 @@ int fs_unmount(struct fs *fs)
 			pthread_mutex_lock(&fs->lock);
 			int r = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
 			pthread_mutex_unlock(&fs->lock);
+			t3 = zf_now_ns();
 			if (r)
 				zf_warn("unmount: final snapshot failed (%s); the log "
 					"is replayed at the next mount", strerror(-r));
 		}
+		/* Where a slow unmount's time goes (the daemon logs the total). */
+		zf_info("unmount: background work stopped in %.2f s (the collector, the "
+			"committer with its write-behind, prefetch), write-out and final "
+			"commit %.2f s, snapshot %.2f s", (double)(t1 - t0) / 1e9,
+			(double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9);
 	}
 	mlog_set_zone_source(fs->mlog, NULL, NULL);
 	zalloc_destroy(fs->za);

@@ -111,6 +111,8 @@ struct mlog {
 	uint64_t snap_put;		/* put_bytes when that snapshot ended */
 	bool append_frees;		/* the append in progress frees space
 					 * (MLOG_APPEND_FREES); under lock */
+	bool nearly_full;		/* the last snapshot left room for less than
+					 * two more (warned once per entry); under lock */
 	bool state_full;		/* the state is as large as the device lets
 					 * it be: only records that free space are
 					 * taken (set after each snapshot); under lock */
@@ -1198,6 +1200,15 @@ static void snap_commit(struct mlog *m, uint64_t put0, struct snap_save *sv)
 	if (m->state_full)
 		zf_warn("mlog: the metadata fills the device: until files are "
 			"deleted, only records that free space are taken");
+	bool nearly = !m->state_full && m->src.avail &&
+		      m->src.avail(m->src_arg) + count_role(m, Z_FREE) <
+		      2 * ((uint64_t)next_snapshot_zones(m) + 2);
+	if (nearly && !m->nearly_full)	/* once each time it gets there */
+		zf_warn("mlog: the metadata log is nearly full: room for %llu zones, the "
+			"next snapshot needs %u; delete files to make room",
+			(unsigned long long)(m->src.avail(m->src_arg) + count_role(m, Z_FREE)),
+			next_snapshot_zones(m));
+	m->nearly_full = nearly;
 	tell_reserve(m);
 	batch_free(&sv->stash);
 }

@@ -140,13 +140,14 @@ int main(int argc, char **argv)
 		case 'v': verbose = true; break;
 		case 'n': case 'p': case 'a': case 'f': break;	/* fsck(8) compatibility */
 		case 'h':
-			printf("usage: %s [-v] DEVICE\n\nCheck an unmounted zonefuse file system:\n"
+			printf("usage: %s [-v] [-n] [-p] [-a] [-f] DEVICE\n\nCheck an unmounted zonefuse file system:\n"
 			       "metadata log, extents against zone write pointers, extents shared\n"
 			       "by two files, names, link counts and zone accounting.  Read-only.\n"
 			       "On a terminal, progress is shown on standard error.\n"
 			       "Exit codes: 0 clean, 4 problems found, 8 operational error (cannot\n"
 			       "open or read; not a zonefuse file system), 16 usage error.\n"
-			       "  -v, --verbose  also print totals (files, directories, extents, bytes)\n"
+			       "  -v, --verbose  also print totals (files, directories, extents, bytes,\n"
+			       "                 data zones and free zones)\n"
 			       "  -n, -p, -a, -f accepted and ignored (fsck(8) compatibility)\n"
 			       "  -h, --help     show this help\n", argv[0]);
 			return 0;
@@ -155,7 +156,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: %s [-v] DEVICE\n", argv[0]);
+		fprintf(stderr, "usage: %s [-v] [-n] [-p] [-a] [-f] DEVICE  (--help for more)\n", argv[0]);
 		return 16;
 	}
 	struct zdev_open_opts zo = ZDEV_OPEN_OPTS_INIT;
@@ -167,7 +168,7 @@ int main(int argc, char **argv)
 	zo.read_only = true;
 	zf_capture_start(&cap);
 	int ret = zdev_open(path, &zo, &dev);
-	if (ret == -EBUSY && zf_wait_unmounting("fsck.zonefuse", path, 30000) == 0)
+	if (ret == -EBUSY && zf_wait_unmounting("fsck.zonefuse", path, ZF_WAIT_UNMOUNTING_MS) == 0)
 		ret = zdev_open(path, &zo, &dev);
 	zf_capture_stop();
 	if (ret == -EBUSY) {
