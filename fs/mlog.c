@@ -88,6 +88,7 @@ struct mlog {
 	struct mlog_sb sb;
 	uint32_t B;
 	bool ro;
+	bool salvage;			/* MLOG_OPEN_SALVAGE: replay past damage */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -1754,6 +1755,34 @@ static int read_record(struct preader *r, uint32_t B, uint64_t off, uint64_t lim
 	return 0;
 }
 
+/* Salvage (MLOG_OPEN_SALVAGE) and damage detection: the first valid
+ * record after off in the zone (8-byte steps, header positions only) with
+ * an LSN of at least `expected`: 0 and its offset and LSN, 1 when there is
+ * none, or a read error. */
+static int next_valid_record(struct preader *r, uint32_t B, uint64_t off, uint64_t lim,
+			     uint64_t expected, uint64_t *at, uint64_t *lsn)
+{
+	for (uint64_t o = hdr_pos(ZF_ALIGN_UP(off + 8, 8u), B); o + RECHDR <= lim;
+	     o = hdr_pos(o + 8, B)) {
+		const uint8_t *p, *pl;
+		struct mlog_rechdr h;
+		uint32_t state;
+		int rc = pr_get(r, o, RECHDR, lim, &p);
+		if (rc)
+			return rc;
+		memcpy(&h, p, sizeof(h));
+		if (h.magic != REC_MAGIC || h.lsn < expected)
+			continue;
+		rc = read_record(r, B, o, lim, h.lsn, &h, &pl, &state);
+		if (rc <= 0) {
+			*at = o;
+			*lsn = h.lsn;
+			return rc;
+		}
+	}
+	return 1;
+}
+
 /* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
  * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
@@ -1789,6 +1818,16 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			const uint8_t *pl;
 			struct mlog_rechdr h;
 			rc = read_record(r, B, off, lim, expected, &h, &pl, &state);
+			if (rc == 1 && m->salvage) {
+				uint64_t at, lsn;
+				rc = next_valid_record(r, B, off, lim, expected, &at, &lsn);
+				if (rc == 0) {	/* skip the damaged stretch */
+					m->info.salvage_skips++;
+					off = at;
+					expected = lsn;
+					continue;
+				}
+			}
 			if (rc) {
 				rc = rc < 0 ? rc : 0;
 				goto out;
@@ -1832,7 +1871,7 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				if (!begun || ended || h.len != 16)
 					goto out;
 				memcpy(v, pl, 16);
-				if (v[0] != epoch || v[1] != user)
+				if (v[0] != epoch || (v[1] != user && !m->salvage))
 					goto out;
 				ended = true;
 				expected++;
@@ -1844,8 +1883,9 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				}
 				break;
 			default:
-				if (!begun)
+				if (!begun && !m->salvage)
 					goto out;
+				begun = true;
 				if (fn) {
 					rc = fn(arg, h.type, pl, h.len, h.lsn);
 					if (rc < 0)
@@ -1903,9 +1943,10 @@ static int open_load(struct mlog *m, const struct mlog_sb *ref, struct open_scan
  * in the zones their NEXT_ZONE records name (meta or borrowed data zones).
  * Newest epoch first (ties: lower zone first); the first whose chain
  * reaches SNAP_END wins (os->epoch; 0 when none does). */
-static int open_pick_epoch(struct mlog *m, struct open_scan *os)
+static int open_pick_epoch(struct mlog *m, struct open_scan *os, bool salvage)
 {
 	bool *tried = calloc(m->nmeta, sizeof(*tried));
+	uint32_t begun = UINT32_MAX;	/* newest chain whose SNAP_BEGIN is valid */
 	int rc = 0;
 
 	if (!tried)
@@ -1934,6 +1975,21 @@ static int open_pick_epoch(struct mlog *m, struct open_scan *os)
 		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
 			"skipped", (unsigned long long)e, m->z[head].idx);
 		m->info.epochs_skipped++;
+		if (begun == UINT32_MAX && os->res.next_lsn > os->hd[head].h.first_lsn)
+			begun = head;
+	}
+	/* Salvage (fs_repair.c): no epoch is complete; the newest that began
+	 * is replayed up to its damage. */
+	if (!rc && !os->epoch && salvage && begun != UINT32_MAX) {
+		os->chain[0] = begun;
+		os->clen = 1;
+		m->nz = m->nmeta;
+		rc = parse_chain(m, &os->r, os->chain, &os->clen, os->hd,
+				 os->hd[begun].h.epoch, true, NULL, NULL, &os->res);
+		if (!rc) {
+			os->epoch = os->hd[begun].h.epoch;
+			m->info.epoch_incomplete = true;
+		}
 	}
 	free(tried);
 	return rc;
@@ -2007,6 +2063,7 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	rc = mlog_alloc(dev, &ref, ro, &m);
 	if (rc)
 		return rc;
+	m->salvage = flags & MLOG_OPEN_SALVAGE;
 	rc = -ENOMEM;
 	os.hd = calloc(m->nmeta, sizeof(*os.hd));
 	os.chain = calloc(m->zcap, sizeof(*os.chain));
@@ -2015,16 +2072,29 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	if (os.hd && os.chain && os.r.buf)
 		rc = open_load(m, &ref, &os);
 	if (!rc)
-		rc = open_pick_epoch(m, &os);
+		rc = open_pick_epoch(m, &os, flags & MLOG_OPEN_SALVAGE);
 	if (!rc && !os.epoch)
 		rc = -EUCLEAN;
 	/* The superblock is known before the first record is replayed, so the
 	 * callback may use it (the fs needs the block size to apply TRUNCATE). */
 	if (!rc && sb)
 		*sb = os.hd[os.chain[0]].h.sb;
+	m->info.salvage_skips = 0;	/* the candidates' walks counted too */
 	if (!rc)
 		rc = parse_chain(m, &os.r, os.chain, &os.clen, os.hd, os.epoch, false,
 				 fn, arg, &os.res);
+	/* A stop before the written end with valid records after it is
+	 * damage, not a torn tail (fs_repair.c reports it). */
+	if (!rc && os.res.tail_state != MLOG_TAIL_CLEAN) {
+		uint64_t at, lsn, zs = (uint64_t)os.res.tail_zone * m->geo->zone_size;
+		for (uint32_t i = 0; i < os.clen; i++) {
+			const struct mzone *z = &m->z[os.chain[i]];
+			if (z->idx == os.res.tail_zone)
+				m->info.valid_after_tail = next_valid_record(&os.r, m->B,
+					zs + os.res.tail_off, z->start + readable_end(z, os.r.dblk),
+					os.res.next_lsn, &at, &lsn) == 0;
+		}
+	}
 	if (!rc) {
 		open_adopt(m, &os, ro);
 		if (sb)
