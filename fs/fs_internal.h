@@ -19,6 +19,7 @@
 #include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "fs/fs.h"
+#include "fs/fs_repair.h"
 #include "fs/mlog.h"
 #include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
@@ -240,6 +241,12 @@ struct fs {
 	bool valid_counted;		/* zalloc counts the extents' device bytes:
 					 * from mount_reconcile until teardown */
 	bool read_only;
+	/* mount-time only (fs_repair.c): what replay could not apply, the
+	 * fsck run this mount serves (or NULL), and whether a damaged log
+	 * may be mounted read-only with repairs in memory */
+	struct fs_cut cut;
+	struct fs_repair *repair;
+	bool repair_fallback;
 
 	pthread_mutex_t lock;
 	/* inode table [L] */

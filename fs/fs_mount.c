@@ -358,11 +358,12 @@ static int mount_replay(struct fs *fs)
 	if (!ret) {
 		fs->bs = fs->sb.block_size;
 		fs->applying_log = true;
-		ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
-				fs_replay_record, fs, &fs->sb, &fs->mlog);
+		ret = fs_repair_open_log(fs, fs->read_only ? MLOG_OPEN_READ_ONLY : 0);
 		fs->applying_log = false;
 		what = "metadata log";
 	}
+	if (!ret)
+		ret = fs_repair_after_replay(fs);	/* fs_repair.c */
 	if (ret == -ENODATA)
 		zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
 	else if (ret)
@@ -437,13 +438,18 @@ static int mount_writable(struct fs *fs)
 	return ret;
 }
 
-int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+/* r: the fsck run this mount serves, or NULL; fallback: a damaged log is
+ * mounted read-only with the repairs in memory (fs_repair.h). */
+static int mount_once(struct zdev *dev, const struct fs_opts *o, struct fs_repair *r,
+		      bool fallback, struct fs **out)
 {
 	struct fs *fs = fs_alloc(dev, o);
 	int ret;
 
 	if (!fs)
 		return -ENOMEM;
+	fs->repair = r;
+	fs->repair_fallback = fallback;
 	fs->read_only = fs->opts.read_only;
 	ret = mount_replay(fs);
 	if (!ret)
@@ -455,6 +461,7 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	if (!ret && !fs->read_only)
 		ret = mount_writable(fs);
 	if (!ret) {
+		fs->repair = NULL;
 		*out = fs;
 		return 0;
 	}
@@ -467,6 +474,21 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	fs->za = NULL;
 	fs_free(fs);
 	return ret;
+}
+
+int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+{
+	int ret = mount_once(dev, o, NULL, false, out);
+	/* damaged metadata: read-only with what can be read (fs_repair.c) */
+	if (ret == -EUCLEAN)
+		ret = mount_once(dev, o, NULL, true, out);
+	return ret;
+}
+
+int fs_mount_repair(struct zdev *dev, const struct fs_opts *o, struct fs_repair *r,
+		    struct fs **out)
+{
+	return mount_once(dev, o, r, false, out);
 }
 
 int fs_start(struct fs *fs)
