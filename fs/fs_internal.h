@@ -342,6 +342,10 @@ uint32_t fs_mode_kill_suidgid(uint32_t mode);
 /* fs_namei.c */
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
 
+/* fs_mount.c: the layout mkfs gives dev (meta_zones 0: the default), a
+ * new uuid.  0 or -errno (logged). */
+int fs_layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb);
+
 /* fs_commit.c */
 int fs_committer_start(struct fs *fs);
 void fs_committer_stop(struct fs *fs);

@@ -85,7 +85,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 
 /* ---- mkfs, mount, unmount ---- */
 
-static int layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
+int fs_layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
 {
 	const struct zdev_geometry *g = zdev_geometry(dev);
 	uint32_t first = g->nr_conv_zones;	/* conventional zones are not used */
@@ -218,7 +218,7 @@ int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o)
 		       zdev_path(dev));
 		return -EEXIST;
 	}
-	ret = layout(dev, o ? o->meta_zones : 0, &sb);
+	ret = fs_layout(dev, o ? o->meta_zones : 0, &sb);
 	if (ret)
 		return ret;
 	if (o && o->label)
@@ -353,6 +353,11 @@ static int mount_replay(struct fs *fs)
 	int ret = mlog_probe(dev, &fs->sb);
 	const char *what = "superblock";
 
+	/* every zone header lost: a repair (or the fallback) tries mkfs's
+	 * layout, for the records that may survive (fs_repair.c) */
+	if (ret && ret != -ENOMEM && (fs->repair || fs->repair_fallback))
+		ret = fs_layout(dev, 0, &fs->sb);
+
 	if (ret == 0 && (fs->sb.block_size < 512 || (fs->sb.block_size & (fs->sb.block_size - 1))))
 		ret = -EUCLEAN;
 	if (!ret) {
@@ -480,8 +485,8 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 {
 	int ret = mount_once(dev, o, NULL, false, out);
 	/* damaged metadata: read-only with what can be read (fs_repair.c) */
-	if (ret == -EUCLEAN)
-		ret = mount_once(dev, o, NULL, true, out);
+	if ((ret == -EUCLEAN || ret == -ENODATA) && mount_once(dev, o, NULL, true, out) == 0)
+		ret = 0;
 	return ret;
 }
 

@@ -603,12 +603,14 @@ int fs_repair_open_log(struct fs *fs, unsigned int flags)
 	/* a repair replays past damage (MLOG_OPEN_SALVAGE); a mount stops there */
 	if (fs->repair)
 		flags |= MLOG_OPEN_SALVAGE;
-	int ret = mlog_open(fs->dev, flags, fs_repair_replay_record, fs, &fs->sb, &fs->mlog);
+	struct mlog_sb hint = fs->sb;	/* probed, or mkfs's layout when none was */
+	int ret = mlog_open_hint(fs->dev, flags, fs_repair_replay_record, fs, &hint, &fs->sb,
+				 &fs->mlog);
 	/* No complete epoch: the newest that began, up to its damage, when
 	 * this mount may fall back (or is a repair). */
-	if (ret == -EUCLEAN && fs->repair_fallback && fs->ninodes == 0)
-		ret = mlog_open(fs->dev, flags | MLOG_OPEN_SALVAGE, fs_repair_replay_record, fs,
-				&fs->sb, &fs->mlog);
+	if ((ret == -EUCLEAN || ret == -ENODATA) && fs->repair_fallback && fs->ninodes == 0)
+		ret = mlog_open_hint(fs->dev, flags | MLOG_OPEN_SALVAGE, fs_repair_replay_record,
+				     fs, &hint, &fs->sb, &fs->mlog);
 	if (!ret) {
 		struct mlog_open_info info;
 		mlog_get_open_info(fs->mlog, &info);
@@ -631,6 +633,9 @@ int fs_repair_after_replay(struct fs *fs)
 		problem(r, FS_PR_LOG_DAMAGED, "replay stopped at a damaged record in zone %u "
 			"(+%llu) with valid records after it", info.tail_zone,
 			(unsigned long long)info.tail_offset);
+	if (info.headers_rebuilt)
+		problem(r, FS_PR_LOG_DAMAGED, "%u zone header(s) of the metadata log lost, made "
+			"again from the records after them", info.headers_rebuilt);
 	if (info.salvage_skips)
 		problem(r, FS_PR_LOG_DAMAGED, "%llu damaged stretch(es) of the log skipped",
 			(unsigned long long)info.salvage_skips);

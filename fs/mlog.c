@@ -1783,6 +1783,22 @@ static int next_valid_record(struct preader *r, uint32_t B, uint64_t off, uint64
 	return 1;
 }
 
+/* A meta zone (not yet in the chain) whose header continues an epoch's
+ * chain at position ci + 1: its slot, or UINT32_MAX. */
+static uint32_t chain_successor(const struct mlog *m, const uint32_t *chain, uint32_t n,
+				uint32_t ci, const struct mhdr *hd, uint64_t epoch)
+{
+	for (uint32_t j = 0; j < m->nmeta; j++) {
+		bool in = false;
+		for (uint32_t k = 0; k < n && !in; k++)
+			in = chain[k] == j;
+		if (!in && hd[j].valid && hd[j].h.epoch == epoch &&
+		    hd[j].h.zone_seq == (uint64_t)ci + 1)
+			return j;
+	}
+	return UINT32_MAX;
+}
+
 /* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
  * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
@@ -1813,7 +1829,7 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			res->tail_off = off - z->start;
 			if (off + RECHDR > lim) {
 				state = MLOG_TAIL_CLEAN;
-				goto out;
+				goto end_of_zone;
 			}
 			const uint8_t *pl;
 			struct mlog_rechdr h;
@@ -1828,9 +1844,11 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 					continue;
 				}
 			}
-			if (rc) {
-				rc = rc < 0 ? rc : 0;
+			if (rc < 0)
 				goto out;
+			if (rc) {
+				rc = 0;
+				goto end_of_zone;
 			}
 			state = MLOG_TAIL_TORN;
 			bool next = false;
@@ -1899,6 +1917,21 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			if (next)
 				break;
 			off += ZF_ALIGN_UP(RECHDR + h.len, 8u);
+			continue;
+end_of_zone:
+			/* Salvage: the chain goes on in a meta zone whose header
+			 * says so, though no NEXT_ZONE record leads there. */
+			if (!m->salvage || ci + 1 < n)
+				goto out;
+			uint32_t j = chain_successor(m, chain, n, ci, hd, epoch);
+			if (j == UINT32_MAX)
+				goto out;
+			chain[ci + 1] = j;
+			n = *np = ci + 2;
+			if (hd[j].h.first_lsn > expected)
+				expected = hd[j].h.first_lsn;
+			m->info.salvage_skips++;
+			break;
 		}
 	}
 out:
@@ -1937,6 +1970,52 @@ static int open_load(struct mlog *m, const struct mlog_sb *ref, struct open_scan
 	}
 	free(rep);
 	return rc;
+}
+
+/* Salvage: a meta zone with data whose header is lost gets one made from
+ * its first record when that is a valid SNAP_BEGIN (epoch from it,
+ * zone_seq 0, first_lsn its LSN, the superblock ref), so its chain can be
+ * replayed.  Nothing is written: the repair's snapshot writes a new epoch. */
+static int open_rebuild_headers(struct mlog *m, const struct mlog_sb *ref,
+				struct open_scan *os)
+{
+	for (uint32_t i = 0; i < m->nmeta; i++) {
+		struct mhdr *h = &os->hd[i];
+		const struct mzone *z = &m->z[i];
+		const uint8_t *p, *pl;
+		struct mlog_rechdr rh;
+		uint32_t state;
+		uint64_t lim = z->start + readable_end(z, os->r.dblk), epoch;
+
+		if (h->valid || !h->written || z->role == Z_BAD || z->start + m->B + RECHDR > lim)
+			continue;
+		os->r.wlen = 0;
+		int rc = pr_get(&os->r, z->start + m->B, RECHDR, lim, &p);
+		if (rc)
+			return rc;
+		memcpy(&rh, p, sizeof(rh));
+		rc = read_record(&os->r, m->B, z->start + m->B, lim, rh.lsn, &rh, &pl, &state);
+		if (rc < 0)
+			return rc;
+		if (rc || rh.type != REC_SNAP_BEGIN || rh.len != 8 || rh.lsn == 0)
+			continue;
+		memcpy(&epoch, pl, 8);
+		if (epoch == 0 || epoch == UINT64_MAX)
+			continue;
+		memset(&h->h, 0, sizeof(h->h));
+		memcpy(h->h.magic, ZHDR_MAGIC, 8);
+		h->h.version = ZHDR_VERSION;
+		h->h.hdr_size = sizeof(h->h);
+		h->h.epoch = epoch;
+		h->h.first_lsn = rh.lsn;
+		h->h.sb = *ref;
+		h->valid = h->magic = true;
+		m->info.headers_rebuilt++;
+		if (epoch > m->max_epoch)
+			m->max_epoch = epoch;
+	}
+	os->r.wlen = 0;
+	return 0;
 }
 
 /* Candidate chains start at a zone_seq 0 header in a meta zone and go on
@@ -2045,8 +2124,9 @@ static void open_adopt(struct mlog *m, const struct open_scan *os, bool ro)
 	m->info.tail_offset = res->tail_off;
 }
 
-int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
-	      void *arg, struct mlog_sb *sb, struct mlog **out)
+static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+		       void *arg, const struct mlog_sb *hint, struct mlog_sb *sb,
+		       struct mlog **out)
 {
 	struct mlog_sb ref;
 	struct mlog *m = NULL;
@@ -2058,6 +2138,10 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		return -EINVAL;
 	*out = NULL;
 	rc = scan_for_sb(dev, &ref);
+	if (rc && rc != -ENOMEM && hint && (flags & MLOG_OPEN_SALVAGE)) {
+		ref = *hint;	/* every header lost: mkfs's layout */
+		rc = 0;
+	}
 	if (rc)
 		return rc;
 	rc = mlog_alloc(dev, &ref, ro, &m);
@@ -2071,6 +2155,8 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	os.r.buf = zdev_buf_alloc(READ_WINDOW);
 	if (os.hd && os.chain && os.r.buf)
 		rc = open_load(m, &ref, &os);
+	if (!rc && m->salvage)
+		rc = open_rebuild_headers(m, &ref, &os);
 	if (!rc)
 		rc = open_pick_epoch(m, &os, flags & MLOG_OPEN_SALVAGE);
 	if (!rc && !os.epoch)
@@ -2083,14 +2169,22 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	if (!rc)
 		rc = parse_chain(m, &os.r, os.chain, &os.clen, os.hd, os.epoch, false,
 				 fn, arg, &os.res);
-	/* A stop before the written end with valid records after it is
-	 * damage, not a torn tail (fs_repair.c reports it). */
+	/* A stop before the written end with valid records after it, or a
+	 * meta zone continuing the chain past a gap, is damage, not a torn
+	 * tail (fs_repair.c reports it). */
+	if (!rc) {
+		/* (records lost before it; one that starts where replay
+		 * stopped is a torn NEXT_ZONE's unacknowledged successor) */
+		uint32_t j = chain_successor(m, os.chain, os.clen, os.clen - 1, os.hd, os.epoch);
+		if (j != UINT32_MAX && os.hd[j].h.first_lsn > os.res.next_lsn)
+			m->info.valid_after_tail = true;
+	}
 	if (!rc && os.res.tail_state != MLOG_TAIL_CLEAN) {
 		uint64_t at, lsn, zs = (uint64_t)os.res.tail_zone * m->geo->zone_size;
 		for (uint32_t i = 0; i < os.clen; i++) {
 			const struct mzone *z = &m->z[os.chain[i]];
 			if (z->idx == os.res.tail_zone)
-				m->info.valid_after_tail = next_valid_record(&os.r, m->B,
+				m->info.valid_after_tail |= next_valid_record(&os.r, m->B,
 					zs + os.res.tail_off, z->start + readable_end(z, os.r.dblk),
 					os.res.next_lsn, &at, &lsn) == 0;
 		}
@@ -2107,4 +2201,16 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	free(os.chain);
 	zdev_buf_free(os.r.buf);
 	return rc;
+}
+
+int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+	      void *arg, struct mlog_sb *sb, struct mlog **out)
+{
+	return open_common(dev, flags, fn, arg, NULL, sb, out);
+}
+
+int mlog_open_hint(struct zdev *dev, unsigned int flags, mlog_replay_fn fn, void *arg,
+		   const struct mlog_sb *hint, struct mlog_sb *sb, struct mlog **out)
+{
+	return open_common(dev, flags, fn, arg, hint, sb, out);
 }

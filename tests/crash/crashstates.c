@@ -56,6 +56,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "zoned/zdev.h"
+#include "tc_util.h"
 
 #define ZONES 16
 #define ZONE_SIZE (1u << 20)
@@ -77,75 +78,7 @@ static struct {
 
 static unsigned long n_workloads, n_states, n_violations;
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fprintf(stderr, "zf-crashstates: ");
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
-}
-
-#define CHECK(x) do { long r_ = (long)(x); if (r_ < 0) \
-	die("%s:%d: %s: %s", __FILE__, __LINE__, #x, strerror((int)-r_)); } while (0)
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
-}
-#define FNV0 0xcbf29ce484222325ull
-
 /* ---- images ---- */
-
-/* Copy the emulated device file src to dst, holes kept. */
-static void copy_image(const char *src, const char *dst)
-{
-	int in = open(src, O_RDONLY), out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	struct stat st;
-	static char buf[1 << 20];
-
-	if (in < 0 || out < 0 || fstat(in, &st))
-		die("copy %s -> %s: %s", src, dst, strerror(errno));
-	CHECK(ftruncate(out, st.st_size) ? -errno : 0);
-	off_t pos = 0;
-	while (pos < st.st_size) {
-		off_t d = lseek(in, pos, SEEK_DATA);
-		if (d < 0)
-			break;
-		off_t h = lseek(in, d, SEEK_HOLE);
-		if (h < 0)
-			h = st.st_size;
-		for (off_t o = d; o < h;) {
-			size_t n = (size_t)ZF_MIN((off_t)sizeof(buf), h - o);
-			ssize_t r = pread(in, buf, n, o);
-			if (r <= 0 || pwrite(out, buf, (size_t)r, o) != r)
-				die("copy %s: %s", src, strerror(errno));
-			o += r;
-		}
-		pos = h;
-	}
-	close(in);
-	close(out);
-}
-
-static struct fs *mount_dev(struct zdev *dev, int *err)
-{
-	struct fs_opts o;
-	struct fs *fs = NULL;
-
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 16u << 20;
-	o.stripe_unit = STRIPE;
-	o.stripe_width = 1;
-	*err = fs_mount(dev, &o, &fs);
-	return *err ? NULL : fs;
-}
 
 /* ---- logical state ---- */
 
@@ -181,12 +114,12 @@ static void take_entry(struct walk *w, const char *name, const struct stat *st)
 	e->uid = st->st_uid;
 	e->gid = st->st_gid;
 	e->nlink = (uint32_t)st->st_nlink;
-	uint64_t h = FNV0;
+	uint64_t h = TC_FNV0;
 	char buf[70000];
 	if (S_ISLNK(st->st_mode)) {
 		int n = fs_readlink(w->fs, e->ino, buf, sizeof(buf));
 		if (n > 0)
-			h = fnv(h, buf, (size_t)n);
+			h = tc_fnv(h, buf, (size_t)n);
 	}
 	int ln = fs_listxattr(w->fs, e->ino, buf, sizeof(buf));
 	if (ln > 0) {
@@ -195,12 +128,12 @@ static void take_entry(struct walk *w, const char *name, const struct stat *st)
 		for (int i = 0; i < ln; i += (int)strlen(buf + i) + 1) {
 			static char val[70000];
 			int vn = fs_getxattr(w->fs, e->ino, buf + i, val, sizeof(val));
-			uint64_t x = fnv(FNV0, buf + i, strlen(buf + i) + 1);
+			uint64_t x = tc_fnv(TC_FNV0, buf + i, strlen(buf + i) + 1);
 			if (vn >= 0)
-				x = fnv(x, val, (size_t)vn);
+				x = tc_fnv(x, val, (size_t)vn);
 			acc += x;
 		}
-		h = fnv(h, &acc, sizeof(acc));
+		h = tc_fnv(h, &acc, sizeof(acc));
 	}
 	e->meta = h;
 	if (S_ISREG(st->st_mode)) {
@@ -211,7 +144,7 @@ static void take_entry(struct walk *w, const char *name, const struct stat *st)
 			return;
 		}
 		ssize_t n = fs_read(w->fs, e->ino, 0, e->size, d);
-		e->data = n == (ssize_t)e->size ? fnv(FNV0, d, e->size) : 0;
+		e->data = n == (ssize_t)e->size ? tc_fnv(TC_FNV0, d, e->size) : 0;
 		if (n != (ssize_t)e->size)
 			w->err = n < 0 ? (int)n : -EIO;
 		free(d);
@@ -335,9 +268,9 @@ static uint64_t mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode
 {
 	struct stat st;
 	if (S_ISDIR(mode))
-		CHECK(fs_mkdir(fs, parent, name, mode, NULL, &st));
+		TC_CHECK(fs_mkdir(fs, parent, name, mode, NULL, &st));
 	else
-		CHECK(fs_mknod(fs, parent, name, mode, 0, NULL, &st));
+		TC_CHECK(fs_mknod(fs, parent, name, mode, 0, NULL, &st));
 	fs_forget(fs, st.st_ino, 1);
 	return st.st_ino;
 }
@@ -372,18 +305,18 @@ static void populate(struct fs *fs)
 			snprintf(n, sizeof(n), "f%d", t);
 			uint64_t f = mk(fs, di, n, S_IFREG | 0644);
 			pattern(buf, sizeof(buf), (uint32_t)(d * 10 + t));
-			CHECK(fs_write(fs, f, 0, buf, sizeof(buf), false));
-			CHECK(fs_setxattr(fs, f, "user.old", "x", 1, 0));
+			TC_CHECK(fs_write(fs, f, 0, buf, sizeof(buf), false));
+			TC_CHECK(fs_setxattr(fs, f, "user.old", "x", 1, 0));
 			snprintf(n, sizeof(n), "o%d", t);
 			uint64_t o = mk(fs, di, n, S_IFREG | 0600);
-			CHECK(fs_write(fs, o, 0, buf, 4096, false));
+			TC_CHECK(fs_write(fs, o, 0, buf, 4096, false));
 			snprintf(n, sizeof(n), "y%d", t);
 			mk(fs, di, n, S_IFREG | 0644);
 			snprintf(n, sizeof(n), "e%d", t);
 			mk(fs, di, n, S_IFDIR | 0700);
 		}
 	}
-	CHECK(fs_sync(fs));
+	TC_CHECK(fs_sync(fs));
 }
 
 /* Run one operation; *obj is the inode its sync step syncs, *dir its directory. */
@@ -561,13 +494,13 @@ static uint64_t state_key(const struct run *r, const struct cut *c)
 			fin[o->zone] = true;
 		}
 	}
-	uint64_t h = FNV0;
+	uint64_t h = TC_FNV0;
 	for (int z = 0; z < ZONES; z++) {
 		uint64_t l = c->vend[z] > c->vstart[z] ? c->vstart[z] + c->keep[z] : c->vend[z];
 		len[z] = l;
-		h = fnv(h, &lastreset[z], sizeof(lastreset[z]));
-		h = fnv(h, &len[z], sizeof(len[z]));
-		h = fnv(h, &fin[z], sizeof(fin[z]));
+		h = tc_fnv(h, &lastreset[z], sizeof(lastreset[z]));
+		h = tc_fnv(h, &len[z], sizeof(len[z]));
+		h = tc_fnv(h, &fin[z], sizeof(fin[z]));
 	}
 	return h;
 }
@@ -581,7 +514,7 @@ static bool seen_before(struct run *r, uint64_t key)
 		size_t cap = r->capseen;
 		uint64_t *n = zf_grow(r->seen, &cap, r->nseen + 1, sizeof(*n), 256);
 		if (!n)
-			die("out of memory");
+			tc_die("out of memory");
 		r->seen = n;
 		r->capseen = cap;
 	}
@@ -595,8 +528,8 @@ static void build(struct run *r, const struct cut *c)
 	struct zdev *dev;
 	const uint64_t zs = ZONE_SIZE;
 
-	copy_image(r->base, r->img);
-	CHECK(zdev_open(r->img, NULL, &dev));
+	tc_copy_image(r->base, r->img);
+	TC_CHECK(zdev_open(r->img, NULL, &dev));
 	for (long i = 0; i < c->k; i++) {
 		const struct zdev_rec_op *o = &r->ops[i];
 		switch (o->kind) {
@@ -611,19 +544,19 @@ static void build(struct run *r, const struct cut *c)
 			if (len) {
 				void *b = zdev_buf_alloc(len);
 				memcpy(b, o->data, len);
-				CHECK(zdev_write(dev, o->off, b, len));
+				TC_CHECK(zdev_write(dev, o->off, b, len));
 				zdev_buf_free(b);
 			}
 			break;
 		}
-		case ZDEV_REC_FLUSH: CHECK(zdev_flush(dev)); break;
-		case ZDEV_REC_RESET: CHECK(zdev_zone_reset(dev, o->zone)); break;
-		case ZDEV_REC_FINISH: CHECK(zdev_zone_finish(dev, o->zone)); break;
-		case ZDEV_REC_RESET_ALL: CHECK(zdev_reset_all(dev)); break;
+		case ZDEV_REC_FLUSH: TC_CHECK(zdev_flush(dev)); break;
+		case ZDEV_REC_RESET: TC_CHECK(zdev_zone_reset(dev, o->zone)); break;
+		case ZDEV_REC_FINISH: TC_CHECK(zdev_zone_finish(dev, o->zone)); break;
+		case ZDEV_REC_RESET_ALL: TC_CHECK(zdev_reset_all(dev)); break;
 		}
 	}
-	CHECK(zdev_flush(dev));
-	CHECK(zdev_emu_power_loss(dev, 0));	/* open zones come back closed */
+	TC_CHECK(zdev_flush(dev));
+	TC_CHECK(zdev_emu_power_loss(dev, 0));	/* open zones come back closed */
 	zdev_close(dev);
 }
 
@@ -656,13 +589,13 @@ static void check_state(struct run *r, const struct cut *c)
 		putchar('\n');
 	}
 	build(r, c);
-	CHECK(zdev_open(r->img, NULL, &dev));
+	TC_CHECK(zdev_open(r->img, NULL, &dev));
 	int probs = fs_check(dev, false, fsck_report, fsck_msg);
 	if (probs != 0) {
 		snprintf(msg, sizeof(msg), "cut %ld: fsck: %d (%s)", c->k, probs, fsck_msg);
 		violation(r, "fsck not clean", msg);
 	}
-	struct fs *fs = mount_dev(dev, &err);
+	struct fs *fs = tc_mount(dev, false, &err);
 	if (!fs) {
 		snprintf(msg, sizeof(msg), "cut %ld: %s", c->k, strerror(-err));
 		violation(r, "crash state does not mount", msg);
@@ -849,39 +782,39 @@ static void run_workload(const struct wl *w, const char *base_img)
 	snprintf(work, sizeof(work), "%s/work.zdev", opt.dir);
 	snprintf(r.base, sizeof(r.base), "%s/start.zdev", opt.dir);
 	snprintf(r.img, sizeof(r.img), "%s/crash.zdev", opt.dir);
-	copy_image(base_img, work);
-	CHECK(zdev_open(work, NULL, &dev));
-	struct fs *fs = mount_dev(dev, &err);
+	tc_copy_image(base_img, work);
+	TC_CHECK(zdev_open(work, NULL, &dev));
+	struct fs *fs = tc_mount(dev, false, &err);
 	if (!fs)
-		die("%s: mount: %s", w->name, strerror(-err));
-	CHECK(zdev_flush(dev));
-	copy_image(work, r.base);
-	CHECK(take_state(fs, &r.st[0]));
-	CHECK(zdev_record_start(dev, REC_MAX_BYTES));
+		tc_die("%s: mount: %s", w->name, strerror(-err));
+	TC_CHECK(zdev_flush(dev));
+	tc_copy_image(work, r.base);
+	TC_CHECK(take_state(fs, &r.st[0]));
+	TC_CHECK(zdev_record_start(dev, REC_MAX_BYTES));
 	uint64_t obj = 0, dir = 0;
 	int s = 0;
 	for (int i = 0; i < w->nops; i++) {
 		err = run_op(fs, w->op[i], w->dir[i], w->slot[i], &obj, &dir);
 		if (err)
-			die("%s: %s: %s", w->name, op_name[w->op[i]], strerror(-err));
+			tc_die("%s: %s: %s", w->name, op_name[w->op[i]], strerror(-err));
 		s++;
 		r.step[s].pos = zdev_record_get(dev, &r.ops);
-		CHECK(take_state(fs, &r.st[s]));
+		TC_CHECK(take_state(fs, &r.st[s]));
 	}
-	CHECK(run_sync(fs, w->sync, obj, dir));
+	TC_CHECK(run_sync(fs, w->sync, obj, dir));
 	s++;
 	r.step[s].pos = zdev_record_get(dev, &r.ops);
 	r.step[s].sync = true;
 	r.step[s].synced = w->sync == SY_SYNCFS ? 0 :
 			   w->sync == SY_FSYNC_DIR ? UINT64_MAX : obj;
-	CHECK(take_state(fs, &r.st[s]));
+	TC_CHECK(take_state(fs, &r.st[s]));
 	err = fs_unmount(fs);
 	if (err)
-		die("%s: unmount: %s", w->name, strerror(-err));
+		tc_die("%s: unmount: %s", w->name, strerror(-err));
 	s++;
 	r.nops = zdev_record_get(dev, &r.ops);
 	if (r.nops < 0)
-		die("%s: recording: %s", w->name, strerror((int)-r.nops));
+		tc_die("%s: recording: %s", w->name, strerror((int)-r.nops));
 	r.step[s].pos = r.nops;
 	r.step[s].sync = true;
 	r.step[s].synced = 0;
@@ -918,14 +851,14 @@ static void make_base(const char *path)
 	struct zdev *dev;
 	int err;
 
-	CHECK(zdev_emu_create(path, &p, true));
-	CHECK(zdev_open(path, NULL, &dev));
-	CHECK(fs_mkfs(dev, NULL));
-	struct fs *fs = mount_dev(dev, &err);
+	TC_CHECK(zdev_emu_create(path, &p, true));
+	TC_CHECK(zdev_open(path, NULL, &dev));
+	TC_CHECK(fs_mkfs(dev, NULL));
+	struct fs *fs = tc_mount(dev, false, &err);
 	if (!fs)
-		die("base mount: %s", strerror(-err));
+		tc_die("base mount: %s", strerror(-err));
 	populate(fs);
-	CHECK(fs_unmount(fs));
+	TC_CHECK(fs_unmount(fs));
 	zdev_close(dev);
 }
 
@@ -1000,12 +933,8 @@ int main(int argc, char **argv)
 			puts(wls[i].name);
 		return 0;
 	}
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || !*tmp)
-		tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-	snprintf(opt.dir, sizeof(opt.dir), "%s/zf-crashstates-XXXXXX", tmp);
-	if (!mkdtemp(opt.dir))
-		die("mkdtemp %s: %s", opt.dir, strerror(errno));
+	tc_prog = "zf-crashstates";
+	tc_scratch_dir(opt.dir, sizeof(opt.dir));
 	zf_log_set_level(ZF_LOG_ERROR);
 	char base[300];
 	snprintf(base, sizeof(base), "%s/base.zdev", opt.dir);
