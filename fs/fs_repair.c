@@ -656,14 +656,25 @@ int fs_repair_after_replay(struct fs *fs)
 	/* A plain mount of a damaged log: read-only, with that state. */
 	fs->read_only = true;
 	fs->opts.read_only = true;
-	char b[32];
-	zf_err("%s: the metadata log is damaged (%s%s%llu record(s) not replayed, %u "
-	       "repair(s) made in memory, %s of file data dropped): mounted READ-ONLY with "
-	       "the state before the damage; `fsck.zonefuse -y %s` would write that state "
-	       "and make it writable again", zdev_path(fs->dev),
-	       fs->cut.salvaged ? "newest snapshot incomplete, " : "",
-	       info.valid_after_tail ? "valid records after a damaged one, " : "",
-	       (unsigned long long)fs->cut.skipped, r->found,
+	char b[32], why[256] = "";
+	size_t at = 0;
+	if (fs->cut.salvaged)
+		at += (size_t)snprintf(why + at, sizeof(why) - at, "no snapshot complete; ");
+	if (info.headers_rebuilt && at < sizeof(why))
+		at += (size_t)snprintf(why + at, sizeof(why) - at, "%u zone header(s) lost; ",
+				       info.headers_rebuilt);
+	if (info.valid_after_tail && at < sizeof(why))
+		at += (size_t)snprintf(why + at, sizeof(why) - at,
+				       "valid records after a damaged one not replayed; ");
+	if (fs->cut.cut && at < sizeof(why))
+		at += (size_t)snprintf(why + at, sizeof(why) - at,
+				       "%llu record(s) from lsn %llu not applied; ",
+				       (unsigned long long)fs->cut.skipped,
+				       (unsigned long long)fs->cut.lsn);
+	zf_err("%s: the metadata log is damaged (%s%d repair(s) in memory, %s of file data "
+	       "dropped): mounted READ-ONLY with the state before the damage; "
+	       "`fsck.zonefuse -y %s` would write that state, keep what it can after the "
+	       "damage and make it writable again", zdev_path(fs->dev), why, r->found,
 	       zf_fmt_bytes(r->lost_bytes, b, sizeof(b)), zdev_path(fs->dev));
 	return 0;
 }
