@@ -98,6 +98,9 @@ void fs_opts_default(struct fs_opts *o);
  * work (periodic commit) starts only with fs_start(), so a daemon can
  * fork after mounting. */
 int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out);
+/* Why the mount came up read-only though read-write was asked (a damaged
+ * metadata log, fs_repair.c; also logged), or NULL. */
+const char *fs_mount_note(const struct fs *fs);
 int fs_start(struct fs *fs);
 /* Flush every buffer, commit, snapshot, stop threads, free.  The device is
  * not closed.  Returns the first error met (the fs is freed anyway). */

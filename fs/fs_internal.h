@@ -247,6 +247,7 @@ struct fs {
 	struct fs_cut cut;
 	struct fs_repair *repair;
 	bool repair_fallback;
+	char *mount_note;		/* fs_mount_note(), or NULL; freed with fs */
 
 	pthread_mutex_t lock;
 	/* inode table [L] */

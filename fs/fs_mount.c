@@ -181,6 +181,7 @@ static void fs_free(struct fs *fs)
 	}
 	free(fs->itab);
 	free(fs->dtab);
+	free(fs->mount_note);
 	fs_lifetime_fini(fs);	/* lifetime state (fs_lifetime.c) */
 	fs_share_fini(fs);	/* shared extents (fs_copy.c) */
 	pthread_mutex_destroy(&fs->lock);
@@ -369,7 +370,11 @@ static int mount_replay(struct fs *fs)
 	}
 	if (!ret)
 		ret = fs_repair_after_replay(fs);	/* fs_repair.c */
-	if (ret == -ENODATA)
+	/* a repair (fsck) says it in its own words; the fallback's retry
+	 * would say it a second time */
+	if (fs->repair || fs->repair_fallback)
+		;
+	else if (ret == -ENODATA)
 		zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
 	else if (ret)
 		zf_err("reading the %s of %s: %s", what, zdev_path(dev), strerror(-ret));

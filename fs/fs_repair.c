@@ -671,12 +671,21 @@ int fs_repair_after_replay(struct fs *fs)
 				       "%llu record(s) from lsn %llu not applied; ",
 				       (unsigned long long)fs->cut.skipped,
 				       (unsigned long long)fs->cut.lsn);
-	zf_err("%s: the metadata log is damaged (%s%d repair(s) in memory, %s of file data "
-	       "dropped): mounted READ-ONLY with the state before the damage; "
-	       "`fsck.zonefuse -y %s` would write that state, keep what it can after the "
-	       "damage and make it writable again", zdev_path(fs->dev), why, r->found,
-	       zf_fmt_bytes(r->lost_bytes, b, sizeof(b)), zdev_path(fs->dev));
+	char note[1024];
+	snprintf(note, sizeof(note), "%s: the metadata log is damaged (%s%d repair(s) in "
+		 "memory, %s of file data dropped): mounted READ-ONLY with the state before "
+		 "the damage; `fsck.zonefuse -y %s` would write that state, keep what it can "
+		 "after the damage and make it writable again", zdev_path(fs->dev), why,
+		 r->found, zf_fmt_bytes(r->lost_bytes, b, sizeof(b)), zdev_path(fs->dev));
+	zf_err("%s", note);
+	free(fs->mount_note);
+	fs->mount_note = strdup(note);
 	return 0;
+}
+
+const char *fs_mount_note(const struct fs *fs)
+{
+	return fs->mount_note;
 }
 
 /* ---- fsck ---- */

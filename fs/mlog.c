@@ -2138,8 +2138,9 @@ static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		return -EINVAL;
 	*out = NULL;
 	rc = scan_for_sb(dev, &ref);
+	int no_sb = rc;		/* every header lost: mkfs's layout, if salvaging */
 	if (rc && rc != -ENOMEM && hint && (flags & MLOG_OPEN_SALVAGE)) {
-		ref = *hint;	/* every header lost: mkfs's layout */
+		ref = *hint;
 		rc = 0;
 	}
 	if (rc)
@@ -2157,6 +2158,8 @@ static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		rc = open_load(m, &ref, &os);
 	if (!rc && m->salvage)
 		rc = open_rebuild_headers(m, &ref, &os);
+	if (!rc && no_sb && !m->info.headers_rebuilt)
+		rc = no_sb;	/* nothing of a log here either */
 	if (!rc)
 		rc = open_pick_epoch(m, &os, flags & MLOG_OPEN_SALVAGE);
 	if (!rc && !os.epoch)

@@ -200,16 +200,6 @@ int main(int argc, char **argv)
 			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		return 8;
 	}
-	struct mlog_sb sb;
-	zf_capture_start(&cap);
-	ret = mlog_probe(dev, &sb);
-	zf_capture_stop();
-	if (ret == -ENODATA) {
-		fprintf(stderr, "fsck.zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
-			"first\n", path);
-		zdev_close(dev);
-		return 8;
-	}
 	struct progress prog;
 	bool watching = progress_start(&prog, dev);
 	if (watching)
@@ -221,6 +211,11 @@ int main(int argc, char **argv)
 		active_progress = NULL;
 	}
 	zdev_close(dev);
+	if (ret == -ENODATA) {
+		fprintf(stderr, "fsck.zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
+			"first\n", path);
+		return 8;
+	}
 	if (ret < 0) {
 		fprintf(stderr, "fsck.zonefuse: %s: %s\n", path, strerror(-ret));
 		return 8;
