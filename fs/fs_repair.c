@@ -666,6 +666,9 @@ int fs_repair_after_replay(struct fs *fs)
 	if (info.valid_after_tail && at < sizeof(why))
 		at += (size_t)snprintf(why + at, sizeof(why) - at,
 				       "valid records after a damaged one not replayed; ");
+	if (info.salvage_skips && at < sizeof(why))
+		at += (size_t)snprintf(why + at, sizeof(why) - at, "%llu damaged stretch(es) "
+				       "skipped; ", (unsigned long long)info.salvage_skips);
 	if (fs->cut.cut && at < sizeof(why))
 		at += (size_t)snprintf(why + at, sizeof(why) - at,
 				       "%llu record(s) from lsn %llu not applied; ",
@@ -673,9 +676,9 @@ int fs_repair_after_replay(struct fs *fs)
 				       (unsigned long long)fs->cut.lsn);
 	char note[1024];
 	snprintf(note, sizeof(note), "%s: the metadata log is damaged (%s%d repair(s) in "
-		 "memory, %s of file data dropped): mounted READ-ONLY with the state before "
-		 "the damage; `fsck.zonefuse -y %s` would write that state, keep what it can "
-		 "after the damage and make it writable again", zdev_path(fs->dev), why,
+		 "memory, %s of file data dropped): mounted READ-ONLY with what could be "
+		 "read; `fsck.zonefuse -y %s` would write that state, keep what it can after "
+		 "the damage and make it writable again", zdev_path(fs->dev), why,
 		 r->found, zf_fmt_bytes(r->lost_bytes, b, sizeof(b)), zdev_path(fs->dev));
 	zf_err("%s", note);
 	free(fs->mount_note);
