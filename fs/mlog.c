@@ -1764,7 +1764,7 @@ static int next_valid_record(struct preader *r, uint32_t B, uint64_t off, uint64
 {
 	for (uint64_t o = hdr_pos(ZF_ALIGN_UP(off + 8, 8u), B); o + RECHDR <= lim;
 	     o = hdr_pos(o + 8, B)) {
-		const uint8_t *p, *pl;
+		const uint8_t *p = NULL, *pl;
 		struct mlog_rechdr h;
 		uint32_t state;
 		int rc = pr_get(r, o, RECHDR, lim, &p);
@@ -1982,7 +1982,7 @@ static int open_rebuild_headers(struct mlog *m, const struct mlog_sb *ref,
 	for (uint32_t i = 0; i < m->nmeta; i++) {
 		struct mhdr *h = &os->hd[i];
 		const struct mzone *z = &m->z[i];
-		const uint8_t *p, *pl;
+		const uint8_t *p = NULL, *pl;
 		struct mlog_rechdr rh;
 		uint32_t state;
 		uint64_t lim = z->start + readable_end(z, os->r.dblk), epoch;
