@@ -32,31 +32,6 @@ static void quiet_report(void *arg, const char *fmt, ...)
 	(void)fmt;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* How often ino appears in the sorted t[0..n). */
-static uint32_t names_of(const uint64_t *t, size_t n, uint64_t ino)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t[mid] < ino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	uint32_t c = 0;
-	while (lo < n && t[lo] == ino) {
-		c++;
-		lo++;
-	}
-	return c;
-}
-
 /* One fsck run: the mounted (read-only) file system and what was found. */
 struct check {
 	struct fs *fs;
@@ -287,9 +262,9 @@ static int check_names(struct check *ck)
 		}
 	}
 	if (n)
-		qsort(targets, n, sizeof(*targets), cmp_u64);
+		qsort(targets, n, sizeof(*targets), fs_cmp_u64);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
-		check_links(ck, in, names_of(targets, n, in->ino));
+		check_links(ck, in, fs_count_sorted(targets, n, in->ino));
 	free(targets);
 	return 0;
 }

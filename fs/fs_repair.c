@@ -308,25 +308,39 @@ static int mark_from(struct fs *fs, struct iset *seen, uint64_t ino)
 	return 0;
 }
 
-/* Names per inode: sorted targets, a run per inode (as fs_check does). */
-static int cmp_u64(const void *a, const void *b)
+/* The target inode of every name, sorted (names of an inode: a run). */
+uint64_t *fs_name_targets(struct fs *fs, size_t *n)
+{
+	uint64_t *t = malloc((fs->ndirents + 1) * sizeof(*t));
+	*n = 0;
+	if (!t)
+		return NULL;
+	for (size_t b = 0; b < fs->dtab_size; b++)
+		for (struct fs_dirent *d = fs->dtab[b]; d && *n <= fs->ndirents; d = d->hnext)
+			t[(*n)++] = d->ino;
+	if (*n)
+		qsort(t, *n, sizeof(*t), fs_cmp_u64);
+	return t;
+}
+
+int fs_cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
 }
 
-static uint32_t count_of(const uint64_t *t, size_t n, uint64_t ino)
+uint32_t fs_count_sorted(const uint64_t *t, size_t n, uint64_t v)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (t[mid] < ino)
+		if (t[mid] < v)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	uint32_t c = 0;
-	while (lo < n && t[lo++] == ino)
+	while (lo < n && t[lo++] == v)
 		c++;
 	return c;
 }
@@ -386,19 +400,14 @@ static int fix_reachable(struct fs *fs, struct fs_repair *r)
 	struct iset seen;
 	struct fs_inode *lf = NULL;
 	char buf[64];
-	size_t nt = 0;
-	uint64_t *t = malloc((fs->ndirents + 1) * sizeof(*t));
+	size_t nt;
+	uint64_t *t = fs_name_targets(fs, &nt);
 	int ret = t ? iset_init(&seen, fs->ninodes + 8) : -ENOMEM;
 
 	if (ret) {
 		free(t);
 		return ret;
 	}
-	for (size_t b = 0; b < fs->dtab_size; b++)
-		for (struct fs_dirent *d = fs->dtab[b]; d && nt <= fs->ndirents; d = d->hnext)
-			t[nt++] = d->ino;
-	if (nt)
-		qsort(t, nt, sizeof(*t), cmp_u64);
 	ret = mark_from(fs, &seen, FS_ROOT_INO);
 	/* pass 1: inodes with no name; pass 2: directories in a cycle */
 	for (int pass = 1; pass <= 2 && !ret; pass++) {
@@ -410,7 +419,7 @@ static int fix_reachable(struct fs *fs, struct fs_repair *r)
 			/* a file is unreachable with no name, or with names
 			 * only in unreachable directories (pass 2 links those) */
 			if (!in->dir)
-				named = count_of(t, nt, in->ino) > 0;
+				named = fs_count_sorted(t, nt, in->ino) > 0;
 			if (pass == 1 && named)
 				continue;
 			if (pass == 2 && !in->dir)
@@ -429,18 +438,13 @@ static int fix_reachable(struct fs *fs, struct fs_repair *r)
 
 static int fix_links(struct fs *fs, struct fs_repair *r)
 {
-	size_t n = 0;
-	uint64_t *t = malloc((fs->ndirents + 1) * sizeof(*t));
+	size_t n;
+	uint64_t *t = fs_name_targets(fs, &n);
 
 	if (!t)
 		return -ENOMEM;
-	for (size_t b = 0; b < fs->dtab_size; b++)
-		for (struct fs_dirent *d = fs->dtab[b]; d && n <= fs->ndirents; d = d->hnext)
-			t[n++] = d->ino;
-	if (n)
-		qsort(t, n, sizeof(*t), cmp_u64);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
-		uint32_t want = count_of(t, n, in->ino);
+		uint32_t want = fs_count_sorted(t, n, in->ino);
 		if (in->dir) {
 			want = 2;
 			for (size_t i = 0; i < in->dir->n; i++) {

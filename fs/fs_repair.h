@@ -78,6 +78,13 @@ struct fs_cut {
 				 * record it cannot apply and goes on) */
 };
 
+/* Sorted inode numbers (fs_check.c and fs_repair.c): qsort's comparison;
+ * how often v appears in the sorted t[0..n); the target of every name,
+ * sorted, in a malloc'ed array of *n (NULL: no memory).  [L] */
+int fs_cmp_u64(const void *a, const void *b);
+uint32_t fs_count_sorted(const uint64_t *t, size_t n, uint64_t v);
+uint64_t *fs_name_targets(struct fs *fs, size_t *n);
+
 /* mlog_replay_fn: fs_replay_record until the first record it rejects
  * (-EUCLEAN), then nothing (the cut is recorded in fs->cut). */
 int fs_repair_replay_record(void *arg, uint16_t type, const void *payload,

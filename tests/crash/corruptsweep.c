@@ -74,17 +74,6 @@ static void say(void *arg, const char *fmt, ...)
 	putchar('\n');
 }
 
-static uint64_t mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode)
-{
-	struct stat st;
-	if (S_ISDIR(mode))
-		TC_CHECK(fs_mkdir(fs, parent, name, mode, NULL, &st));
-	else
-		TC_CHECK(fs_mknod(fs, parent, name, mode, 0, NULL, &st));
-	fs_forget(fs, st.st_ino, 1);
-	return st.st_ino;
-}
-
 static void write_file(struct fs *fs, uint64_t ino, size_t len, uint32_t seed)
 {
 	uint8_t *b = malloc(len);
@@ -98,23 +87,16 @@ static void write_file(struct fs *fs, uint64_t ino, size_t len, uint32_t seed)
  * records in the log tail (fsync'ed, no unmount: a crash). */
 static void populate(const char *path)
 {
-	struct zdev_emu_params p = { .zone_size = ZONE_SIZE, .nr_zones = ZONES, .block_size = BS };
 	struct zdev *dev;
 	struct stat st;
 	char name[32];
 	int err;
-
-	TC_CHECK(zdev_emu_create(path, &p, true));
-	TC_CHECK(zdev_open(path, NULL, &dev));
-	TC_CHECK(fs_mkfs(dev, NULL));
-	struct fs *fs = tc_mount(dev, false, &err);
-	if (!fs)
-		tc_die("mount: %s", strerror(-err));
-	uint64_t a = mk(fs, FS_ROOT_INO, "a", S_IFDIR | 0755);
-	uint64_t b = mk(fs, a, "b", S_IFDIR | 0750);
+	struct fs *fs = tc_make_fs(path, ZONES, ZONE_SIZE, &dev);
+	uint64_t a = tc_mk(fs, FS_ROOT_INO, "a", S_IFDIR | 0755);
+	uint64_t b = tc_mk(fs, a, "b", S_IFDIR | 0750);
 	for (int i = 0; i < 150; i++) {
 		snprintf(name, sizeof(name), "file%03d", i);
-		uint64_t f = mk(fs, i % 3 == 0 ? FS_ROOT_INO : i % 3 == 1 ? a : b, name,
+		uint64_t f = tc_mk(fs, i % 3 == 0 ? FS_ROOT_INO : i % 3 == 1 ? a : b, name,
 				S_IFREG | 0644);
 		write_file(fs, f, 3000 + (size_t)(i % 24) * 2500, (uint32_t)i);
 		if (i % 4 == 0)
@@ -136,7 +118,7 @@ static void populate(const char *path)
 	/* one commit (a block) each: the log goes on into a second zone */
 	for (int i = 0; i < 300; i++) {
 		snprintf(name, sizeof(name), "tail%03d", i);
-		uint64_t f = mk(fs, i % 2 ? b : a, name, S_IFREG | 0600);
+		uint64_t f = tc_mk(fs, i % 2 ? b : a, name, S_IFREG | 0600);
 		write_file(fs, f, 4096 + (size_t)(i % 7) * 700, (uint32_t)(100 + i));
 		if (i % 10 == 0)
 			TC_CHECK(fs_setxattr(fs, f, "user.t", name, strlen(name), 0));

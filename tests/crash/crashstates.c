@@ -264,17 +264,6 @@ static uint64_t look(struct fs *fs, uint64_t parent, const char *name)
 	return st.st_ino;
 }
 
-static uint64_t mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode)
-{
-	struct stat st;
-	if (S_ISDIR(mode))
-		TC_CHECK(fs_mkdir(fs, parent, name, mode, NULL, &st));
-	else
-		TC_CHECK(fs_mknod(fs, parent, name, mode, 0, NULL, &st));
-	fs_forget(fs, st.st_ino, 1);
-	return st.st_ino;
-}
-
 /* An access ACL granting user 4343 read (POSIX ACL xattr format, v2). */
 static size_t acl_blob(uint8_t *b)
 {
@@ -300,20 +289,20 @@ static void populate(struct fs *fs)
 	for (int d = 1; d <= 2; d++) {
 		char n[16];
 		snprintf(n, sizeof(n), "d%d", d);
-		uint64_t di = mk(fs, FS_ROOT_INO, n, S_IFDIR | 0755);
+		uint64_t di = tc_mk(fs, FS_ROOT_INO, n, S_IFDIR | 0755);
 		for (int t = 1; t <= 2; t++) {
 			snprintf(n, sizeof(n), "f%d", t);
-			uint64_t f = mk(fs, di, n, S_IFREG | 0644);
+			uint64_t f = tc_mk(fs, di, n, S_IFREG | 0644);
 			pattern(buf, sizeof(buf), (uint32_t)(d * 10 + t));
 			TC_CHECK(fs_write(fs, f, 0, buf, sizeof(buf), false));
 			TC_CHECK(fs_setxattr(fs, f, "user.old", "x", 1, 0));
 			snprintf(n, sizeof(n), "o%d", t);
-			uint64_t o = mk(fs, di, n, S_IFREG | 0600);
+			uint64_t o = tc_mk(fs, di, n, S_IFREG | 0600);
 			TC_CHECK(fs_write(fs, o, 0, buf, 4096, false));
 			snprintf(n, sizeof(n), "y%d", t);
-			mk(fs, di, n, S_IFREG | 0644);
+			tc_mk(fs, di, n, S_IFREG | 0644);
 			snprintf(n, sizeof(n), "e%d", t);
-			mk(fs, di, n, S_IFDIR | 0700);
+			tc_mk(fs, di, n, S_IFDIR | 0700);
 		}
 	}
 	TC_CHECK(fs_sync(fs));
@@ -339,11 +328,11 @@ static int run_op(struct fs *fs, enum opk op, int d, int t, uint64_t *obj, uint6
 	switch (op) {
 	case OP_CREATE:
 		snprintf(x, sizeof(x), "n%d", t);
-		*obj = mk(fs, di, x, S_IFREG | 0644);
+		*obj = tc_mk(fs, di, x, S_IFREG | 0644);
 		break;
 	case OP_MKDIR:
 		snprintf(x, sizeof(x), "m%d", t);
-		*obj = mk(fs, di, x, S_IFDIR | 0755);
+		*obj = tc_mk(fs, di, x, S_IFDIR | 0755);
 		break;
 	case OP_SYMLINK:
 		snprintf(x, sizeof(x), "s%d", t);
@@ -846,17 +835,8 @@ static void run_workload(const struct wl *w, const char *base_img)
 
 static void make_base(const char *path)
 {
-	struct zdev_emu_params p = { .zone_size = ZONE_SIZE, .nr_zones = ZONES,
-				     .block_size = BS };
 	struct zdev *dev;
-	int err;
-
-	TC_CHECK(zdev_emu_create(path, &p, true));
-	TC_CHECK(zdev_open(path, NULL, &dev));
-	TC_CHECK(fs_mkfs(dev, NULL));
-	struct fs *fs = tc_mount(dev, false, &err);
-	if (!fs)
-		tc_die("base mount: %s", strerror(-err));
+	struct fs *fs = tc_make_fs(path, ZONES, ZONE_SIZE, &dev);
 	populate(fs);
 	TC_CHECK(fs_unmount(fs));
 	zdev_close(dev);

@@ -74,6 +74,31 @@ void tc_scratch_dir(char *dir, size_t size)
 		tc_die("mkdtemp %s: %s", dir, strerror(errno));
 }
 
+uint64_t tc_mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode)
+{
+	struct stat st;
+	if (S_ISDIR(mode))
+		TC_CHECK(fs_mkdir(fs, parent, name, mode, NULL, &st));
+	else
+		TC_CHECK(fs_mknod(fs, parent, name, mode, 0, NULL, &st));
+	fs_forget(fs, st.st_ino, 1);
+	return st.st_ino;
+}
+
+struct fs *tc_make_fs(const char *path, uint32_t zones, uint64_t zone_size, struct zdev **dev)
+{
+	struct zdev_emu_params p = { .zone_size = zone_size, .nr_zones = zones, .block_size = 4096 };
+	int err;
+
+	TC_CHECK(zdev_emu_create(path, &p, true));
+	TC_CHECK(zdev_open(path, NULL, dev));
+	TC_CHECK(fs_mkfs(*dev, NULL));
+	struct fs *fs = tc_mount(*dev, false, &err);
+	if (!fs)
+		tc_die("mount %s: %s", path, strerror(-err));
+	return fs;
+}
+
 struct fs *tc_mount(struct zdev *dev, bool read_only, int *err)
 {
 	struct fs_opts o;

@@ -24,6 +24,12 @@ void tc_scratch_dir(char *dir, size_t size);
 /* Mount dev read-write for the tools: commits on demand, 64 KiB stripes,
  * one zone per write-out; NULL and *err on failure. */
 struct fs *tc_mount(struct zdev *dev, bool read_only, int *err);
+/* A new inode (fs_mkdir for a directory mode, else fs_mknod) named name
+ * in parent, without the lookup reference; its number (dies on error). */
+uint64_t tc_mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode);
+/* Create the emulated device path (zones of zone_size bytes, 4 KiB
+ * blocks, no limits), format it and mount it with tc_mount (dies on error). */
+struct fs *tc_make_fs(const char *path, uint32_t zones, uint64_t zone_size, struct zdev **dev);
 /* FNV-1a over n bytes, continuing from h (TC_FNV0 to start). */
 #define TC_FNV0 0xcbf29ce484222325ull
 uint64_t tc_fnv(uint64_t h, const void *p, size_t n);
