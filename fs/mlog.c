@@ -1783,22 +1783,6 @@ static int next_valid_record(struct preader *r, uint32_t B, uint64_t off, uint64
 	return 1;
 }
 
-/* A meta zone (not yet in the chain) whose header continues an epoch's
- * chain at position ci + 1: its slot, or UINT32_MAX. */
-static uint32_t chain_successor(const struct mlog *m, const uint32_t *chain, uint32_t n,
-				uint32_t ci, const struct mhdr *hd, uint64_t epoch)
-{
-	for (uint32_t j = 0; j < m->nmeta; j++) {
-		bool in = false;
-		for (uint32_t k = 0; k < n && !in; k++)
-			in = chain[k] == j;
-		if (!in && hd[j].valid && hd[j].h.epoch == epoch &&
-		    hd[j].h.zone_seq == (uint64_t)ci + 1)
-			return j;
-	}
-	return UINT32_MAX;
-}
-
 /* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
  * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
@@ -1829,7 +1813,7 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			res->tail_off = off - z->start;
 			if (off + RECHDR > lim) {
 				state = MLOG_TAIL_CLEAN;
-				goto end_of_zone;
+				goto out;
 			}
 			const uint8_t *pl;
 			struct mlog_rechdr h;
@@ -1844,11 +1828,9 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 					continue;
 				}
 			}
-			if (rc < 0)
-				goto out;
 			if (rc) {
-				rc = 0;
-				goto end_of_zone;
+				rc = rc < 0 ? rc : 0;
+				goto out;
 			}
 			state = MLOG_TAIL_TORN;
 			bool next = false;
@@ -1917,21 +1899,6 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			if (next)
 				break;
 			off += ZF_ALIGN_UP(RECHDR + h.len, 8u);
-			continue;
-end_of_zone:
-			/* Salvage: the chain goes on in a meta zone whose header
-			 * says so, though no NEXT_ZONE record leads there. */
-			if (!m->salvage || ci + 1 < n)
-				goto out;
-			uint32_t j = chain_successor(m, chain, n, ci, hd, epoch);
-			if (j == UINT32_MAX)
-				goto out;
-			chain[ci + 1] = j;
-			n = *np = ci + 2;
-			if (hd[j].h.first_lsn > expected)
-				expected = hd[j].h.first_lsn;
-			m->info.salvage_skips++;
-			break;
 		}
 	}
 out:
@@ -2172,22 +2139,17 @@ static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	if (!rc)
 		rc = parse_chain(m, &os.r, os.chain, &os.clen, os.hd, os.epoch, false,
 				 fn, arg, &os.res);
-	/* A stop before the written end with valid records after it, or a
-	 * meta zone continuing the chain past a gap, is damage, not a torn
-	 * tail (fs_repair.c reports it). */
-	if (!rc) {
-		/* (records lost before it; one that starts where replay
-		 * stopped is a torn NEXT_ZONE's unacknowledged successor) */
-		uint32_t j = chain_successor(m, os.chain, os.clen, os.clen - 1, os.hd, os.epoch);
-		if (j != UINT32_MAX && os.hd[j].h.first_lsn > os.res.next_lsn)
-			m->info.valid_after_tail = true;
-	}
+	/* A stop before the written end of its zone with a valid record
+	 * after it is damage, not a torn tail: a zone keeps a prefix of its
+	 * writes (fs_repair.c reports it).  (A zone of the chain the walk
+	 * does not reach is not: a crash may keep the next zone's start and
+	 * lose the NEXT_ZONE record before it.) */
 	if (!rc && os.res.tail_state != MLOG_TAIL_CLEAN) {
 		uint64_t at, lsn, zs = (uint64_t)os.res.tail_zone * m->geo->zone_size;
 		for (uint32_t i = 0; i < os.clen; i++) {
 			const struct mzone *z = &m->z[os.chain[i]];
 			if (z->idx == os.res.tail_zone)
-				m->info.valid_after_tail |= next_valid_record(&os.r, m->B,
+				m->info.valid_after_tail = next_valid_record(&os.r, m->B,
 					zs + os.res.tail_off, z->start + readable_end(z, os.r.dblk),
 					os.res.next_lsn, &at, &lsn) == 0;
 		}

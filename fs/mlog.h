@@ -105,8 +105,7 @@ typedef int (*mlog_replay_fn)(void *arg, uint16_t type, const void *payload,
 enum mlog_open_flags {
 	MLOG_OPEN_READ_ONLY = 1,	/* fsck: replay only, never write or reset */
 	MLOG_OPEN_SALVAGE = 2,		/* fsck -y (fs_repair.c): skip damaged stretches
-					 * of a chain (to the next valid record, or to
-					 * a meta zone whose header continues it), accept
+					 * of a chain (to the next valid record), accept
 					 * a chain whose SNAP_BEGIN is lost, and when no
 					 * epoch is complete replay the newest that began */
 };
@@ -226,8 +225,7 @@ struct mlog_open_info {
 	uint32_t tail_zone;		/* device zone index where replay stopped */
 	uint64_t tail_offset;		/* bytes from that zone's start */
 	bool valid_after_tail;		/* a valid record follows where replay
-					 * stopped, or a meta zone continues the
-					 * chain past its end: damage, not a
+					 * stopped in its zone: damage, not a
 					 * torn tail */
 	uint64_t salvage_skips;		/* damaged stretches skipped (SALVAGE) */
 	bool epoch_incomplete;		/* SALVAGE: no epoch complete, the newest
