@@ -21,8 +21,9 @@
  * and each single zone at each of its choices with the others all kept or
  * all dropped.  States identical on the device are checked once.
  *
- * Each crash state must pass fs_check with no problem, mount read-write,
- * and then (the oracle, docs/guarantees.md promise 1):
+ * Each crash state must pass fs_check with no problem, mount read-write
+ * (not the read-only fallback of a damaged log), and then (the oracle,
+ * docs/guarantees.md promise 1):
  *   - prefix: its namespace and metadata (everything above but sizes and
  *     bytes) equal those after some step j of the workload;
  *   - fsync'ed metadata: some such j is at or after the last sync step
@@ -35,8 +36,11 @@
  * Workloads: each of OP_NR operations followed by each of SY_NR sync kinds
  * (singles), and each ordered pair of operations on two files in one
  * directory and in two directories followed by each sync kind of the
- * second's object (pairs).  The default runs every single and every
- * --sample-th pair; --all runs every pair.
+ * second's object (pairs); and on a device of 128 KiB zones, 90 steps of
+ * create + write + fsync (or fdatasync, or syncfs) of a new file, so that
+ * the log crosses meta zones, a snapshot starts a new epoch and resets the
+ * old one (rollover).  The default runs every single, every --sample-th
+ * pair and the rollovers; --all runs every pair.
  *
  * Exit status: 0 with no violation, 1 with violations, 2 on a usage or
  * setup error.  Prints the numbers of workloads and crash states checked.
@@ -58,12 +62,18 @@
 #include "zoned/zdev.h"
 #include "tc_util.h"
 
-#define ZONES 16
-#define ZONE_SIZE (1u << 20)
+#define ZONES 64		/* most zones of a test device */
 #define BS 4096u
 #define STRIPE (64u << 10)
-#define MAX_ENTRIES 128
-#define MAX_STEPS 8
+#define MAX_ENTRIES 160
+#define MAX_STEPS 100
+#define ROLL_STEPS 90		/* create+fsync steps of the rollover workloads */
+
+/* The device of the workloads being run: 16 zones of 1 MiB, or for the
+ * rollover workloads 48 of 128 KiB (the log crosses meta zones, the
+ * commits snapshot it into a new epoch and reset the old one). */
+static uint64_t zone_size = 1u << 20;
+static uint32_t nzones = 16;
 #define REC_MAX_BYTES (256ull << 20)
 
 /* ---- options, counters ---- */
@@ -247,6 +257,7 @@ struct wl {
 	int dir[2];		/* 1 or 2: /d1 or /d2 */
 	int slot[2];		/* 1 or 2: which file and names */
 	enum synck sync;
+	int roll;		/* rollover: this many create+write+sync steps */
 };
 
 static void pattern(uint8_t *b, size_t n, uint32_t seed)
@@ -515,7 +526,7 @@ static bool seen_before(struct run *r, uint64_t key)
 static void build(struct run *r, const struct cut *c)
 {
 	struct zdev *dev;
-	const uint64_t zs = ZONE_SIZE;
+	const uint64_t zs = zone_size;
 
 	tc_copy_image(r->base, r->img);
 	TC_CHECK(zdev_open(r->img, NULL, &dev));
@@ -591,6 +602,10 @@ static void check_state(struct run *r, const struct cut *c)
 		zdev_close(dev);
 		return;
 	}
+	if (fs_mount_note(fs)) {	/* a crash must never look like damage */
+		snprintf(msg, sizeof(msg), "cut %ld: %s", c->k, fs_mount_note(fs));
+		violation(r, "crash state mounts read-only", msg);
+	}
 	static struct state got;
 	err = take_state(fs, &got);
 	if (err) {
@@ -655,7 +670,7 @@ static unsigned zone_choices(const struct run *r, const struct cut *c, uint32_t 
 		const struct zdev_rec_op *o = &r->ops[i];
 		if (o->kind != ZDEV_REC_WRITE || o->zone != z)
 			continue;
-		uint64_t s = o->off - (uint64_t)z * ZONE_SIZE - c->vstart[z];
+		uint64_t s = o->off - (uint64_t)z * zone_size - c->vstart[z];
 		if (o->len > BS) {
 			out[n++] = s + BS;
 			out[n++] = s + o->len - BS;
@@ -685,7 +700,7 @@ static void enumerate_cut(struct run *r, long k)
 	for (long i = 0; i < k; i++) {
 		const struct zdev_rec_op *o = &r->ops[i];
 		if (o->kind == ZDEV_REC_WRITE && o->zone < ZONES) {
-			uint64_t zo = o->off - (uint64_t)o->zone * ZONE_SIZE;
+			uint64_t zo = o->off - (uint64_t)o->zone * zone_size;
 			if (i > c.flush_at && !known[o->zone]) {
 				c.vstart[o->zone] = zo;
 				known[o->zone] = true;
@@ -751,7 +766,7 @@ static void enumerate_cut(struct run *r, long k)
 		const struct zdev_rec_op *o = &r->ops[i];
 		if (o->kind != ZDEV_REC_WRITE || o->zone >= ZONES || i <= c.vfrom[o->zone])
 			continue;
-		uint64_t zo = o->off - (uint64_t)o->zone * ZONE_SIZE;
+		uint64_t zo = o->off - (uint64_t)o->zone * zone_size;
 		c.keep[o->zone] = zo + o->len - c.vstart[o->zone];
 		check_state(r, &c);
 	}
@@ -782,6 +797,21 @@ static void run_workload(const struct wl *w, const char *base_img)
 	TC_CHECK(zdev_record_start(dev, REC_MAX_BYTES));
 	uint64_t obj = 0, dir = 0;
 	int s = 0;
+	for (int i = 0; i < w->roll; i++) {
+		static uint8_t rb[3000];
+		char n[16];
+		snprintf(n, sizeof(n), "r%03d", i);
+		dir = look(fs, FS_ROOT_INO, "d1");
+		obj = tc_mk(fs, dir, n, S_IFREG | 0644);
+		pattern(rb, sizeof(rb), (uint32_t)(1000 + i));
+		TC_CHECK(fs_write(fs, obj, 0, rb, sizeof(rb), false));
+		TC_CHECK(run_sync(fs, w->sync, obj, dir));
+		s++;
+		r.step[s].pos = zdev_record_get(dev, &r.ops);
+		r.step[s].sync = true;
+		r.step[s].synced = w->sync == SY_SYNCFS ? 0 : obj;
+		TC_CHECK(take_state(fs, &r.st[s]));
+	}
 	for (int i = 0; i < w->nops; i++) {
 		err = run_op(fs, w->op[i], w->dir[i], w->slot[i], &obj, &dir);
 		if (err)
@@ -790,13 +820,15 @@ static void run_workload(const struct wl *w, const char *base_img)
 		r.step[s].pos = zdev_record_get(dev, &r.ops);
 		TC_CHECK(take_state(fs, &r.st[s]));
 	}
-	TC_CHECK(run_sync(fs, w->sync, obj, dir));
-	s++;
-	r.step[s].pos = zdev_record_get(dev, &r.ops);
-	r.step[s].sync = true;
-	r.step[s].synced = w->sync == SY_SYNCFS ? 0 :
-			   w->sync == SY_FSYNC_DIR ? UINT64_MAX : obj;
-	TC_CHECK(take_state(fs, &r.st[s]));
+	if (!w->roll) {
+		TC_CHECK(run_sync(fs, w->sync, obj, dir));
+		s++;
+		r.step[s].pos = zdev_record_get(dev, &r.ops);
+		r.step[s].sync = true;
+		r.step[s].synced = w->sync == SY_SYNCFS ? 0 :
+				   w->sync == SY_FSYNC_DIR ? UINT64_MAX : obj;
+		TC_CHECK(take_state(fs, &r.st[s]));
+	}
 	err = fs_unmount(fs);
 	if (err)
 		tc_die("%s: unmount: %s", w->name, strerror(-err));
@@ -836,7 +868,7 @@ static void run_workload(const struct wl *w, const char *base_img)
 static void make_base(const char *path)
 {
 	struct zdev *dev;
-	struct fs *fs = tc_make_fs(path, ZONES, ZONE_SIZE, &dev);
+	struct fs *fs = tc_make_fs(path, nzones, zone_size, &dev);
 	populate(fs);
 	TC_CHECK(fs_unmount(fs));
 	zdev_close(dev);
@@ -886,7 +918,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* build the workload list */
-	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR)];
+	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR) + SY_NR];
 	size_t nw = 0, npairs = 0;
 	for (int a = 0; a < OP_NR; a++)
 		for (int k = 0; k < SY_NR; k++) {
@@ -908,6 +940,14 @@ int main(int argc, char **argv)
 					snprintf(w->name, sizeof(w->name), "%s,%s%s+%s", op_name[a],
 						 op_name[b], two ? "(2dirs)" : "", sync_name[k]);
 				}
+	size_t nsmall = nw;
+	for (int k = 0; k < SY_NR; k++) {
+		if (k == SY_FSYNC_DIR)
+			continue;
+		struct wl *w = &wls[nw++];
+		*w = (struct wl){ .roll = ROLL_STEPS, .sync = k };
+		snprintf(w->name, sizeof(w->name), "rollover%d+%s", ROLL_STEPS, sync_name[k]);
+	}
 	if (list) {
 		for (size_t i = 0; i < nw; i++)
 			puts(wls[i].name);
@@ -920,7 +960,13 @@ int main(int argc, char **argv)
 	snprintf(base, sizeof(base), "%s/base.zdev", opt.dir);
 	make_base(base);
 	uint64_t t0 = zf_now_ns();
-	for (size_t i = 0; i < nw; i++)
+	for (size_t i = 0; i < nsmall; i++)
+		run_workload(&wls[i], base);
+	unlink(base);
+	zone_size = 128u << 10;
+	nzones = 48;
+	make_base(base);
+	for (size_t i = nsmall; i < nw; i++)
 		run_workload(&wls[i], base);
 	unlink(base);
 	rmdir(opt.dir);
