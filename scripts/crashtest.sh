@@ -21,9 +21,13 @@
 #                  writes cycling; about 5 s per point)
 #   --exhaustive   the bounded-exhaustive crash states instead (build/tests/
 #                  zf-crashstates --all: every single operation and every
-#                  pair, each followed by fsync / fdatasync / fsync of the
-#                  directory / syncfs; every crash state of the recorded
-#                  device requests checked against the oracle; no root)
+#                  pair on two files in one and in two directories, each
+#                  followed by fsync / fdatasync / fsync of the directory /
+#                  syncfs, and 90-step rollovers of the log across zones and
+#                  epochs; every crash state of the recorded device requests
+#                  (cuts at flushes, resets, finishes; per-zone prefixes of
+#                  the writes in flight, torn ones included) checked with
+#                  fsck and against the oracle; no root; about 2 minutes)
 #   --max-subsets N  with --exhaustive: all combinations of the writes in
 #                  flight at a cut up to N (default 256), else a bounded set
 #
