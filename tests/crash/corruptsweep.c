@@ -14,6 +14,13 @@
  *   4. a read-write mount must succeed and be writable (a file created
  *      and fsync'ed), and unmount;
  *   5. fsck -n must then find nothing.
+ * With --repair-crashes N, every N-th case in which fsck found damage is
+ * also a crash test of the repair: the device records the requests of
+ * fsck -y, and for every cut before a flush, zone reset or finish and at
+ * the end, with the writes in flight since the last flush all dropped and
+ * all kept, the image is built again from the damaged one and fsck -y is
+ * run again: it must end with the same number of inodes, writable and
+ * clean (a crash during a repair is safe: run it again).
  * Any failure is a violation.  Prints blocks x damage kinds, how many
  * cases fsck found damaged and what it reported dropped.  --every N takes
  * every N-th block (the CI sample); the default is every block.
@@ -40,7 +47,8 @@
 enum damage { D_FLIP, D_RANDOM64, D_ZERO, D_TRUNCATE, D_NR };
 static const char *const damage_name[D_NR] = { "flip", "random64", "zero", "truncate" };
 
-static unsigned every = 1;
+static unsigned every = 1, repair_crashes;
+static unsigned long n_rc_cases, n_rc_states;
 static bool verbose;
 static unsigned long n_cases, n_violations, n_found, n_ro_fallback, n_clean, n_nothing_left;
 static unsigned long n_found_kind[D_NR], n_kind[D_NR];
@@ -229,6 +237,63 @@ static int mount_write(struct zdev *dev, uint64_t *inodes)
 	return ret ? ret : u;
 }
 
+/* Crash states of the repair recorded in ops[0..n) on the damaged image
+ * dmg: fsck -y again must reach `inodes` inodes, writable and clean. */
+static void repair_crash_states(const char *dmg, const char *cimg, const struct zdev_rec_op *ops,
+				long n, uint64_t inodes, uint32_t z, uint64_t blk, enum damage dk)
+{
+	n_rc_cases++;
+	for (long k = 0; k <= n; k++) {
+		if (k < n && ops[k].kind == ZDEV_REC_WRITE)
+			continue;
+		for (int keep = 0; keep <= 1; keep++) {
+			struct zdev *dev;
+			struct fs_fsck_result res;
+			uint64_t got = 0;
+			n_rc_states++;
+			tc_copy_image(dmg, cimg);
+			TC_CHECK(zdev_open(cimg, NULL, &dev));
+			for (long i = 0; i < k; i++) {
+				const struct zdev_rec_op *o = &ops[i];
+				if (o->kind == ZDEV_REC_WRITE) {
+					void *b = zdev_buf_alloc(o->len);
+					memcpy(b, o->data, o->len);
+					TC_CHECK(zdev_write(dev, o->off, b, o->len));
+					zdev_buf_free(b);
+				} else if (o->kind == ZDEV_REC_FLUSH) {
+					TC_CHECK(zdev_flush(dev));
+				} else if (o->kind == ZDEV_REC_RESET) {
+					TC_CHECK(zdev_zone_reset(dev, o->zone));
+				} else if (o->kind == ZDEV_REC_FINISH) {
+					TC_CHECK(zdev_zone_finish(dev, o->zone));
+				} else {
+					TC_CHECK(zdev_reset_all(dev));
+				}
+			}
+			if (keep)
+				TC_CHECK(zdev_flush(dev));
+			TC_CHECK(zdev_emu_power_loss(dev, 0));
+			zdev_close(dev);
+			TC_CHECK(zdev_open(cimg, NULL, &dev));
+			int ret = fs_fsck(dev, FS_FSCK_YES, false, quiet, NULL, &res);
+			if (ret || res.left)
+				violation("fsck -y after a crash during fsck -y failed", z, blk, dk, ret);
+			ret = mount_write(dev, &got);
+			if (ret)
+				violation("a crash during fsck -y: no writable mount after the rerun",
+					  z, blk, dk, ret < 0 ? ret : 0);
+			else if (got != inodes)
+				violation("a crash during fsck -y: the rerun kept other inodes", z, blk,
+					  dk, 0);
+			ret = fs_fsck(dev, FS_FSCK_CHECK, false, quiet, NULL, &res);
+			if (ret || res.found)
+				violation("a crash during fsck -y: not clean after the rerun", z, blk,
+					  dk, ret);
+			zdev_close(dev);
+		}
+	}
+}
+
 static void one_case(const char *base, const char *img, uint32_t z, uint64_t blk, enum damage k)
 {
 	struct zdev *dev;
@@ -257,6 +322,16 @@ static void one_case(const char *base, const char *img, uint32_t z, uint64_t blk
 	if (verbose)
 		printf("zone %u block %llu %s: %d problem(s)\n", z,
 		       (unsigned long long)(blk % ZONE_SIZE) / BS, damage_name[k], res.found);
+	/* a crash test of the repair for every repair_crashes-th damaged case */
+	static unsigned long damaged_seen;
+	bool rc_test = repair_crashes && res.found && damaged_seen++ % repair_crashes == 0;
+	char dmg[320], cimg[320];
+	if (rc_test) {
+		snprintf(dmg, sizeof(dmg), "%s.damaged", img);
+		snprintf(cimg, sizeof(cimg), "%s.crash", img);
+		tc_copy_image(img, dmg);
+		TC_CHECK(zdev_record_start(dev, 256ull << 20));
+	}
 	ret = fs_fsck(dev, FS_FSCK_YES, false, verbose ? say : quiet, NULL, &res);
 	/* a plain mount refuses only when no metadata at all survived, which
 	 * fsck -y then re-creates empty */
@@ -280,6 +355,23 @@ static void one_case(const char *base, const char *img, uint32_t z, uint64_t blk
 		if (res.left)
 			violation("fsck -y left problems", z, blk, k, 0);
 	}
+	if (rc_test) {
+		/* the repaired image's inodes, from a copy (the recording must
+		 * not grow while its entries are used) */
+		const struct zdev_rec_op *ops = NULL;
+		long nops = zdev_record_get(dev, &ops);
+		struct zdev *cdev;
+		uint64_t ref = 0;
+		tc_copy_image(img, cimg);
+		TC_CHECK(zdev_open(cimg, NULL, &cdev));
+		int r2 = mount_write(cdev, &ref);
+		zdev_close(cdev);
+		if (!r2 && nops >= 0)
+			repair_crash_states(dmg, cimg, ops, nops, ref, z, blk, k);
+		zdev_record_stop(dev);
+		unlink(dmg);
+		unlink(cimg);
+	}
 	ret = mount_write(dev, &inodes);
 	if (!ret) {
 		kept_sum += (double)inodes / (double)base_inodes;
@@ -299,6 +391,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "every", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
+		{ "repair-crashes", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -306,16 +399,17 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
 		switch (c) {
 		case 'e': every = (unsigned)atoi(optarg); break;
+		case 'r': repair_crashes = (unsigned)atoi(optarg); break;
 		case 'v': verbose = true; break;
 		case 'h':
-			printf("usage: zf-corruptsweep [--every N] [-v]\n");
+			printf("usage: zf-corruptsweep [--every N] [--repair-crashes N] [-v]\n");
 			return 0;
 		default:
 			return 2;
 		}
 	}
 	if (optind != argc || every == 0) {
-		fprintf(stderr, "usage: zf-corruptsweep [--every N] [-v]\n");
+		fprintf(stderr, "usage: zf-corruptsweep [--every N] [--repair-crashes N] [-v]\n");
 		return 2;
 	}
 	char dir[256], base[300], img[300];
@@ -358,6 +452,9 @@ int main(int argc, char **argv)
 	for (int k = 0; k < D_NR; k++)
 		printf("  %-9s fsck found damage in %lu of %lu\n", damage_name[k], n_found_kind[k],
 		       n_kind[k]);
+	if (repair_crashes)
+		printf("  crashes during fsck -y: %lu repairs, %lu crash states, each repaired "
+		       "again\n", n_rc_cases, n_rc_states);
 	char lb[32];
 	printf("zf-corruptsweep: %lu metadata blocks x %d damage kinds = %lu cases; fsck found "
 	       "damage in %lu (%lu harmless); plain mount read-only in %lu, refused with no "
