@@ -774,6 +774,8 @@ static int open_fs(struct daemon *d)
 	zf_capture_stop();
 	if (r)
 		report_open_error(d->c.device, r, &cap);
+	else if (fs_mount_note(d->ff.fs))	/* a damaged log mounted read-only */
+		zf_err("%s", fs_mount_note(d->ff.fs));
 	return r;
 }
 

@@ -35,7 +35,7 @@ tok_re = re.compile(r"\b(" + "|".join(tokens) + r")\b")
 def subst(s):
     return tok_re.sub(lambda t: tokens[t.group(1)], s)
 def cell(c):
-    c = c.strip()
+    c = c.strip().replace("\\|", "|")	# a | in a table cell is written \|
     for q in ("``", "`"):
         if c.startswith(q) and c.endswith(q):
             return c[len(q):-len(q)].strip()

@@ -142,8 +142,8 @@ zf_log "zonefuse-emu create: $(cat "$ZF_WORK/emu.err")"
 free=$(sed -n 's/^data zones: \([0-9]*\), free \([0-9]*\);.*/\2/p' "$ZF_WORK/fsckv.out")
 [ -n "$free" ] && [ "$free" -gt 0 ] || zf_fail "fsck -v counts no free zone: $(grep 'data zones' "$ZF_WORK/fsckv.out")"
 syn=$("$ZF_FSCK" --help | head -n 1)
-for o in -v -n -p -a -f; do
-	[[ "$syn" == *"[$o]"* ]] || zf_fail "fsck --help synopsis lacks $o: $syn"
+for o in -v -n -p -a -y -f; do
+	[[ "$syn" == *"$o"[]\ ]* ]] || zf_fail "fsck --help synopsis lacks $o: $syn"
 	"$ZF_FSCK" --help | grep -qE "^ +$o|, $o" || zf_fail "fsck --help does not list $o"
 done
 zf_log "fsck -v: $(grep 'data zones' "$ZF_WORK/fsckv.out"); --help: $syn"
