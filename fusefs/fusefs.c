@@ -99,9 +99,24 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void inval_stop(struct fusefs *ff);
 
+/* The session ends: handles the kernel never released leave no entries. */
+static void writers_free(struct fusefs *ff)
+{
+	struct fusefs_writers *w = &ff->writers;
+	pthread_mutex_lock(&w->lock);
+	for (size_t b = 0; b < FUSEFS_WRITERS_BUCKETS; b++)
+		while (w->b[b]) {
+			struct fusefs_writer *e = w->b[b];
+			w->b[b] = e->next;
+			free(e);
+		}
+	pthread_mutex_unlock(&w->lock);
+}
+
 static void op_destroy(void *userdata)
 {
 	inval_stop(userdata);
+	writers_free(userdata);
 }
 
 /* With export support the kernel resolves a file handle it no longer has
