@@ -44,6 +44,8 @@
 #define SNAP_WRITEOUT (4u << 20)	/* write a snapshot out every 4 MiB */
 #define PROBE_BATCH 32u
 #define KEEP_BUF (8u << 20)		/* larger batch buffers are not kept */
+#define DAMAGE_SCAN (4u << 20)		/* bytes a mount reads past a torn tail
+					 * for valid records (damage) */
 
 enum { REC_PAD = MLOG_REC_PAD, REC_SNAP_BEGIN = MLOG_REC_SNAP_BEGIN,
        REC_SNAP_END = MLOG_REC_SNAP_END, REC_NEXT_ZONE = MLOG_REC_NEXT_ZONE };
@@ -2192,13 +2194,19 @@ static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	 * writes (fs_repair.c reports it).  (A zone of the chain the walk
 	 * does not reach is not: a crash may keep the next zone's start and
 	 * lose the NEXT_ZONE record before it.) */
-	if (!rc && os.res.tail_state != MLOG_TAIL_CLEAN) {
+	if (!rc && (os.res.tail_state == MLOG_TAIL_TORN ||
+		    os.res.tail_state == MLOG_TAIL_LSN_GAP)) {
 		uint64_t at, lsn, zs = (uint64_t)os.res.tail_zone * m->geo->zone_size;
+		uint64_t from = zs + os.res.tail_off;
 		for (uint32_t i = 0; i < os.clen; i++) {
 			const struct mzone *z = &m->z[os.chain[i]];
+			/* a mount looks DAMAGE_SCAN bytes on (a damaged block or
+			 * two, not a whole large zone of zeros); fsck the zone */
+			uint64_t lim = z->start + readable_end(z, os.r.dblk);
+			if (!m->salvage && lim - ZF_MIN(lim, from) > DAMAGE_SCAN)
+				lim = ZF_ALIGN_DOWN(from + DAMAGE_SCAN, os.r.dblk);
 			if (z->idx == os.res.tail_zone)
-				m->info.valid_after_tail = next_valid_record(&os.r, m->B,
-					zs + os.res.tail_off, z->start + readable_end(z, os.r.dblk),
+				m->info.valid_after_tail = next_valid_record(&os.r, m->B, from, lim,
 					os.res.next_lsn, &at, &lsn) == 0;
 		}
 	}
