@@ -66,7 +66,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from asuser import as_user                                   # noqa: E402
 from crashcheck import payload                               # noqa: E402
-from fsx import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, fallocate  # noqa: E402
+from fsx import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, copy_range, fallocate  # noqa: E402
 from fsops import renameat2, RENAME_NOREPLACE, RENAME_EXCHANGE  # noqa: E402
 
 BLK = 4096
@@ -74,7 +74,9 @@ NOBODY = 65534
 OTHER = 4343                  # the second user of the set-id phase
 MAXFILE = 1 << 50             # zonefuse's largest file size (EFBIG past it)
 NAME_MAX = 255
-XATTR_MAX = 16384             # largest stored xattr value
+XATTR_MAX = 65536             # largest stored xattr value (XATTR_SIZE_MAX)
+XATTR_TOTAL = 256 << 10       # names (with their NUL) and values per inode
+XATTR_LIST = 65536            # names (with their NUL) per inode (XATTR_LIST_MAX)
 FULL_READ = 64 << 20          # files up to this size are read whole by check
 DD_PAGE = (bytes(range(1, 256)) * 17)[:4096]   # ph_dd's page (no zero byte)
 MARGIN_ZONES = int(os.environ.get("ZF_STRESS_ENOSPC_MARGIN", "4"))
@@ -436,6 +438,10 @@ class Runner:
                 self.fail(f"cannot make the phase directory {name}: ENOSPC")
         return i
 
+    def fresh_dir(self, name, prefix):
+        """A new directory in the phase directory `name` (None: refused)."""
+        return self.op_mkdir(self.phase_dir(name), self.new_name(prefix))
+
     # ---- operations (each: journal, do, predict, compare, apply)
     def op_create(self, d, name, data=b"", mode=0o644, fsync=False):
         want = errno.ENAMETOOLONG if len(name.encode()) > NAME_MAX else \
@@ -443,19 +449,7 @@ class Runner:
         path = self.p(d, name)
         err, fd = self.call(os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         created = err == 0
-        werr = 0
-        if fd is not None:
-            try:
-                if data:
-                    os.pwrite(fd, data, 0)
-                if fsync:
-                    os.fsync(fd)
-            except OSError as e:
-                werr = e.errno
-            try:
-                os.close(fd)
-            except OSError as e:
-                werr = werr or e.errno
+        werr, _ = write_close(fd, (lambda fd: os.pwrite(fd, data, 0)) if data else None, fsync)
         self.log(f"create {self.rel(d, name)} mode {mode:o} {len(data)} bytes"
                  f"{' fsync' if fsync else ''} -> {ename(err)}/{ename(werr)}")
         ok = self.expect(f"create {self.rel(d, name)}", err, want, space=-1)
@@ -627,18 +621,7 @@ class Runner:
         n = self.m.nodes[i]
         want = self.file_acc(i, True)
         err, fd = self.call(os.open, self.p(i), os.O_WRONLY)
-        werr, res = 0, None
-        if fd is not None:
-            try:
-                res = fn(fd)
-                if fsync:
-                    os.fsync(fd)
-            except OSError as e:
-                werr = e.errno
-            try:
-                os.close(fd)
-            except OSError as e:
-                werr = werr or e.errno
+        werr, res = write_close(fd, fn, fsync)
         self.log(f"{what} {self.rel(i)}{' fsync' if fsync else ''} -> {ename(err)}/{ename(werr)}")
         self.expect(f"open-w {self.rel(i)}", err, want)
         if err:
@@ -784,15 +767,9 @@ class Runner:
             return
         try:
             def fn(fd):
-                done = 0
-                while done < c:
-                    k = os.copy_file_range(fdi, fd, c - done, soff + done, doff + done)
-                    if k == 0:
-                        break
-                    done += k
-                if c == 0:
-                    os.copy_file_range(fdi, fd, n, soff, doff)
-                return done
+                if c == 0:        # at or past the source's end: copies nothing
+                    return os.copy_file_range(fdi, fd, n, soff, doff)
+                return copy_range(fdi, fd, c, soff, doff)
             what = f"copy {self.rel(si)} {soff}+{n} to {doff}"
             if want and want != errno.EACCES:
                 e2 = 0
@@ -818,7 +795,8 @@ class Runner:
             errno.EPERM if n.kind == "l" else self.file_acc(i, True) or \
             (errno.E2BIG if len(value) > XATTR_MAX else
              errno.EEXIST if flags == os.XATTR_CREATE and name in n.xattrs else
-             errno.ENODATA if flags == os.XATTR_REPLACE and name not in n.xattrs else 0)
+             errno.ENODATA if flags == os.XATTR_REPLACE and name not in n.xattrs else
+             xattr_room(n, name, value))
         err, _ = self.call(os.setxattr, self.p(i), name, value, flags, follow_symlinks=False)
         self.log(f"setxattr {self.rel(i)} {name[:40]}({len(name)}) {len(value)} bytes flags {flags} -> {ename(err)}")
         if self.expect(f"setxattr {self.rel(i)} {name[:40]}", err, want, space=-1) and err == 0:
@@ -912,6 +890,36 @@ class Runner:
         finally:
             become_nobody()
         return e
+
+
+def xattr_room(n, name, value):
+    """0, or ENOSPC if setting name would pass the per-inode bounds."""
+    names = len(name.encode()) + 1
+    total = names + len(value)
+    for x, v in n.xattrs.items():
+        if x != name:
+            names += len(x.encode()) + 1
+            total += len(x.encode()) + 1 + len(v)
+    return errno.ENOSPC if total > XATTR_TOTAL or names > XATTR_LIST else 0
+
+
+def write_close(fd, fn, fsync):
+    """fn(fd) (if any), fsync if asked, close: (first errno or 0, fn's
+    result).  fd None: nothing to do (the open failed)."""
+    werr, res = 0, None
+    if fd is None:
+        return werr, res
+    try:
+        res = fn(fd) if fn else None
+        if fsync:
+            os.fsync(fd)
+    except OSError as e:
+        werr = e.errno
+    try:
+        os.close(fd)
+    except OSError as e:
+        werr = werr or e.errno
+    return werr, res
 
 
 def check_uncertain(n, fd, adopt=True):
@@ -1230,8 +1238,7 @@ def rm_chain(R, top, name):
 
 
 def ph_wide(R, ops):
-    top = R.phase_dir("wide")
-    d = R.op_mkdir(top, R.new_name("w"))
+    d = R.fresh_dir("wide", "w")
     if d is None:
         return
     n = max(1, ops * 3 // 4)
@@ -1285,8 +1292,7 @@ def ph_rename(R, ops):
 
 def ph_link(R, ops):
     m, r = R.m, R.r
-    top = R.phase_dir("link")
-    d = R.op_mkdir(top, R.new_name("L"))
+    d = R.fresh_dir("link", "L")
     if d is None:
         return
     srcs = [x for x in (R.op_create(d, R.new_name("s"), payload(m.ops, 5000)) for _ in range(3)) if x]
@@ -1326,7 +1332,7 @@ def ph_xattr(R, ops):
             nm = ("user." + R.new_name("a") + "_" + "z" * ln)[:ln] if ln > 10 else f"user.{R.new_name('a')}"
             if r.random() < 0.3 and names:
                 nm = r.choice(names)
-            R.op_xattr_set(i, nm, payload(m.ops, r.choice([0, 10, 400, 4096, XATTR_MAX])),
+            R.op_xattr_set(i, nm, payload(m.ops, r.choice([0, 10, 400, 4096, 16384, XATTR_MAX])),
                            r.choice([0, 0, os.XATTR_CREATE, os.XATTR_REPLACE]))
         elif x < 0.8:
             R.op_xattr_rm(i, r.choice(names) if names else "user.none")
@@ -1338,8 +1344,7 @@ def ph_xattr(R, ops):
 
 def ph_longnames(R, ops):
     m, r = R.m, R.r
-    top = R.phase_dir("long")
-    d = R.op_mkdir(top, R.new_name("N"))
+    d = R.fresh_dir("long", "N")
     if d is None:
         return
     for _ in range(ops):
@@ -1409,9 +1414,13 @@ def ph_copy(R, ops):
     # another file's fsync, the file itself never fsync'ed) before the
     # crash or unmount: extend them by a copy; the cut-off bytes of the
     # block must not come back
+    srcs = [x for x in files if m.nodes[x].size >= 2 * BLK]
     for f in m.cut_pending:
-        if f in m.nodes and not m.nodes[f].uncertain and files:
-            R.op_copy(files[0], 0, f, m.nodes[f].size + r.choice([1, 100, BLK]), 5000)
+        if f in m.nodes and not m.nodes[f].uncertain and srcs:
+            # whole blocks at a block offset past the end: the copy shares
+            # the source's extents instead of writing through the buffer
+            end = -(-m.nodes[f].size // BLK) * BLK
+            R.op_copy(srcs[0], 0, f, end + r.choice([0, BLK, 4 * BLK]), BLK * r.randint(1, 2))
             R.op_verify(f)
     m.cut_pending = []
     for _ in range(ops):
@@ -1462,7 +1471,7 @@ def ph_copy(R, ops):
     files = [f for f in files if f in m.nodes and not m.nodes[f].uncertain]
     for f in files[:2]:
         n = m.nodes[f]
-        others = [g for g in files if g != f]
+        others = [g for g in files if g != f and g not in m.cut_pending]
         if n.size > 3 * BLK and others:
             R.op_fsync(f)
             cut = r.randint(BLK, n.size - BLK) // BLK * BLK + r.randint(1, BLK - 1)

@@ -20,11 +20,14 @@
 #                      operations ran (default 0: one pass)
 #   ZF_STRESS_SEED     seed (default: from the clock; printed)
 #   ZF_STRESS_ZONES, ZF_STRESS_ZONE_SIZE   device (default 32 x 2M)
-#   ZF_STRESS_DEPTH    deep-chain levels (default 10000)
+#   ZF_STRESS_DEPTH    deep-chain levels (default 6000: past the 4096 parent steps
+#                      replay once allowed; scripts/stress.sh: 10000)
 #   ZF_STRESS_SCALE    multiplies every phase's operation count (default 1)
 #   ZF_STRESS_PHASES   phases, in order (default: all of them)
 #   ZF_STRESS_MODES    after-phase cycles, in turn (default
 #                      "remount kill9 powerloss remount tear")
+#   ZF_STRESS_KEEP_JOURNAL  copy the journal of every operation there at
+#                      the end (a failure always keeps it in /tmp)
 # Replay: the same seed, device, depth, scale and phases give the same
 # operations (up to which of the allowed states a crash leaves, which the
 # next phase rolls forward).
@@ -43,7 +46,7 @@ ops_goal=${ZF_STRESS_OPS:-0}
 seed=${ZF_STRESS_SEED:-$(( $(date +%s) % 1000000 ))}
 zones=${ZF_STRESS_ZONES:-32}
 zsize=${ZF_STRESS_ZONE_SIZE:-2M}
-depth=${ZF_STRESS_DEPTH:-10000}
+depth=${ZF_STRESS_DEPTH:-6000}
 scale=${ZF_STRESS_SCALE:-1}
 read -r -a phases <<<"${ZF_STRESS_PHASES:-random deep wide rename link xattr longnames sparse copy falloc setid random fill meta fullmeta drain fulldata drain}"
 read -r -a modes <<<"${ZF_STRESS_MODES:-remount kill9 powerloss remount tear}"
@@ -142,6 +145,7 @@ done
 zf_umount
 zf_fsck
 python3 "$DRV" report "$STATE"
+if [ -n "${ZF_STRESS_KEEP_JOURNAL:-}" ]; then cp "$JOURNAL" "$ZF_STRESS_KEEP_JOURNAL"; fi
 done_ops=$(total_ops)
 secs=$((SECONDS - t0))
 zf_pass "seed $seed: $done_ops operations in $pn phases ($pass passes, $crashes crashes), $((done_ops / (secs > 0 ? secs : 1))) ops/s overall, 0 violations"
