@@ -43,7 +43,9 @@
 # path) and its brick sockets to /var/run/gluster: the files this run made
 # there are removed at the end.
 # Env: ZF_BUILD_DIR (default ./build), CLUSTER_TMP (default $TMPDIR or /tmp),
-# CLUSTER_PORT (first etcd port, default 23790; each node kind takes 100).
+# CLUSTER_PORT (first etcd port, default 23790; each node kind takes 100),
+# CLUSTER_FAULTS (the faults to run, e.g. "enospc"), CLUSTER_ZONES (16 MiB
+# zones per node: default 64, 192 with --bench).
 # Exit: 0 all checks passed, 1 a check failed, 2 usage, 77 a facility missing.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -176,6 +178,10 @@ teardown() {
 	# named after this run's paths and volumes, brick sockets made meanwhile.
 	local tag
 	tag=$(echo "${W#/}" | tr / -)
+	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $keep -eq 1 ]; then
+		mkdir -p "$W/gluster-logs"
+		cp /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glustershd.log "$W/gluster-logs/" 2>/dev/null
+	fi
 	rm -f /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glfsheal-zc*.log
 	for f in $(ls /var/run/gluster/ 2>/dev/null); do
 		[[ $f == *.socket ]] && ! grep -qx "$f" <<<"$pre_socks" && rm -f "/var/run/gluster/$f"
@@ -194,6 +200,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- nodes ---------------------------------------------------------------
+# Without the kernel's write-back cache a brick's write() itself fails with
+# ENOSPC, and Gluster marks that copy for healing; with it, the ENOSPC comes
+# from the brick's fsync(), which AFR counts as done when another copy's
+# fsync succeeded, so a full brick would silently keep zeros (docs/cluster.md).
+ZF_OPTS=${CLUSTER_ZF_OPTS--o writeback_cache=off}
 ZONES=${CLUSTER_ZONES:-64}   # 16 MiB zones: 1 GiB per node for the faults
 [ $bench -eq 0 ] || ZONES=${CLUSTER_ZONES:-192}
 
@@ -221,7 +232,8 @@ node_mount() { # NODE
 	case $(kind_of "$n") in
 	zonefuse)
 		echo "=== $(date '+%F %T') mount" >>"$d/zonefuse.log"
-		"$BUILD/zonefuse" "$d/dev.img" "$m" -f >>"$d/zonefuse.log" 2>&1 &
+		# shellcheck disable=SC2086 # ZF_OPTS is words
+		"$BUILD/zonefuse" "$d/dev.img" "$m" -f $ZF_OPTS >>"$d/zonefuse.log" 2>&1 &
 		ZPID[$n]=$!
 		for ((i = 0; i < 300; i++)); do
 			mounted "$m" && return 0
@@ -345,28 +357,36 @@ gl_client_mount() {
 }
 
 # Prints the number of entries heal info lists over all bricks, or "-" when
-# a brick is not connected.
+# a brick is not connected or glfsheal did not answer for all three.
 heal_entries() {
-	"$GLFSHEAL" "$(vol_of "$1")" glusterd-sock "$GD/run/glusterd.socket" 2>/dev/null |
-		awk '/^Number of entries:/ { if ($4 == "-") d = 1; else s += $4 } END { print d ? "-" : s + 0 }'
+	{ echo "=== $(date '+%T')"; "$GLFSHEAL" "$(vol_of "$1")" glusterd-sock "$GD/run/glusterd.socket" 2>&1; } |
+		grep -v -e '^<gfid' -e '^/' | tee -a "$W/heal-info-$1.log" |
+		awk '/^Number of entries:/ { b++; if ($4 == "-") d = 1; else s += $4 }
+		     END { print (d || b != 3) ? "-" : s + 0 }'
 }
 
 # gl_wait_heal KIND TIMEOUT: until heal info shows 0 entries on 3 connected
-# bricks; an index heal is asked for every 20 s.  Prints the seconds taken.
+# bricks three times in a row, 2 s apart (AFR's post-op, which marks a copy
+# for healing, may come a second after the write); an index heal is asked
+# for every 20 s.
 gl_wait_heal() {
-	local k=$1 t0 n last=0 now
+	local k=$1 t0 n last=0 now zeros=0
 	t0=$(date +%s)
 	G volume heal "$(vol_of "$k")" >/dev/null 2>&1 || true
 	while :; do
 		n=$(heal_entries "$k")
 		now=$(date +%s)
-		[ "$n" = 0 ] && { echo $((now - t0)); return 0; }
+		if [ "$n" = 0 ]; then
+			((++zeros < 3)) || return 0
+		else
+			zeros=0
+		fi
 		((now - t0 < $2)) || { echo "heal info still lists $n entries after $2 s" >&2; return 1; }
 		if ((now - last >= 20)); then
 			G volume heal "$(vol_of "$k")" >/dev/null 2>&1 || true
 			last=$now
 		fi
-		sleep 1
+		sleep 2
 	done
 }
 
@@ -396,15 +416,14 @@ gl_brick_wait_exit() {
 
 gl_brick_start() { G volume start "$(vol_of "$(kind_of "$1")")" force >/dev/null || fail "volume start force"; }
 
-gl_verify() { # KIND ACK
-	local k=$1 roots=() agree=() i
-	roots=("$(client_of "$k")/w")
-	for i in 1 2 3; do
-		roots+=("$(brick_of "$k-$i")/w")
-		agree+=("$(brick_of "$k-$i")/w")
-	done
-	python3 "$LOAD" files-verify "$2" "${roots[@]}" || return 1
-	python3 "$LOAD" files-agree "${agree[@]}" || return 1
+gl_verify() { # KIND DIR ACK: DIR relative to the volume root
+	local k=$1 bricks=() i
+	for i in 1 2 3; do bricks+=("$(brick_of "$k-$i")/$2"); done
+	# The bricks first: a read through the client may start a heal itself,
+	# which would hide a copy that heal info did not list.
+	python3 "$LOAD" files-verify "$3" "${bricks[@]}" || return 1
+	python3 "$LOAD" files-agree "${bricks[@]}" || return 1
+	python3 "$LOAD" files-verify "$3" "$(client_of "$k")/$2" || return 1
 }
 
 # ---- etcd ----------------------------------------------------------------
@@ -499,8 +518,8 @@ if [ $faults -eq 0 ] && [ $bench -eq 0 ]; then
 	for k in $kinds; do
 		if use_gluster; then
 			python3 "$LOAD" files-write "$(client_of "$k")/w" "$W/smoke-$k.ack" --max 20 >/dev/null
-			gl_wait_heal "$k" 60 >/dev/null || fail "heal"
-			gl_verify "$k" "$W/smoke-$k.ack" || fail "gluster smoke check"
+			gl_wait_heal "$k" 60 || fail "heal"
+			gl_verify "$k" w "$W/smoke-$k.ack" || fail "gluster smoke check"
 		fi
 		if use_etcd; then
 			python3 "$LOAD" etcd-put "$W/smoke-$k.eack" --endpoints "$(endpoints "$k")" --max 50 >/dev/null
@@ -509,4 +528,143 @@ if [ $faults -eq 0 ] && [ $bench -eq 0 ]; then
 	done
 	check_zonefuse_logs
 	exit 0
+fi
+
+# ---- faults --------------------------------------------------------------
+declare -a RESULTS=() # one line per fault: what was measured
+
+acks() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
+
+# fault KIND NAME: one fault on one node while both writers run, recovery,
+# checks.  Appends a line to RESULTS.
+fault() {
+	local k=$1 name=$2 n stop gack eack wg we t i
+	case $name in
+	kill9 | powerloss) n=$k-2 ;;
+	enospc) n=$k-3 ;;
+	restart) n=$k-1 ;;
+	esac
+	if [ "$name" = powerloss ] && [ "$k" != zonefuse ]; then
+		say "$k/$name: skipped (no power loss on a loop device)"
+		return 0
+	fi
+	stop=$W/stop-$k-$name gack=$W/$k-$name.ack eack=$W/$k-$name.eack
+	local m out
+	m=$(mnt_of "$n")
+	out=$W/$k-$name.out
+	: >"$out"
+	say "$k/$name: node $n, writers started"
+	if use_gluster; then
+		python3 "$LOAD" files-write "$(client_of "$k")/w-$name" "$gack" --stop "$stop" --seed "$RANDOM" >>"$out" 2>&1 &
+		wg=$!
+		BG+=("$wg")
+	fi
+	if use_etcd; then
+		python3 "$LOAD" etcd-put "$eack" --endpoints "$(endpoints "$k")" --prefix "$name" --stop "$stop" >>"$out" 2>&1 &
+		we=$!
+		BG+=("$we")
+	fi
+	sleep 3
+
+	# -- the fault
+	local before_g before_e health=none
+	before_g=$(acks "$gack") before_e=$(acks "$eack")
+	case $name in
+	kill9 | powerloss)
+		if [ "$k" = zonefuse ]; then
+			node_kill9 "$n"
+			if [ "$name" = powerloss ]; then
+				"$BUILD/zonefuse-emu" powerloss "$(node_dir "$n")/dev.img" >>"$out" 2>&1 ||
+					fail "zonefuse-emu powerloss"
+			fi
+			# Gluster's brick health check should stop the brick on the dead
+			# mount by itself; otherwise it serves ENOTCONN until stopped.
+			use_gluster && health=$(gl_brick_wait_exit "$n" 15)
+		else
+			use_gluster && stop_pid "$(cat "$(brick_pidfile "$(vol_of "$k")" "$n")")" KILL
+			use_etcd && stop_pid "${EPID[$n]}" KILL
+		fi ;;
+	enospc)
+		local ferr
+		ferr=$(dd if=/dev/zero of="$m/fill" bs=1M 2>&1 >/dev/null || true)
+		grep -q 'No space left' <<<"$ferr" || fail "$k/$name: filling $m did not end in ENOSPC: $ferr"
+		say "$k/$name: $m full ($(du -m "$m/fill" | cut -f1) MiB file beside the brick)"
+		sleep 5 ;;
+	restart)
+		use_etcd && etcd_stop "$n"
+		use_gluster && gl_brick_stop "$n"
+		node_umount "$n" ;;
+	esac
+	use_gluster && gl_brick_stop "$n"
+	if use_etcd && [ -n "${EPID[$n]:-}" ]; then
+		# A member whose disk failed exits by itself (etcd treats a failed
+		# WAL write or fsync as fatal); one that did not is stopped.
+		for ((i = 0; i < 20; i++)); do
+			kill -0 "${EPID[$n]}" 2>/dev/null || break
+			sleep 0.5
+		done
+		kill -0 "${EPID[$n]}" 2>/dev/null && say "$k/$name: etcd member ${n##*-} still running, stopping it"
+		etcd_stop "$n"
+	fi
+
+	# -- one node down: the others go on
+	local g1 e1 g2 e2 leader=-
+	g1=$(acks "$gack") e1=$(acks "$eack")
+	sleep 4
+	g2=$(acks "$gack") e2=$(acks "$eack")
+	if use_etcd; then
+		leader=$(etcd_leader "$(endpoints "$k" "$n")")
+		[ "$leader" != none ] || fail "$k/$name: no leader among the two members left"
+		((e2 > e1)) || fail "$k/$name: no put acknowledged with member ${n##*-} down"
+	fi
+	if use_gluster; then
+		((g2 > g1)) || fail "$k/$name: no file acknowledged with brick ${n##*-} down"
+	fi
+
+	# -- recovery
+	case $name in
+	kill9 | powerloss) [ "$k" = zonefuse ] && node_mount "$n" ;;
+	enospc) rm -f "$m/fill" ;;
+	restart) node_mount "$n" ;;
+	esac
+	local t_start heal=- catch=-
+	t_start=$(date +%s)
+	use_gluster && gl_brick_start "$n"
+	use_etcd && etcd_start "$n" existing
+	sleep 3
+	touch "$stop"
+	[ -z "${wg:-}" ] || wait "$wg" || fail "$k/$name: the Gluster writer failed: $(tail -n 3 "$out")"
+	[ -z "${we:-}" ] || wait "$we" || fail "$k/$name: the etcd writer failed: $(tail -n 3 "$out")"
+	BG=()
+	if use_etcd; then
+		t=$(etcd_wait_caught_up "$n" 120) || fail "$k/$name: member ${n##*-} did not catch up in 120 s"
+		catch=$(($(date +%s) - t_start))
+		python3 "$LOAD" etcd-verify "$eack" --endpoints "$(endpoints "$k")" | tee -a "$out" ||
+			fail "$k/$name: acknowledged puts lost"
+	fi
+	if use_gluster; then
+		local hlimit=240
+		[ $quick -eq 0 ] || hlimit=120
+		gl_wait_heal "$k" "$hlimit" || { status=1; say "$k/$name: FAILED: heal did not drain"; }
+		heal=$(($(date +%s) - t_start))
+		gl_verify "$k" "w-$name" "$gack" | tee -a "$out" || fail "$k/$name: acknowledged files lost or bricks differ"
+		rm -rf "$(client_of "$k")/w-$name"
+	fi
+	RESULTS+=("$(printf '%-9s %-9s files %5s (%4s while down)  puts %5s (%4s while down)  brick-self-stop %4s  heal %4s s  catch-up %4s s' \
+		"$k" "$name" "$(acks "$gack")" "$((g2 - before_g))" "$(acks "$eack")" "$((e2 - before_e))" \
+		"$health" "$heal" "$catch")")
+	say "$k/$name: ok: ${RESULTS[-1]}"
+}
+
+if [ $faults -eq 1 ]; then
+	flist=${CLUSTER_FAULTS:-kill9 powerloss enospc restart}
+	[ $quick -eq 0 ] || flist=${CLUSTER_FAULTS:-kill9 powerloss}
+	for k in $kinds; do
+		for f in $flist; do fault "$k" "$f"; done
+	done
+	check_zonefuse_logs
+	echo
+	echo "== faults (acknowledged: files through Gluster, puts through etcd; seconds from the restart) =="
+	for r in "${RESULTS[@]}"; do echo "$r"; done
+	[ $bench -eq 1 ] || exit $status
 fi

@@ -4,10 +4,11 @@ mount, keys through etcd's v3 JSON gateway (HTTP on loopback).  Standard
 library only, so the same script runs wherever etcd-server does.
 
   files-write DIR ACK [--stop FILE] [--max N] [--seed S]
-      Writes DIR/fNNNNNN (1 B to 1 MiB of seeded random bytes each), each
+      Writes DIR/fNNNNNN (1 B to 256 KiB of seeded random bytes each), each
       fsync'ed and closed, then appends "SHA256  NAME" to ACK (outside the
       file system under test) -- an ACK line is a file the fs acknowledged.
-      Stops at --max files or once FILE exists.  A failed file is retried
+      Stops at --max files or once FILE exists; at most --rate files a
+      second (default 10), so that what a fault leaves to heal stays small.  A failed file is retried
       under the next number; failures are counted, not fatal (a brick or
       the client may fail a call during a fault).
   files-verify ACK ROOT...
@@ -48,7 +49,7 @@ import urllib.parse
 
 def file_bytes(seed, i):
     r = random.Random(seed * 1000003 + i)
-    return r.randbytes(r.randint(0, 256) * 4096 + r.randint(1, 4096))
+    return r.randbytes(r.randint(0, 63) * 4096 + r.randint(1, 4096))
 
 
 def sha(path):
@@ -65,8 +66,12 @@ def files_write(a):
     os.makedirs(a.dir, exist_ok=True)
     done = fails = 0
     i = 0
+    t0 = time.monotonic()
     with open(a.ack, "a") as log:
         while (a.max is None or done < a.max) and not (a.stop and os.path.exists(a.stop)):
+            ahead = i / a.rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
             data = file_bytes(a.seed, i)
             name = f"f{i:06d}"
             i += 1
@@ -335,6 +340,7 @@ def main():
     p.add_argument("--stop")
     p.add_argument("--max", type=int)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rate", type=float, default=10)
     p = sp.add_parser("files-verify")
     p.add_argument("ack")
     p.add_argument("roots", nargs="+")
