@@ -69,8 +69,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fusefs *ff = userdata;
 
-	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+	/* Without the write-back cache every write() waits for its WRITE, so
+	 * a refusal (ENOSPC) fails that write() rather than a later fsync():
+	 * for a replicating server on top (a Gluster brick), which marks a
+	 * copy for healing when a write fails but not when an fsync does. */
+	if (ff->conf.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/* name_to_handle_at / open_by_handle_at, NFS re-export (op_lookup) */

@@ -50,6 +50,7 @@ struct fusefs_conf {
 	unsigned int max_readahead;	/* bytes */
 	unsigned int max_read;		/* bytes per READ; 0 = max_write */
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
+	bool writeback_cache;	/* ask for FUSE_CAP_WRITEBACK_CACHE when offered */
 };
 
 /* Files whose write-back the fs refused (top comment), until a writer of

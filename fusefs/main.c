@@ -78,6 +78,7 @@ struct conf {
 	char *hints;
 	char *placement;	/* "on" | "off" */
 	int no_killpriv;
+	char *writeback_cache;	/* "on" | "off"; NULL = on */
 	char *bdi_limit;	/* "global" | "strict" | "off"; NULL = global */
 	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
 	int ro;
@@ -114,6 +115,7 @@ static const struct fuse_opt conf_opts[] = {
 	NUM("max_read", N_MAX_READ),
 	NUM("prefetch_kb", N_PREFETCH_KB),
 	OPT("no_killpriv", no_killpriv),
+	OPT("writeback_cache=%s", writeback_cache),
 	OPT("bdi_limit=%s", bdi_limit),
 	NUM("bdi_max_mb", N_BDI_MAX_MB),
 	OPT("fuse_loop=%s", fuse_loop),
@@ -205,6 +207,9 @@ static void usage(const char *prog)
 	       "                           buffers per file (default stripe_width x\n"
 	       "                           stripe_unit; 0 = off)\n"
 	       "    -o no_killpriv         do not negotiate FUSE_HANDLE_KILLPRIV_V2\n"
+	       "    -o writeback_cache=on|off  off: every write() is a WRITE the daemon\n"
+	       "                           answers, so ENOSPC fails the write() itself, not\n"
+	       "                           only a later fsync() (default on)\n"
 	       "    -o bdi_limit=MODE      the kernel's dirty-page limit for this mount, set\n"
 	       "                           when root: global (default: no strict per-mount\n"
 	       "                           limit, the system's dirty limit applies), strict\n"
@@ -991,6 +996,14 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	d->ff.conf.entry_timeout = 5.0;
 	d->ff.conf.max_readahead = (unsigned)num(&d->c, N_READAHEAD_KB, 1024) * 1024u;
 	d->ff.conf.killpriv = !d->c.no_killpriv;
+	d->ff.conf.writeback_cache = true;
+	if (d->c.writeback_cache && strcmp(d->c.writeback_cache, "on") != 0) {
+		if (strcmp(d->c.writeback_cache, "off") != 0) {
+			zf_err("-o writeback_cache=%s: expected on or off", d->c.writeback_cache);
+			return 1;
+		}
+		d->ff.conf.writeback_cache = false;
+	}
 	if (set_max_read(d, args))
 		return 1;
 
