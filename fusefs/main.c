@@ -576,6 +576,12 @@ static int build_fs_opts(struct daemon *d)
 		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c->placement);
 		return -EINVAL;
 	}
+	if (c->writeback_cache && strcmp(c->writeback_cache, "on") != 0 &&
+	    strcmp(c->writeback_cache, "off") != 0) {
+		fprintf(stderr, "zonefuse: writeback_cache must be on or off, not '%s'\n",
+			c->writeback_cache);
+		return -EINVAL;
+	}
 	enum fusefs_bdi_mode bm;
 	if (c->bdi_limit && fusefs_bdi_parse_mode(c->bdi_limit, &bm)) {
 		fprintf(stderr, "zonefuse: bdi_limit must be global, strict or off, not '%s'\n",
@@ -996,14 +1002,8 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	d->ff.conf.entry_timeout = 5.0;
 	d->ff.conf.max_readahead = (unsigned)num(&d->c, N_READAHEAD_KB, 1024) * 1024u;
 	d->ff.conf.killpriv = !d->c.no_killpriv;
-	d->ff.conf.writeback_cache = true;
-	if (d->c.writeback_cache && strcmp(d->c.writeback_cache, "on") != 0) {
-		if (strcmp(d->c.writeback_cache, "off") != 0) {
-			zf_err("-o writeback_cache=%s: expected on or off", d->c.writeback_cache);
-			return 1;
-		}
-		d->ff.conf.writeback_cache = false;
-	}
+	d->ff.conf.writeback_cache = !d->c.writeback_cache ||
+				     strcmp(d->c.writeback_cache, "off") != 0;	/* checked */
 	if (set_max_read(d, args))
 		return 1;
 
