@@ -243,7 +243,8 @@ int fs_sync(struct fs *fs);
 
 /* The page cache's write-back of ino at byte off was refused with err: its
  * write-back at or past off is refused with err until the file's last
- * close, and what write-back past off the write buffer took meanwhile (only
+ * close or a truncate to at most off, and what write-back past off the
+ * write buffer took meanwhile (only
  * there: nothing past off is on the device) is dropped, so that the stored
  * file never has a hole where the refusal is.  0 or -errno. */
 int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err);

@@ -173,7 +173,8 @@ struct fs_inode {
 	bool wb_busy;
 	/* [RW] the page cache's write-back was refused at wb_cut (bytes;
 	 * UINT64_MAX: never since the file was opened): its write-back at or
-	 * past it is refused with wb_cut_err until the last close */
+	 * past it is refused with wb_cut_err until the last close or a
+	 * truncate to at most wb_cut */
 	uint64_t wb_cut;
 	int wb_cut_err;
 	uint64_t wb_done;		/* write-outs finished (generation) */
