@@ -81,7 +81,9 @@ static _Atomic int log_level = ZF_LOG_INFO;
 static _Atomic int log_syslog;
 static _Atomic int log_fd = -1;
 static _Atomic uint64_t log_errors;
+static _Atomic int log_echo = -1;
 static pthread_mutex_t log_hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_tag[256];	/* log_hook_lock; set before threads start */
 static zf_log_hook_fn log_hook;
 static void *log_hook_arg;
 
@@ -115,6 +117,15 @@ int zf_log_to_file(const char *path)
 	return 0;
 }
 
+void zf_log_set_tag(const char *tag)
+{
+	pthread_mutex_lock(&log_hook_lock);
+	snprintf(log_tag, sizeof(log_tag), "%s", tag ? tag : "");
+	pthread_mutex_unlock(&log_hook_lock);
+}
+
+void zf_log_set_echo(int lvl) { log_echo = lvl; }
+
 void zf_log_set_hook(zf_log_hook_fn fn, void *arg)
 {
 	pthread_mutex_lock(&log_hook_lock);
@@ -125,17 +136,17 @@ void zf_log_set_hook(zf_log_hook_fn fn, void *arg)
 
 /* One write(2) per line, so lines of concurrent writers never interleave in
  * an O_APPEND file. */
-static void log_file_line(int fd, const char *level, const char *msg)
+static void log_file_line(int fd, const char *tag, const char *level, const char *msg)
 {
-	char line[1200], ts[40];
+	char line[1500], ts[40];
 	struct timespec now;
 	struct tm tm;
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	localtime_r(&now.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm);
-	int n = snprintf(line, sizeof(line), "%s.%03ld zonefuse[%ld]: %s: %s\n", ts,
-			 now.tv_nsec / 1000000, (long)getpid(), level, msg);
+	int n = snprintf(line, sizeof(line), "%s.%03ld zonefuse[%ld]: %s%s%s: %s\n", ts,
+			 now.tv_nsec / 1000000, (long)getpid(), tag, *tag ? ": " : "", level, msg);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line)) {
@@ -160,18 +171,20 @@ void zf_log(enum zf_log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	char tag[sizeof(log_tag)];
 	pthread_mutex_lock(&log_hook_lock);
 	zf_log_hook_fn hook = log_hook;
 	void *arg = log_hook_arg;
+	memcpy(tag, log_tag, sizeof(tag));
 	pthread_mutex_unlock(&log_hook_lock);
 	if (hook && hook(lvl, msg, arg))
 		return;
 	int fd = log_fd;
 	if (fd >= 0)
-		log_file_line(fd, names[lvl], msg);
+		log_file_line(fd, tag, names[lvl], msg);
 	else if (log_syslog)
-		syslog(prio[lvl], "%s: %s", names[lvl], msg);
-	else
+		syslog(prio[lvl], "%s%s%s: %s", tag, *tag ? ": " : "", names[lvl], msg);
+	if ((fd < 0 && !log_syslog) || (int)lvl <= log_echo)
 		fprintf(stderr, "zonefuse: %s: %s\n", names[lvl], msg);
 }
 

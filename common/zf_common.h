@@ -4,9 +4,14 @@
  * Logging: zf_log_*() writes one line per message, "LEVEL: text", to one
  * target: standard error (the default; "zonefuse: LEVEL: text"), syslog
  * (ident "zonefuse", with the pid) or a file (appended, one write(2) per line,
- * "DATE TIME zonefuse[PID]: LEVEL: text").  A hook, when set, sees every
- * message first and may keep it from the target (tools use it to replace
- * library messages by their own).
+ * "DATE TIME zonefuse[PID]: LEVEL: text").  With a tag set (the daemon's
+ * device), syslog and file lines carry it before the level, "TAG: LEVEL:
+ * text", so that several daemons can share one log.  While an echo level
+ * is set, messages at or above that severity also go to standard error
+ * when the target is syslog or a file (the terminal of a daemon that has
+ * not detached yet).  A hook, when set, sees every message first and may
+ * keep it from the target and the echo (tools use it to replace library
+ * messages by their own).
  * Every ERROR is counted (zf_log_error_count()) so integration tests can fail
  * a run in which the daemon logged an error.
  * Thread safety: all functions are thread-safe.
@@ -35,6 +40,12 @@ void zf_log_use_syslog(int on);		/* on: syslog; off: standard error */
  * be opened, and the target is then unchanged.  The descriptor survives
  * fork/daemonisation. */
 int zf_log_to_file(const char *path);
+/* The tag of syslog and file lines (copied, truncated to 255 bytes); NULL
+ * or "" = none. */
+void zf_log_set_tag(const char *tag);
+/* Also print messages of level lvl and more severe on standard error while
+ * the target is syslog or a file; -1 = do not (the default). */
+void zf_log_set_echo(int lvl);
 /* Every message is passed to fn first while set (NULL: unset); fn returns
  * nonzero when it consumed the message, 0 to let it go on to the target.
  * Messages below the level set with zf_log_set_level() are not passed. */

@@ -104,6 +104,9 @@ void fs_opts_default(struct fs_opts *o);
  * work (periodic commit) starts only with fs_start(), so a daemon can
  * fork after mounting. */
 int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out);
+/* Why the mount came up read-only though read-write was asked (a damaged
+ * metadata log, fs_repair.c; also logged), or NULL. */
+const char *fs_mount_note(const struct fs *fs);
 int fs_start(struct fs *fs);
 /* Flush every buffer, commit, snapshot, stop threads, free.  The device is
  * not closed.  Returns the first error met (the fs is freed anyway). */
@@ -240,7 +243,8 @@ int fs_sync(struct fs *fs);
 
 /* The page cache's write-back of ino at byte off was refused with err: its
  * write-back at or past off is refused with err until the file's last
- * close, and what write-back past off the write buffer took meanwhile (only
+ * close or a truncate to at most off, and what write-back past off the
+ * write buffer took meanwhile (only
  * there: nothing past off is on the device) is dropped, so that the stored
  * file never has a hole where the refusal is.  0 or -errno. */
 int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err);
@@ -375,6 +379,30 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st);
  * through report(); returns the number of problems found or -errno. */
 typedef void (*fs_report_fn)(void *arg, const char *fmt, ...);
 int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg);
+/* fsck with repairs (fs_repair.c).  FS_FSCK_CHECK reports what is wrong
+ * and writes nothing; FS_FSCK_PREEN repairs only what loses nothing (link
+ * counts, names of missing inodes, unreachable inodes into /lost+found,
+ * counts) and writes nothing when something else is wrong (needs_yes);
+ * FS_FSCK_YES makes every repair (cutting the log at a record that cannot
+ * be applied, salvaging a damaged snapshot, dropping extents that point
+ * outside the written data; an empty file system when no metadata can be
+ * read at all).  A repair is written as a new epoch of the log, so a crash
+ * during it leaves the old state (run it again).  Findings go through
+ * report().  Returns 0 (the counts in *res) or -errno when the device
+ * cannot be used (-ENODATA: not a zonefuse file system). */
+enum fs_fsck_mode { FS_FSCK_CHECK = 0, FS_FSCK_PREEN = 1, FS_FSCK_YES = 2 };
+struct fs_fsck_result {
+	int found;		/* problems found */
+	int fixed;		/* ... repaired (0 with FS_FSCK_CHECK) */
+	int left;		/* found by the check after the repair */
+	bool needs_yes;		/* PREEN: a problem only FS_FSCK_YES repairs */
+	bool recreated;		/* nothing could be read: re-created empty */
+	uint64_t lost_bytes;	/* file bytes dropped */
+	uint64_t lost_names;	/* names dropped */
+	uint64_t lost_records;	/* log records not applied */
+};
+int fs_fsck(struct zdev *dev, enum fs_fsck_mode mode, bool verbose, fs_report_fn report,
+	    void *arg, struct fs_fsck_result *res);
 /* The shared-extent checks of fs_check on a mounted file system (tests):
  * the table of extra references and every zone's valid bytes against the
  * extent maps.  Takes fs->lock.  Returns the number of problems. */

@@ -11,8 +11,11 @@
  *     (files: number of names; directories: 2 + subdirectories);
  *   - every inode except the root has a name;
  *   - a file's extents end within its size (rounded up to the block).
- * Nothing is written.  Returns the number of problems, or -errno when the
- * file system cannot be read at all.
+ * Before them, the mount makes the repairs of fs_repair.c in memory and
+ * counts each as a problem (a damaged log, names, reachability, link
+ * counts, extents); the checks here then find what those do not fix.
+ * Nothing is written.  fs_check returns the number of problems, or -errno
+ * when the file system cannot be read at all.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,29 +26,10 @@
 
 struct dext { uint64_t dev, len, ino; };
 
-static int cmp_u64(const void *a, const void *b)
+static void quiet_report(void *arg, const char *fmt, ...)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* How often ino appears in the sorted t[0..n). */
-static uint32_t names_of(const uint64_t *t, size_t n, uint64_t ino)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (t[mid] < ino)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	uint32_t c = 0;
-	while (lo < n && t[lo] == ino) {
-		c++;
-		lo++;
-	}
-	return c;
+	(void)arg;
+	(void)fmt;
 }
 
 /* One fsck run: the mounted (read-only) file system and what was found. */
@@ -278,9 +262,9 @@ static int check_names(struct check *ck)
 		}
 	}
 	if (n)
-		qsort(targets, n, sizeof(*targets), cmp_u64);
+		qsort(targets, n, sizeof(*targets), fs_cmp_u64);
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in))
-		check_links(ck, in, names_of(targets, n, in->ino));
+		check_links(ck, in, fs_count_sorted(targets, n, in->ino));
 	free(targets);
 	return 0;
 }
@@ -323,9 +307,9 @@ int fs_check_shares(struct fs *fs, fs_report_fn report, void *arg)
 	return ret ? ret : ck.problems;
 }
 
-int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
+int fs_check_pass(struct zdev *dev, struct fs_repair *r, bool verbose)
 {
-	struct check ck = { .g = zdev_geometry(dev), .report = report, .arg = arg };
+	struct check ck = { .g = zdev_geometry(dev), .report = r->report, .arg = r->arg };
 	struct fs_opts o;
 	int ret;
 
@@ -336,9 +320,17 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 	 * (capacity >= 128 KiB, blocks <= 64 KiB), or small-zone devices
 	 * could not be checked at all. */
 	o.stripe_unit = 64u << 10;
-	ret = fs_mount(dev, &o, &ck.fs);
+	/* the repairs are made in memory and counted (fs_repair.c); the
+	 * checks below then see the state a repair would write */
+	ret = fs_mount_repair(dev, &o, r, &ck.fs);
 	if (ret)
 		return ret;
+	if (verbose && (ck.fs->cut.cut || ck.fs->cut.salvaged || r->found))
+		r->report(r->arg, "replay: %llu record(s) not applied%s; %d repair(s) in memory",
+			  (unsigned long long)ck.fs->cut.skipped,
+			  ck.fs->cut.salvaged ? ", newest snapshot incomplete" : "", r->found);
+	if (!ck.report)
+		ck.report = quiet_report;
 	ret = load_zones(&ck);
 	if (!ret)
 		ret = check_extents(&ck);
@@ -349,11 +341,18 @@ int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
 		PROBLEM(&ck, "zone allocator: space counters differ from a recount");
 	if (!ret && verbose)
 		summary(&ck);
-	if (!ret)
-		ret = ck.problems;
+	r->found += ck.problems;
+	r->count[FS_PR_CHECK] += (uint64_t)ck.problems;
 	free(ck.all);
 	free(ck.logz);
 	free(ck.zones);
 	fs_unmount(ck.fs);
 	return ret;
+}
+
+int fs_check(struct zdev *dev, bool verbose, fs_report_fn report, void *arg)
+{
+	struct fs_repair r = { .mode = FS_FSCK_CHECK, .report = report, .arg = arg };
+	int ret = fs_check_pass(dev, &r, verbose);
+	return ret < 0 ? ret : r.found;
 }

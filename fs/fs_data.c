@@ -1251,15 +1251,15 @@ int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err)
 		return ret;
 	fs_rw_wrlock(in);
 	fs_data_wait_writeout(in);
-	if (off < in->wb_cut) {
-		in->wb_cut = off;
-		in->wb_cut_err = err < 0 ? err : -EIO;
-	}
 	/* Write-back taken past the refusal meanwhile (WRITEs served out of
 	 * order) is only in the buffer when nothing past off is mapped: drop
 	 * it, or the stored file would have a hole where the refusal is. */
 	if (in->size > off && extmap_end(&in->map) <= off && !fs->read_only)
 		ret = fs_data_truncate(fs, in, off);
+	if (off < in->wb_cut) {
+		in->wb_cut = off;
+		in->wb_cut_err = err < 0 ? err : -EIO;
+	}
 	pthread_rwlock_unlock(&in->rw);
 	fs_inode_unpin(fs, in);
 	return ret;
@@ -1314,6 +1314,9 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 		return -EFBIG;
 	/* Its extents would be recorded after the truncate: let it end. */
 	fs_data_wait_writeout(in);
+	/* The writer starts over below a refused write-back: take it. */
+	if (size <= in->wb_cut)
+		in->wb_cut = UINT64_MAX;
 	if (size == in->size)
 		return 0;
 	fs_pf_invalidate(fs, in);

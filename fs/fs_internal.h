@@ -19,6 +19,7 @@
 #include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "fs/fs.h"
+#include "fs/fs_repair.h"
 #include "fs/mlog.h"
 #include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
@@ -172,7 +173,8 @@ struct fs_inode {
 	bool wb_busy;
 	/* [RW] the page cache's write-back was refused at wb_cut (bytes;
 	 * UINT64_MAX: never since the file was opened): its write-back at or
-	 * past it is refused with wb_cut_err until the last close */
+	 * past it is refused with wb_cut_err until the last close or a
+	 * truncate to at most wb_cut */
 	uint64_t wb_cut;
 	int wb_cut_err;
 	uint64_t wb_done;		/* write-outs finished (generation) */
@@ -269,6 +271,13 @@ struct fs {
 	bool valid_counted;		/* zalloc counts the extents' device bytes:
 					 * from mount_reconcile until teardown */
 	bool read_only;
+	/* mount-time only (fs_repair.c): what replay could not apply, the
+	 * fsck run this mount serves (or NULL), and whether a damaged log
+	 * may be mounted read-only with repairs in memory */
+	struct fs_cut cut;
+	struct fs_repair *repair;
+	bool repair_fallback;
+	char *mount_note;		/* fs_mount_note(), or NULL; freed with fs */
 
 	pthread_mutex_t lock;
 	/* inode table [L] */
@@ -380,6 +389,10 @@ uint32_t fs_mode_kill_suidgid(uint32_t mode);
 
 /* fs_namei.c */
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
+
+/* fs_mount.c: the layout mkfs gives dev (meta_zones 0: the default), a
+ * new uuid.  0 or -errno (logged). */
+int fs_layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb);
 
 /* fs_commit.c */
 int fs_committer_start(struct fs *fs);

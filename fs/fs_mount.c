@@ -85,7 +85,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 
 /* ---- mkfs, mount, unmount ---- */
 
-static int layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
+int fs_layout(struct zdev *dev, uint32_t meta_zones, struct mlog_sb *sb)
 {
 	const struct zdev_geometry *g = zdev_geometry(dev);
 	uint32_t first = g->nr_conv_zones;	/* conventional zones are not used */
@@ -182,6 +182,7 @@ static void fs_free(struct fs *fs)
 	}
 	free(fs->itab);
 	free(fs->dtab);
+	free(fs->mount_note);
 	fs_lifetime_fini(fs);	/* lifetime state (fs_lifetime.c) */
 	fs_share_fini(fs);	/* shared extents (fs_copy.c) */
 	pthread_mutex_destroy(&fs->lock);
@@ -219,7 +220,7 @@ int fs_mkfs(struct zdev *dev, const struct fs_mkfs_opts *o)
 		       zdev_path(dev));
 		return -EEXIST;
 	}
-	ret = layout(dev, o ? o->meta_zones : 0, &sb);
+	ret = fs_layout(dev, o ? o->meta_zones : 0, &sb);
 	if (ret)
 		return ret;
 	if (o && o->label)
@@ -354,17 +355,27 @@ static int mount_replay(struct fs *fs)
 	int ret = mlog_probe(dev, &fs->sb);
 	const char *what = "superblock";
 
+	/* every zone header lost: a repair (or the fallback) tries mkfs's
+	 * layout, for the records that may survive (fs_repair.c) */
+	if (ret && ret != -ENOMEM && (fs->repair || fs->repair_fallback))
+		ret = fs_layout(dev, 0, &fs->sb);
+
 	if (ret == 0 && (fs->sb.block_size < 512 || (fs->sb.block_size & (fs->sb.block_size - 1))))
 		ret = -EUCLEAN;
 	if (!ret) {
 		fs->bs = fs->sb.block_size;
 		fs->applying_log = true;
-		ret = mlog_open(dev, fs->read_only ? MLOG_OPEN_READ_ONLY : 0,
-				fs_replay_record, fs, &fs->sb, &fs->mlog);
+		ret = fs_repair_open_log(fs, fs->read_only ? MLOG_OPEN_READ_ONLY : 0);
 		fs->applying_log = false;
 		what = "metadata log";
 	}
-	if (ret == -ENODATA)
+	if (!ret)
+		ret = fs_repair_after_replay(fs);	/* fs_repair.c */
+	/* a repair (fsck) says it in its own words; the fallback's retry
+	 * would say it a second time */
+	if (fs->repair || fs->repair_fallback)
+		;
+	else if (ret == -ENODATA)
 		zf_err("%s holds no zonefuse file system (run mkfs.zonefuse)", zdev_path(dev));
 	else if (ret)
 		zf_err("reading the %s of %s: %s", what, zdev_path(dev), strerror(-ret));
@@ -439,13 +450,18 @@ static int mount_writable(struct fs *fs)
 	return ret;
 }
 
-int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+/* r: the fsck run this mount serves, or NULL; fallback: a damaged log is
+ * mounted read-only with the repairs in memory (fs_repair.h). */
+static int mount_once(struct zdev *dev, const struct fs_opts *o, struct fs_repair *r,
+		      bool fallback, struct fs **out)
 {
 	struct fs *fs = fs_alloc(dev, o);
 	int ret;
 
 	if (!fs)
 		return -ENOMEM;
+	fs->repair = r;
+	fs->repair_fallback = fallback;
 	fs->read_only = fs->opts.read_only;
 	ret = mount_replay(fs);
 	if (!ret)
@@ -457,6 +473,7 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	if (!ret && !fs->read_only)
 		ret = mount_writable(fs);
 	if (!ret) {
+		fs->repair = NULL;
 		*out = fs;
 		return 0;
 	}
@@ -469,6 +486,21 @@ int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
 	fs->za = NULL;
 	fs_free(fs);
 	return ret;
+}
+
+int fs_mount(struct zdev *dev, const struct fs_opts *o, struct fs **out)
+{
+	int ret = mount_once(dev, o, NULL, false, out);
+	/* damaged metadata: read-only with what can be read (fs_repair.c) */
+	if ((ret == -EUCLEAN || ret == -ENODATA) && mount_once(dev, o, NULL, true, out) == 0)
+		ret = 0;
+	return ret;
+}
+
+int fs_mount_repair(struct zdev *dev, const struct fs_opts *o, struct fs_repair *r,
+		    struct fs **out)
+{
+	return mount_once(dev, o, r, false, out);
 }
 
 int fs_start(struct fs *fs)
@@ -484,12 +516,15 @@ int fs_start(struct fs *fs)
 int fs_unmount(struct fs *fs)
 {
 	int ret = 0;
+	uint64_t t0 = zf_now_ns(), t1, t2 = 0, t3 = 0;
 
 	fs_gc_stop(fs);	/* lifetime GC thread (fs_gc.c) */
 	fs_committer_stop(fs);
 	fs_pf_stop(fs);
+	t1 = zf_now_ns();
 	if (!fs->read_only) {
 		ret = fs_sync(fs);
+		t2 = t3 = zf_now_ns();
 		if (ret) {
 			zf_err("unmount: final commit failed: %s", strerror(-ret));
 		} else {
@@ -498,10 +533,16 @@ int fs_unmount(struct fs *fs)
 			pthread_mutex_lock(&fs->lock);
 			int r = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
 			pthread_mutex_unlock(&fs->lock);
+			t3 = zf_now_ns();
 			if (r)
 				zf_warn("unmount: final snapshot failed (%s); the log "
 					"is replayed at the next mount", strerror(-r));
 		}
+		/* Where a slow unmount's time goes (the daemon logs the total). */
+		zf_info("unmount: background work stopped in %.2f s (the collector, the "
+			"committer with its write-behind, prefetch), write-out and final "
+			"commit %.2f s, snapshot %.2f s", (double)(t1 - t0) / 1e9,
+			(double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9);
 	}
 	mlog_set_zone_source(fs->mlog, NULL, NULL);
 	zalloc_destroy(fs->za);

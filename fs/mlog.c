@@ -44,6 +44,8 @@
 #define SNAP_WRITEOUT (4u << 20)	/* write a snapshot out every 4 MiB */
 #define PROBE_BATCH 32u
 #define KEEP_BUF (8u << 20)		/* larger batch buffers are not kept */
+#define DAMAGE_SCAN (4u << 20)		/* bytes a mount reads past a torn tail
+					 * for valid records (damage) */
 
 enum { REC_PAD = MLOG_REC_PAD, REC_SNAP_BEGIN = MLOG_REC_SNAP_BEGIN,
        REC_SNAP_END = MLOG_REC_SNAP_END, REC_NEXT_ZONE = MLOG_REC_NEXT_ZONE };
@@ -88,6 +90,7 @@ struct mlog {
 	struct mlog_sb sb;
 	uint32_t B;
 	bool ro;
+	bool salvage;			/* MLOG_OPEN_SALVAGE: replay past damage */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -111,6 +114,8 @@ struct mlog {
 	uint64_t snap_put;		/* put_bytes when that snapshot ended */
 	bool append_frees;		/* the append in progress frees space
 					 * (MLOG_APPEND_FREES); under lock */
+	bool nearly_full;		/* the last snapshot left room for less than
+					 * two more (warned once per entry); under lock */
 	bool state_full;		/* the state is as large as the device lets
 					 * it be: only records that free space are
 					 * taken (set after each snapshot); under lock */
@@ -1198,6 +1203,15 @@ static void snap_commit(struct mlog *m, uint64_t put0, struct snap_save *sv)
 	if (m->state_full)
 		zf_warn("mlog: the metadata fills the device: until files are "
 			"deleted, only records that free space are taken");
+	bool nearly = !m->state_full && m->src.avail &&
+		      m->src.avail(m->src_arg) + count_role(m, Z_FREE) <
+		      2 * ((uint64_t)next_snapshot_zones(m) + 2);
+	if (nearly && !m->nearly_full)	/* once each time it gets there */
+		zf_warn("mlog: the metadata log is nearly full: room for %llu zones, the "
+			"next snapshot needs %u; delete files to make room",
+			(unsigned long long)(m->src.avail(m->src_arg) + count_role(m, Z_FREE)),
+			next_snapshot_zones(m));
+	m->nearly_full = nearly;
 	tell_reserve(m);
 	batch_free(&sv->stash);
 }
@@ -1791,6 +1805,34 @@ static int read_record(struct preader *r, uint32_t B, uint64_t off, uint64_t lim
 	return 0;
 }
 
+/* Salvage (MLOG_OPEN_SALVAGE) and damage detection: the first valid
+ * record after off in the zone (8-byte steps, header positions only) with
+ * an LSN of at least `expected`: 0 and its offset and LSN, 1 when there is
+ * none, or a read error. */
+static int next_valid_record(struct preader *r, uint32_t B, uint64_t off, uint64_t lim,
+			     uint64_t expected, uint64_t *at, uint64_t *lsn)
+{
+	for (uint64_t o = hdr_pos(ZF_ALIGN_UP(off + 8, 8u), B); o + RECHDR <= lim;
+	     o = hdr_pos(o + 8, B)) {
+		const uint8_t *p = NULL, *pl;
+		struct mlog_rechdr h;
+		uint32_t state;
+		int rc = pr_get(r, o, RECHDR, lim, &p);
+		if (rc)
+			return rc;
+		memcpy(&h, p, sizeof(h));
+		if (h.magic != REC_MAGIC || h.lsn < expected)
+			continue;
+		rc = read_record(r, B, o, lim, h.lsn, &h, &pl, &state);
+		if (rc <= 0) {
+			*at = o;
+			*lsn = h.lsn;
+			return rc;
+		}
+	}
+	return 1;
+}
+
 /* Walk an epoch's chain (slots chain[0..*n), meta headers hd[]), following
  * each NEXT_ZONE to the zone it names (resolve_next: chain and *n grow),
  * calling fn for user records (fn NULL: validate only; stop_at_end: return
@@ -1826,6 +1868,16 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 			const uint8_t *pl;
 			struct mlog_rechdr h;
 			rc = read_record(r, B, off, lim, expected, &h, &pl, &state);
+			if (rc == 1 && m->salvage) {
+				uint64_t at, lsn;
+				rc = next_valid_record(r, B, off, lim, expected, &at, &lsn);
+				if (rc == 0) {	/* skip the damaged stretch */
+					m->info.salvage_skips++;
+					off = at;
+					expected = lsn;
+					continue;
+				}
+			}
 			if (rc) {
 				rc = rc < 0 ? rc : 0;
 				goto out;
@@ -1869,7 +1921,7 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				if (!begun || ended || h.len != 16)
 					goto out;
 				memcpy(v, pl, 16);
-				if (v[0] != epoch || v[1] != user)
+				if (v[0] != epoch || (v[1] != user && !m->salvage))
 					goto out;
 				ended = true;
 				expected++;
@@ -1881,8 +1933,9 @@ static int parse_chain(struct mlog *m, struct preader *r, uint32_t *chain,
 				}
 				break;
 			default:
-				if (!begun)
+				if (!begun && !m->salvage)
 					goto out;
+				begun = true;
 				if (fn) {
 					rc = fn(arg, h.type, pl, h.len, h.lsn);
 					if (rc < 0)
@@ -1936,13 +1989,60 @@ static int open_load(struct mlog *m, const struct mlog_sb *ref, struct open_scan
 	return rc;
 }
 
+/* Salvage: a meta zone with data whose header is lost gets one made from
+ * its first record when that is a valid SNAP_BEGIN (epoch from it,
+ * zone_seq 0, first_lsn its LSN, the superblock ref), so its chain can be
+ * replayed.  Nothing is written: the repair's snapshot writes a new epoch. */
+static int open_rebuild_headers(struct mlog *m, const struct mlog_sb *ref,
+				struct open_scan *os)
+{
+	for (uint32_t i = 0; i < m->nmeta; i++) {
+		struct mhdr *h = &os->hd[i];
+		const struct mzone *z = &m->z[i];
+		const uint8_t *p = NULL, *pl;
+		struct mlog_rechdr rh;
+		uint32_t state;
+		uint64_t lim = z->start + readable_end(z, os->r.dblk), epoch;
+
+		if (h->valid || !h->written || z->role == Z_BAD || z->start + m->B + RECHDR > lim)
+			continue;
+		os->r.wlen = 0;
+		int rc = pr_get(&os->r, z->start + m->B, RECHDR, lim, &p);
+		if (rc)
+			return rc;
+		memcpy(&rh, p, sizeof(rh));
+		rc = read_record(&os->r, m->B, z->start + m->B, lim, rh.lsn, &rh, &pl, &state);
+		if (rc < 0)
+			return rc;
+		if (rc || rh.type != REC_SNAP_BEGIN || rh.len != 8 || rh.lsn == 0)
+			continue;
+		memcpy(&epoch, pl, 8);
+		if (epoch == 0 || epoch == UINT64_MAX)
+			continue;
+		memset(&h->h, 0, sizeof(h->h));
+		memcpy(h->h.magic, ZHDR_MAGIC, 8);
+		h->h.version = ZHDR_VERSION;
+		h->h.hdr_size = sizeof(h->h);
+		h->h.epoch = epoch;
+		h->h.first_lsn = rh.lsn;
+		h->h.sb = *ref;
+		h->valid = h->magic = true;
+		m->info.headers_rebuilt++;
+		if (epoch > m->max_epoch)
+			m->max_epoch = epoch;
+	}
+	os->r.wlen = 0;
+	return 0;
+}
+
 /* Candidate chains start at a zone_seq 0 header in a meta zone and go on
  * in the zones their NEXT_ZONE records name (meta or borrowed data zones).
  * Newest epoch first (ties: lower zone first); the first whose chain
  * reaches SNAP_END wins (os->epoch; 0 when none does). */
-static int open_pick_epoch(struct mlog *m, struct open_scan *os)
+static int open_pick_epoch(struct mlog *m, struct open_scan *os, bool salvage)
 {
 	bool *tried = calloc(m->nmeta, sizeof(*tried));
+	uint32_t begun = UINT32_MAX;	/* newest chain whose SNAP_BEGIN is valid */
 	int rc = 0;
 
 	if (!tried)
@@ -1971,6 +2071,21 @@ static int open_pick_epoch(struct mlog *m, struct open_scan *os)
 		zf_warn("mlog: epoch %llu (zone %u) is incomplete or corrupt, "
 			"skipped", (unsigned long long)e, m->z[head].idx);
 		m->info.epochs_skipped++;
+		if (begun == UINT32_MAX && os->res.next_lsn > os->hd[head].h.first_lsn)
+			begun = head;
+	}
+	/* Salvage (fs_repair.c): no epoch is complete; the newest that began
+	 * is replayed up to its damage. */
+	if (!rc && !os->epoch && salvage && begun != UINT32_MAX) {
+		os->chain[0] = begun;
+		os->clen = 1;
+		m->nz = m->nmeta;
+		rc = parse_chain(m, &os->r, os->chain, &os->clen, os->hd,
+				 os->hd[begun].h.epoch, true, NULL, NULL, &os->res);
+		if (!rc) {
+			os->epoch = os->hd[begun].h.epoch;
+			m->info.epoch_incomplete = true;
+		}
 	}
 	free(tried);
 	return rc;
@@ -2026,8 +2141,9 @@ static void open_adopt(struct mlog *m, const struct open_scan *os, bool ro)
 	m->info.tail_offset = res->tail_off;
 }
 
-int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
-	      void *arg, struct mlog_sb *sb, struct mlog **out)
+static int open_common(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+		       void *arg, const struct mlog_sb *hint, struct mlog_sb *sb,
+		       struct mlog **out)
 {
 	struct mlog_sb ref;
 	struct mlog *m = NULL;
@@ -2039,11 +2155,17 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 		return -EINVAL;
 	*out = NULL;
 	rc = scan_for_sb(dev, &ref);
+	int no_sb = rc;		/* every header lost: mkfs's layout, if salvaging */
+	if (rc && rc != -ENOMEM && hint && (flags & MLOG_OPEN_SALVAGE)) {
+		ref = *hint;
+		rc = 0;
+	}
 	if (rc)
 		return rc;
 	rc = mlog_alloc(dev, &ref, ro, &m);
 	if (rc)
 		return rc;
+	m->salvage = flags & MLOG_OPEN_SALVAGE;
 	rc = -ENOMEM;
 	os.hd = calloc(m->nmeta, sizeof(*os.hd));
 	os.chain = calloc(m->zcap, sizeof(*os.chain));
@@ -2051,17 +2173,43 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	os.r.buf = zdev_buf_alloc(READ_WINDOW);
 	if (os.hd && os.chain && os.r.buf)
 		rc = open_load(m, &ref, &os);
+	if (!rc && m->salvage)
+		rc = open_rebuild_headers(m, &ref, &os);
+	if (!rc && no_sb && !m->info.headers_rebuilt)
+		rc = no_sb;	/* nothing of a log here either */
 	if (!rc)
-		rc = open_pick_epoch(m, &os);
+		rc = open_pick_epoch(m, &os, flags & MLOG_OPEN_SALVAGE);
 	if (!rc && !os.epoch)
 		rc = -EUCLEAN;
 	/* The superblock is known before the first record is replayed, so the
 	 * callback may use it (the fs needs the block size to apply TRUNCATE). */
 	if (!rc && sb)
 		*sb = os.hd[os.chain[0]].h.sb;
+	m->info.salvage_skips = 0;	/* the candidates' walks counted too */
 	if (!rc)
 		rc = parse_chain(m, &os.r, os.chain, &os.clen, os.hd, os.epoch, false,
 				 fn, arg, &os.res);
+	/* A stop before the written end of its zone with a valid record
+	 * after it is damage, not a torn tail: a zone keeps a prefix of its
+	 * writes (fs_repair.c reports it).  (A zone of the chain the walk
+	 * does not reach is not: a crash may keep the next zone's start and
+	 * lose the NEXT_ZONE record before it.) */
+	if (!rc && (os.res.tail_state == MLOG_TAIL_TORN ||
+		    os.res.tail_state == MLOG_TAIL_LSN_GAP)) {
+		uint64_t at, lsn, zs = (uint64_t)os.res.tail_zone * m->geo->zone_size;
+		uint64_t from = zs + os.res.tail_off;
+		for (uint32_t i = 0; i < os.clen; i++) {
+			const struct mzone *z = &m->z[os.chain[i]];
+			/* a mount looks DAMAGE_SCAN bytes on (a damaged block or
+			 * two, not a whole large zone of zeros); fsck the zone */
+			uint64_t lim = z->start + readable_end(z, os.r.dblk);
+			if (!m->salvage && lim - ZF_MIN(lim, from) > DAMAGE_SCAN)
+				lim = ZF_ALIGN_DOWN(from + DAMAGE_SCAN, os.r.dblk);
+			if (z->idx == os.res.tail_zone)
+				m->info.valid_after_tail = next_valid_record(&os.r, m->B, from, lim,
+					os.res.next_lsn, &at, &lsn) == 0;
+		}
+	}
 	if (!rc) {
 		open_adopt(m, &os, ro);
 		if (sb)
@@ -2074,4 +2222,16 @@ int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	free(os.chain);
 	zdev_buf_free(os.r.buf);
 	return rc;
+}
+
+int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
+	      void *arg, struct mlog_sb *sb, struct mlog **out)
+{
+	return open_common(dev, flags, fn, arg, NULL, sb, out);
+}
+
+int mlog_open_hint(struct zdev *dev, unsigned int flags, mlog_replay_fn fn, void *arg,
+		   const struct mlog_sb *hint, struct mlog_sb *sb, struct mlog **out)
+{
+	return open_common(dev, flags, fn, arg, hint, sb, out);
 }

@@ -106,6 +106,10 @@ typedef int (*mlog_replay_fn)(void *arg, uint16_t type, const void *payload,
 
 enum mlog_open_flags {
 	MLOG_OPEN_READ_ONLY = 1,	/* fsck: replay only, never write or reset */
+	MLOG_OPEN_SALVAGE = 2,		/* fsck -y (fs_repair.c): skip damaged stretches
+					 * of a chain (to the next valid record), accept
+					 * a chain whose SNAP_BEGIN is lost, and when no
+					 * epoch is complete replay the newest that began */
 };
 
 /* Recover: find the superblock (copied to *sb), replay the newest complete
@@ -114,6 +118,13 @@ enum mlog_open_flags {
  * garbage meta zones are reset then. */
 int mlog_open(struct zdev *dev, unsigned int flags, mlog_replay_fn fn,
 	      void *arg, struct mlog_sb *sb, struct mlog **out);
+/* mlog_open for a salvage (flags with MLOG_OPEN_SALVAGE) whose zone
+ * headers may all be lost: hint (the layout mkfs would choose) stands in
+ * for the superblock when no valid header is found; a meta zone whose
+ * header is lost but whose first record is a valid SNAP_BEGIN gets a
+ * header made from it in memory (open info: headers_rebuilt). */
+int mlog_open_hint(struct zdev *dev, unsigned int flags, mlog_replay_fn fn, void *arg,
+		   const struct mlog_sb *hint, struct mlog_sb *sb, struct mlog **out);
 void mlog_close(struct mlog *m);	/* does not commit */
 
 /* Buffer one record (payload copied).  -E2BIG if len > MLOG_MAX_PAYLOAD,
@@ -224,6 +235,14 @@ struct mlog_open_info {
 	uint32_t tail_state;		/* enum mlog_tail_state */
 	uint32_t tail_zone;		/* device zone index where replay stopped */
 	uint64_t tail_offset;		/* bytes from that zone's start */
+	bool valid_after_tail;		/* a valid record follows where replay
+					 * stopped in its zone: damage, not a
+					 * torn tail */
+	uint64_t salvage_skips;		/* damaged stretches skipped (SALVAGE) */
+	bool epoch_incomplete;		/* SALVAGE: no epoch complete, the newest
+					 * that began was replayed */
+	uint32_t headers_rebuilt;	/* SALVAGE: lost zone headers made again
+					 * from their zone's SNAP_BEGIN */
 };
 void mlog_get_open_info(struct mlog *m, struct mlog_open_info *info);
 

@@ -69,8 +69,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fusefs *ff = userdata;
 
-	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+	/* Without the write-back cache every write() waits for its WRITE, so
+	 * a refusal (ENOSPC) fails that write() rather than a later fsync():
+	 * for a replicating server on top (a Gluster brick), which marks a
+	 * copy for healing when a write fails but not when an fsync does. */
+	if (ff->conf.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/* name_to_handle_at / open_by_handle_at, NFS re-export (op_lookup) */
@@ -99,9 +105,24 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void inval_stop(struct fusefs *ff);
 
+/* The session ends: handles the kernel never released leave no entries. */
+static void writers_free(struct fusefs *ff)
+{
+	struct fusefs_writers *w = &ff->writers;
+	pthread_mutex_lock(&w->lock);
+	for (size_t b = 0; b < FUSEFS_WRITERS_BUCKETS; b++)
+		while (w->b[b]) {
+			struct fusefs_writer *e = w->b[b];
+			w->b[b] = e->next;
+			free(e);
+		}
+	pthread_mutex_unlock(&w->lock);
+}
+
 static void op_destroy(void *userdata)
 {
 	inval_stop(userdata);
+	writers_free(userdata);
 }
 
 /* With export support the kernel resolves a file handle it no longer has
@@ -158,13 +179,22 @@ void fusefs_space_check(struct fusefs *ff)
 		if (ff->mountpoint)
 			(void)fusefs_bdi_tune(ff->mountpoint, &c, "/sys");
 		atomic_store(&ff->space_low, low);
-		if (low)
+		/* a warning when it first happens, then (it may come and go
+		 * with every delete and commit) at most once a minute */
+		uint64_t now = zf_now_ns();
+		bool loud = low && (!ff->space_warned_ns ||
+				    now - ff->space_warned_ns >= 60000000000ull);
+		if (loud)
+			ff->space_warned_ns = now;
+		if (loud)
 			zf_warn("space is low (less than %llu MiB left): files opened for writing "
 				"bypass the page cache, the mount's dirty pages are capped at "
 				"%llu MiB", (unsigned long long)(2 * reserve >> 20),
 				(unsigned long long)(reserve >> 20));
 		else
-			zf_info("space is no longer low: the page cache is used as before");
+			zf_info("space is %s: %s", low ? "low again" : "no longer low",
+				low ? "files opened for writing bypass the page cache"
+				    : "the page cache is used as before");
 	}
 	pthread_mutex_unlock(&ff->space_lock);
 }
@@ -191,12 +221,16 @@ void fusefs_wb_error_note(struct fusefs *ff, uint64_t ino, uint64_t off, int err
 		atomic_store(&w->n, n + 1);
 		first = true;
 	}
+	for (unsigned int k = 0; first && k < 16; k++)
+		first = w->warned[k] != ino;
+	if (first)
+		w->warned[w->nwarned++ % 16] = ino;
 	pthread_mutex_unlock(&w->lock);
 	if (first)
-		zf_warn("inode %llu: write-back at byte %llu refused (%s): reported to its "
-			"writer, cached pages dropped, later write-back past it refused "
-			"until the file is closed", (unsigned long long)ino,
-			(unsigned long long)off, strerror(-err));
+		zf_warn("write-back of inode %llu refused (%s) at byte %llu: reported to "
+			"its writer, cached pages dropped, later write-back past it refused "
+			"until the file is closed", (unsigned long long)ino, strerror(-err),
+			(unsigned long long)off);
 	int r = fs_writeback_refused(ff->fs, ino, off, err);
 	if (r && r != -ENOENT)
 		zf_warn("inode %llu: dropping write-back past byte %llu: %s",

@@ -50,6 +50,7 @@ struct fusefs_conf {
 	unsigned int max_readahead;	/* bytes */
 	unsigned int max_read;		/* bytes per READ; 0 = max_write */
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
+	bool writeback_cache;	/* ask for FUSE_CAP_WRITEBACK_CACHE when offered */
 };
 
 /* Files whose write-back the fs refused (top comment), until a writer of
@@ -67,6 +68,10 @@ struct fusefs_wb_errors {
 		int err;	/* -errno of the first refused WRITE */
 		bool reported;	/* a writer's write() has had it */
 	} e[FUSEFS_WB_ERRORS];	/* [lock] */
+	/* The last files whose refusal was logged: write-back the kernel
+	 * sends after the writer's close is refused without a second line. */
+	uint64_t warned[16];	/* [lock] */
+	unsigned int nwarned;	/* [lock] next slot, round robin */
 };
 /* Open write handles per inode.  While a file has one, the kernel's
  * writeback cache may hold written pages the fs has not seen yet, so
@@ -123,6 +128,8 @@ struct fusefs {
 	pthread_mutex_t space_lock;	/* leaf; serializes the retuning */
 	_Atomic bool space_low;		/* [space_lock] to change */
 	_Atomic uint64_t space_bytes;	/* bytes of write-back since the last look */
+	uint64_t space_warned_ns;	/* [space_lock] the last "space is low"
+					 * warning (zf_now_ns), 0: none yet */
 	bool killpriv_active;	/* kernel accepted HANDLE_KILLPRIV_V2 */
 	_Atomic uint64_t init_unique;	/* fuse_io.c: the INIT request, 0 = answered */
 	_Atomic bool init_offered;	/* fuse_io.c: INIT offered KILLPRIV_V2 */

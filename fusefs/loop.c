@@ -79,6 +79,7 @@ struct worker {
 	struct fusefs *ff;
 	sem_t *stopped;		/* posted when the worker returns */
 	atomic_bool *unmounted;	/* set by a worker whose read found the mount gone */
+	_Atomic uint64_t *unmount_ns;	/* zf_now_ns() of the first such read, set once */
 };
 
 static void unlock_reader(void *arg)
@@ -150,6 +151,8 @@ static void *worker_main(void *arg)
 		if (n == -EINTR || n == -EAGAIN || n == -ENOENT)
 			continue;	/* a signal, or an interrupted request */
 		if (n == -ENODEV) {	/* unmounted */
+			uint64_t none = 0;
+			atomic_compare_exchange_strong(w->unmount_ns, &none, zf_now_ns());
 			*w->unmounted = true;
 			fuse_session_exit(w->se);
 			break;
@@ -190,13 +193,14 @@ static int usable_cpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
-int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
+int fusefs_loop_run(struct fuse_session *se, struct fusefs_loop_conf *c)
 {
 	struct worker w[FUSEFS_LOOP_MAX_WORKERS];
 	unsigned n = ZF_MAX(1u, ZF_MIN(c->workers, (unsigned)FUSEFS_LOOP_MAX_WORKERS));
 	int sfd = fuse_session_fd(se), ret = 0, r;
 	sem_t stopped;
 	atomic_bool unmounted = false;
+	_Atomic uint64_t unmount_ns = 0;
 	struct loop loop = { .reader_lock = PTHREAD_MUTEX_INITIALIZER };
 
 	unsigned int poll_us = c->poll_us;
@@ -218,7 +222,8 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	}
 	for (unsigned i = 0; i < n; i++) {
 		w[i] = (struct worker){ .fd = -1, .loop = &loop, .se = se, .ff = c->ff,
-					.stopped = &stopped, .unmounted = &unmounted };
+					.stopped = &stopped, .unmounted = &unmounted,
+					.unmount_ns = &unmount_ns };
 		if (c->clone_fd && i > 0) {
 			r = clone_dev(sfd);
 			if (r < 0)
@@ -272,5 +277,6 @@ int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c)
 	}
 	fusefs_uring_stop(ring);	/* the session has exited: they return */
 	sem_destroy(&stopped);
+	c->unmount_ns = unmount_ns;
 	return ret;
 }

@@ -48,10 +48,12 @@ struct fusefs_loop_conf {
 	unsigned int uring_per_queue;	/* io_uring threads per CPU (uring.h); 0 = none */
 	unsigned int poll_us;	/* the reader's longest poll (struct fusefs_poll), microseconds; 0 = never */
 	struct fusefs *ff;	/* the session's userdata: WRITEs are served here */
+	uint64_t unmount_ns;	/* out: zf_now_ns() when a worker first found the
+				 * mount gone (ENODEV); 0 = not unmounted */
 };
 
 /* Serves se until it is unmounted or exited (a signal).  0, or -errno of
  * the read that failed. */
-int fusefs_loop_run(struct fuse_session *se, const struct fusefs_loop_conf *c);
+int fusefs_loop_run(struct fuse_session *se, struct fusefs_loop_conf *c);
 
 #endif

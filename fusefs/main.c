@@ -4,16 +4,19 @@
  *   zonefuse -u [-z] MOUNTPOINT          (unmount; returns when the daemon is gone)
  *
  * Also usable as `mount -t fuse.zonefuse DEVICE MOUNTPOINT -o ...` (the
- * mount.fuse3 convention), and, installed as umount.fuse.zonefuse, as the
- * helper umount(8) runs for fuse.zonefuse mounts.  Order of work: parse
- * options, open the device exclusively, mount the file system (replay) so
- * errors reach the terminal, then mount FUSE, daemonise, start background
- * work and serve requests.
+ * mount.fuse3 convention, which also brings `mount -o remount` here: it is
+ * refused, exit 32), and, installed as umount.fuse.zonefuse and umount.fuse,
+ * as the helpers umount(8) runs for FUSE mounts (umount.fuse hands mounts
+ * that are not zonefuse's to umount -i).  Order of work: parse and check
+ * every option, choose the log, open the device exclusively, mount the file
+ * system (replay) so errors reach the terminal, then mount FUSE, daemonise,
+ * start background work and serve requests.
  *
  * Unmount is complete when it returns: the file system is written out and the
  * device closed in the DESTROY handler.  On a block device the mount is of
  * type fuseblk, for which the kernel waits for DESTROY inside umount(2); for
- * an emulated device file `zonefuse -u` waits until the daemon has exited.
+ * an emulated device file `zonefuse -u` and the umount helpers wait until the
+ * daemon has exited.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,57 +41,90 @@
 #include "fusefs/uring.h"
 #include "tools/zf_tool.h"
 
+/* The numeric -o options: each is given as text and checked against its
+ * range before anything is opened, so that a value out of range is a bad
+ * command line (exit 2) and never wraps around or means "default". */
+enum num_opt {
+	N_STRIPE_WIDTH, N_BUFFER_MB, N_COMMIT_MS, N_WRITE_BEHIND_MS, N_REORDER, N_GC_MBPS,
+	N_READAHEAD_KB, N_MAX_READ, N_PREFETCH_KB, N_BDI_MAX_MB, N_FUSE_WORKERS,
+	N_FUSE_URING, N_POLL_US, N_NUM
+};
+
+static const struct num_opt_def {
+	const char *name;
+	uint64_t min, max;
+	const char *unit;	/* for the message */
+} num_opts[N_NUM] = {
+	[N_STRIPE_WIDTH] = { "stripe_width", 1, 64, "zones" },
+	[N_BUFFER_MB] = { "buffer_mb", 8, 1u << 20, "MiB" },
+	[N_COMMIT_MS] = { "commit_ms", 0, 3600000, "ms" },
+	[N_WRITE_BEHIND_MS] = { "write_behind_ms", 0, 600000, "ms" },
+	[N_REORDER] = { "reorder_chunks", 1, 1024, "chunks" },
+	[N_GC_MBPS] = { "gc_mbps", 0, 1000000, "MB/s" },
+	[N_READAHEAD_KB] = { "readahead_kb", 4, 1u << 20, "KiB" },
+	[N_MAX_READ] = { "max_read", 4096, 1u << 20, "bytes" },
+	[N_PREFETCH_KB] = { "prefetch_kb", 0, 1u << 20, "KiB" },
+	[N_BDI_MAX_MB] = { "bdi_max_mb", 1, 1u << 20, "MiB" },
+	[N_FUSE_WORKERS] = { "fuse_workers", 1, FUSEFS_LOOP_MAX_WORKERS, "workers" },
+	[N_FUSE_URING] = { "fuse_uring", 0, FUSEFS_URING_MAX_PER_QUEUE, "threads per CPU" },
+	[N_POLL_US] = { "poll_us", 0, FUSEFS_POLL_MAX_US, "microseconds" },
+};
+
 struct conf {
 	char *device;
-	unsigned stripe_width;
+	char *num_text[N_NUM];	/* as given; NULL = not given */
+	uint64_t num[N_NUM];	/* checked values of the given ones */
 	char *stripe_unit;
-	unsigned buffer_mb;
-	unsigned commit_ms;
-	unsigned write_behind_ms;
-	unsigned reorder;
 	char *hints;
-	int gc_mbps;		/* -1 = default */
 	char *placement;	/* "on" | "off" */
-	unsigned readahead_kb;
-	unsigned max_read;	/* 0 = default */
-	int prefetch_kb;	/* -1 = default */
 	int no_killpriv;
+	char *writeback_cache;	/* "on" | "off"; NULL = on */
 	char *bdi_limit;	/* "global" | "strict" | "off"; NULL = global */
-	int bdi_max_mb;		/* -1 = default */
 	char *fuse_loop;	/* "zf" | "mt"; NULL = zf */
-	unsigned fuse_workers;	/* 0 = default */
-	unsigned fuse_uring;	/* io_uring threads per CPU; 0 = /dev/fuse only */
-	int poll_us;		/* INT_MIN = default */
 	int ro;
+	int remount;		/* -o remount: mount(8) -o remount through mount.fuse3 */
 	int show_help, show_version;
-	int verbose;
+	int verbose;		/* -o zf_verbose: debug messages */
+	int chatty;		/* -o verbose: info messages on the terminal too */
 	char *log;		/* syslog | stderr | FILE; NULL = default */
 	int has_fsname, has_subtype;
 	int has_default_permissions;	/* given by the user */
 };
 
+static bool has(const struct conf *c, enum num_opt o) { return c->num_text[o] != NULL; }
+
+/* The value of option o, or def when it was not given. */
+static uint64_t num(const struct conf *c, enum num_opt o, uint64_t def)
+{
+	return has(c, o) ? c->num[o] : def;
+}
+
 #define OPT(t, p) { t, offsetof(struct conf, p), 1 }
+#define NUM(t, o) { t "=%s", offsetof(struct conf, num_text) + (o) * sizeof(char *), 1 }
 static const struct fuse_opt conf_opts[] = {
-	OPT("stripe_width=%u", stripe_width),
+	NUM("stripe_width", N_STRIPE_WIDTH),
 	OPT("stripe_unit=%s", stripe_unit),
-	OPT("buffer_mb=%u", buffer_mb),
-	OPT("commit_ms=%u", commit_ms),
-	OPT("write_behind_ms=%u", write_behind_ms),
-	OPT("reorder_chunks=%u", reorder),
+	NUM("buffer_mb", N_BUFFER_MB),
+	NUM("commit_ms", N_COMMIT_MS),
+	NUM("write_behind_ms", N_WRITE_BEHIND_MS),
+	NUM("reorder_chunks", N_REORDER),
 	OPT("hints=%s", hints),
-	OPT("gc_mbps=%d", gc_mbps),
+	NUM("gc_mbps", N_GC_MBPS),
 	OPT("placement=%s", placement),
-	OPT("readahead_kb=%u", readahead_kb),
-	OPT("max_read=%u", max_read),
-	OPT("prefetch_kb=%d", prefetch_kb),
+	NUM("readahead_kb", N_READAHEAD_KB),
+	NUM("max_read", N_MAX_READ),
+	NUM("prefetch_kb", N_PREFETCH_KB),
 	OPT("no_killpriv", no_killpriv),
+	OPT("writeback_cache=%s", writeback_cache),
 	OPT("bdi_limit=%s", bdi_limit),
-	OPT("bdi_max_mb=%d", bdi_max_mb),
+	NUM("bdi_max_mb", N_BDI_MAX_MB),
 	OPT("fuse_loop=%s", fuse_loop),
-	OPT("fuse_workers=%u", fuse_workers),
-	OPT("fuse_uring=%u", fuse_uring),
-	OPT("poll_us=%d", poll_us),
+	NUM("fuse_workers", N_FUSE_WORKERS),
+	NUM("fuse_uring", N_FUSE_URING),
+	NUM("poll_us", N_POLL_US),
 	OPT("zf_verbose", verbose),
+	OPT("verbose", chatty),
+	OPT("remount", remount),
 	OPT("log=%s", log),
 	FUSE_OPT_KEY("fsname=", 'n'),
 	FUSE_OPT_KEY("subtype=", 't'),
@@ -101,6 +137,29 @@ static const struct fuse_opt conf_opts[] = {
 	FUSE_OPT_END
 };
 
+/* Checks every numeric option given; 0, or -EINVAL after one line that
+ * names the option, its range and the value refused. */
+static int check_num_opts(struct conf *c)
+{
+	for (int o = 0; o < N_NUM; o++) {
+		const struct num_opt_def *d = &num_opts[o];
+		const char *t = c->num_text[o];
+		char *end;
+		if (!t)
+			continue;
+		errno = 0;
+		unsigned long long v = strtoull(t, &end, 10);
+		if (!*t || *t == '-' || *t == '+' || *t == ' ' || *end || errno || v < d->min ||
+		    v > d->max) {
+			fprintf(stderr, "zonefuse: %s must be %llu to %llu %s, not '%s'\n", d->name,
+				(unsigned long long)d->min, (unsigned long long)d->max, d->unit, t);
+			return -EINVAL;
+		}
+		c->num[o] = v;
+	}
+	return 0;
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s DEVICE MOUNTPOINT [options]\n"
@@ -109,16 +168,19 @@ static void usage(const char *prog)
 	       "Mount a zonefuse file system from DEVICE: a zoned block device\n"
 	       "(/dev/nvme0n2, /dev/nullb0, an SMR disk) or an emulated zoned device\n"
 	       "file made by `zonefuse-emu create`.  Format it first with mkfs.zonefuse.\n"
-	       "A block device mounted by root is of type fuseblk, so umount(8) and\n"
-	       "fusermount3 -u return once everything is written and the device is free.\n"
+	       "zonefuse -u, umount(8) (through umount.fuse and umount.fuse.zonefuse)\n"
+	       "and, for a block device mounted by root (type fuseblk), fusermount3 -u\n"
+	       "return once everything is written and the device is free.\n"
 	       "\n"
 	       "    -u MOUNTPOINT          unmount, and return only when the daemon has\n"
 	       "                           written everything, closed the device and exited\n"
 	       "                           (also what `umount MOUNTPOINT` runs, through\n"
-	       "                           umount.fuse.zonefuse)\n"
+	       "                           umount.fuse or umount.fuse.zonefuse); gives up\n"
+	       "                           after 10 s, naming the cause, when another mount\n"
+	       "                           namespace holds a copy of the mount\n"
 	       "    -z                     with -u: lazy unmount (detach now, do not wait)\n"
 	       "\n"
-	       "zonefuse options (-o name=value):\n"
+	       "zonefuse options (-o name=value; a number out of its range is refused):\n"
 	       "    -o stripe_width=N      zones written in parallel per flush (default 4;\n"
 	       "                           medium-class files; a WAL only while it streams\n"
 	       "                           faster than one zone takes; others use 1)\n"
@@ -145,6 +207,9 @@ static void usage(const char *prog)
 	       "                           buffers per file (default stripe_width x\n"
 	       "                           stripe_unit; 0 = off)\n"
 	       "    -o no_killpriv         do not negotiate FUSE_HANDLE_KILLPRIV_V2\n"
+	       "    -o writeback_cache=on|off  off: every write() is a WRITE the daemon\n"
+	       "                           answers, so ENOSPC fails the write() itself, not\n"
+	       "                           only a later fsync() (default on)\n"
 	       "    -o bdi_limit=MODE      the kernel's dirty-page limit for this mount, set\n"
 	       "                           when root: global (default: no strict per-mount\n"
 	       "                           limit, the system's dirty limit applies), strict\n"
@@ -165,13 +230,18 @@ static void usage(const char *prog)
 	       "                           alone serves, as it does FORGETs and INTERRUPTs)\n"
 	       "    -o log=syslog|stderr|FILE  where messages go (default: standard error\n"
 	       "                           with -f; in the background syslog when /dev/log\n"
-	       "                           exists, else a file named before detaching)\n"
+	       "                           exists, else /var/log/zonefuse.log or the next\n"
+	       "                           writable file; stderr only with -f); each line\n"
+	       "                           names the device\n"
+	       "    -o verbose             print info messages on the terminal while\n"
+	       "                           mounting (default: warnings and errors only)\n"
 	       "    -o zf_verbose          log debug messages\n"
 	       "    -o ro                  mount read-only\n"
 	       "    (default_permissions is always on: the kernel checks modes and ACLs)\n"
 	       "\n"
 	       "Exit status: 0 success (for -u: unmounted, daemon gone), 1 failure,\n"
-	       "2 bad command line.\n"
+	       "2 bad command line (an option or value, a mount point that is not a\n"
+	       "directory), 32 mount -o remount (not supported).\n"
 	       "\n"
 	       "FUSE options:\n", prog, prog);
 	fuse_cmdline_help();
@@ -222,6 +292,9 @@ struct daemon {
 	struct zdev *dev;
 	bool blk;		/* block device mounted as fuseblk */
 	int unmount_ret;	/* fs_unmount's result, once done */
+	uint64_t unmount_seen_ns;	/* zf_now_ns() when the zf loop found the mount
+					 * gone; 0 = unknown (other loops, a signal) */
+	uint64_t served_ns;	/* zf_now_ns() when the request loop returned */
 	char log_file[PATH_MAX];	/* the background log file, "" = none */
 };
 
@@ -243,20 +316,52 @@ static int run_fusermount(const char *dir, bool lazy)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
+/* How long -u waits for a copy of the mount in another mount namespace to
+ * go before it gives up, in seconds: the daemon serves that copy until it
+ * is unmounted there, however long that takes. */
+#define NS_COPY_WAIT_S 10
+
+static bool same_superblock(const struct zf_mnt *m, void *arg)
+{
+	const struct zf_mnt *want = arg;
+	return m->dev_major == want->dev_major && m->dev_minor == want->dev_minor;
+}
+
 /* Waits until the process behind pidfd has exited, telling the user what
- * it waits for when that takes more than a few seconds. */
-static void wait_exit(int pidfd, pid_t pid, const char *dir)
+ * it waits for when that takes more than a few seconds.  0 once it is gone,
+ * 1 (after one line that says why) when a copy of the mount in another
+ * mount namespace keeps it serving for NS_COPY_WAIT_S seconds. */
+static int wait_exit(int pidfd, pid_t pid, const struct zf_mnt *m)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	int waited = 0;
+	struct zf_ns_mount ns;
+	uint64_t t0 = zf_now_ns();
+	int waited = 0, copy_for = 0;
 	for (;;) {
 		int r = poll(&p, 1, 1000);
 		if (r > 0 || (r < 0 && errno != EINTR))
-			return;
-		if (++waited == 5)
+			break;
+		waited++;
+		if (waited >= 2 && zf_find_mount_elsewhere(same_superblock, (void *)m, &ns) == 0) {
+			if (++copy_for < NS_COPY_WAIT_S)
+				continue;
+			fprintf(stderr, "zonefuse: %s is unmounted here, but pid %ld (%s) has it "
+				"mounted on %s in another mount namespace, so zonefuse pid %ld goes "
+				"on serving it: unmount it there (nsenter -t %ld -m umount %s) or end "
+				"the connection (echo 1 > /sys/fs/fuse/connections/%u/abort)\n",
+				m->dir, (long)ns.pid, ns.comm, ns.m.dir, (long)pid, (long)ns.pid,
+				ns.m.dir, m->dev_minor);
+			return 1;
+		}
+		copy_for = 0;
+		if (waited == 5)
 			fprintf(stderr, "zonefuse: waiting for zonefuse pid %ld to finish writing "
-				"%s and exit\n", (long)pid, dir);
+				"%s and exit\n", (long)pid, m->dir);
 	}
+	if (waited >= 5)
+		fprintf(stderr, "zonefuse: zonefuse pid %ld has exited after %.1f s\n", (long)pid,
+			(double)(zf_now_ns() - t0) / 1e9);
+	return 0;
 }
 
 /* Unmounts dir; unless lazy, returns only when the daemon has exited (so
@@ -268,7 +373,9 @@ static int unmount_dir(const char *dir, bool lazy, bool force)
 	char comm[64];
 	int pidfd = -1, r;
 
-	r = zf_find_mount_at(dir, &m);
+	r = dir[0] == '/' ? zf_find_mount_at_real(dir, &m) : -ENOENT;
+	if (r == -ENOENT)
+		r = zf_find_mount_at(dir, &m);
 	if (r) {
 		fprintf(stderr, "zonefuse: %s: %s\n", dir,
 			r == -ENOENT ? "not a mount point" : strerror(-r));
@@ -295,8 +402,49 @@ static int unmount_dir(const char *dir, bool lazy, bool force)
 	}
 	if (pidfd >= 0) {
 		if (!lazy)
-			wait_exit(pidfd, pid, m.dir);
+			r = wait_exit(pidfd, pid, &m);
 		close(pidfd);
+	}
+	return r ? 1 : 0;
+}
+
+/* What the helper arguments umount(8) passes (-flnrv, -t TYPE, -N NS)
+ * and those of zonefuse -u (-z) ask for. */
+struct umount_args {
+	bool lazy, force;
+	bool other_ns;		/* -N: the mount is in another mount namespace */
+	const char *dir;
+};
+
+/* 0, or the exit status after a message. */
+static int parse_umount_args(int argc, char **argv, bool helper, struct umount_args *u)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-t") || !strcmp(a, "-N")) {
+			u->other_ns |= !strcmp(a, "-N");
+			i++;
+		} else if (a[0] == '-' && a[1]) {
+			for (const char *p = a + 1; *p; p++) {
+				if (*p == 'z' || *p == 'l')
+					u->lazy = true;
+				else if (*p == 'f')
+					u->force = true;
+				else if (!strchr(helper ? "nrvi" : "u", *p)) {
+					fprintf(stderr, "zonefuse: -u: unknown option -%c\n", *p);
+					return 2;
+				}
+			}
+		} else if (!u->dir) {
+			u->dir = a;
+		} else {
+			fprintf(stderr, "zonefuse: -u takes one MOUNTPOINT\n");
+			return 2;
+		}
+	}
+	if (!u->dir) {
+		fprintf(stderr, "usage: zonefuse -u [-z] MOUNTPOINT\n");
+		return 2;
 	}
 	return 0;
 }
@@ -305,35 +453,38 @@ static int unmount_dir(const char *dir, bool lazy, bool force)
  * [-N NS] (the umount(8) helper calling convention). */
 static int unmount_main(int argc, char **argv, bool helper)
 {
-	bool lazy = false, force = false;
-	const char *dir = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (!strcmp(a, "-t") || !strcmp(a, "-N")) {
-			i++;
-		} else if (a[0] == '-' && a[1]) {
-			for (const char *p = a + 1; *p; p++) {
-				if (*p == 'z' || *p == 'l')
-					lazy = true;
-				else if (*p == 'f')
-					force = true;
-				else if (!strchr(helper ? "nrvi" : "u", *p)) {
-					fprintf(stderr, "zonefuse: -u: unknown option -%c\n", *p);
-					return 2;
-				}
-			}
-		} else if (!dir) {
-			dir = a;
-		} else {
-			fprintf(stderr, "zonefuse: -u takes one MOUNTPOINT\n");
-			return 2;
-		}
-	}
-	if (!dir) {
-		fprintf(stderr, "usage: zonefuse -u [-z] MOUNTPOINT\n");
-		return 2;
-	}
-	return unmount_dir(dir, lazy, force);
+	struct umount_args u = { 0 };
+	int r = parse_umount_args(argc, argv, helper, &u);
+	return r ? r : unmount_dir(u.dir, u.lazy, u.force);
+}
+
+/* umount.fuse: umount(8) names a mount's type after statfs(2), which says
+ * "fuse" for every FUSE mount, and then runs /sbin/umount.fuse, not
+ * umount.fuse.zonefuse.  Installed under that name, zonefuse unmounts its
+ * own mounts (type fuse.zonefuse in mountinfo) the way -u does, and hands
+ * every other mount, and any in another mount namespace (-N), back to
+ * umount(8) with -i (no helper), which unmounts it exactly as it would
+ * have without this helper. */
+static int umount_fuse_main(int argc, char **argv)
+{
+	struct umount_args u = { 0 };
+	struct zf_mnt m;
+	char *av[24];
+	int n = 0;
+
+	if (parse_umount_args(argc, argv, true, &u) == 0 && !u.other_ns &&
+	    (u.dir[0] == '/' ? zf_find_mount_at_real(u.dir, &m) : zf_find_mount_at(u.dir, &m)) == 0 &&
+	    !strcmp(m.type, "fuse.zonefuse"))
+		return unmount_dir(u.dir, u.lazy, u.force);
+	av[n++] = "umount";
+	av[n++] = "-i";
+	for (int i = 1; i < argc && n < 23; i++)
+		av[n++] = argv[i];
+	av[n] = NULL;
+	execv("/usr/bin/umount", av);
+	execv("/bin/umount", av);
+	fprintf(stderr, "umount.fuse: cannot run umount: %s\n", strerror(errno));
+	return 32;
 }
 
 /* ---- configuration ----------------------------------------------------------- */
@@ -344,12 +495,6 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 {
 	struct conf *c = &d->c;
 
-	c->commit_ms = UINT32_MAX;	/* "not given" */
-	c->write_behind_ms = UINT32_MAX;
-	c->prefetch_kb = -1;
-	c->gc_mbps = -1;
-	c->poll_us = INT_MIN;
-	c->bdi_max_mb = -1;
 	if (fuse_opt_parse(args, c, conf_opts, opt_proc) == -1)
 		return 2;
 	if (c->show_help) {
@@ -366,6 +511,25 @@ static int parse_cmdline(struct daemon *d, struct fuse_args *args, const char *p
 		fprintf(stderr, "usage: %s DEVICE MOUNTPOINT [options]  (--help for more)\n", prog);
 		return 2;
 	}
+	/* mount(8) -o remount of a fuse.zonefuse mount runs mount.fuse3, which
+	 * starts a second daemon for the same device: the running one cannot
+	 * change its options, so this is refused, as mount failure (32). */
+	if (c->remount) {
+		fprintf(stderr, "zonefuse: %s: remount is not supported: unmount, then mount "
+			"again with the new options (e.g. -o ro)\n", d->opts.mountpoint);
+		return 32;
+	}
+	struct stat st;
+	if (stat(d->opts.mountpoint, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "zonefuse: %s: not a directory: the mount point must be one\n",
+			d->opts.mountpoint);
+		return 2;
+	}
+	if (c->log && !strcmp(c->log, "stderr") && !d->opts.foreground) {
+		fprintf(stderr, "zonefuse: -o log=stderr needs -f: in the background standard "
+			"error is closed (use -o log=FILE or log=syslog)\n");
+		return 2;
+	}
 	if (c->verbose)
 		zf_log_set_level(ZF_LOG_DEBUG);
 	return -1;
@@ -378,8 +542,9 @@ static int build_fs_opts(struct daemon *d)
 	struct fs_opts *fo = &d->fo;
 
 	fs_opts_default(fo);
-	if (c->stripe_width)
-		fo->stripe_width = c->stripe_width;
+	if (check_num_opts(&d->c))
+		return -EINVAL;
+	fo->stripe_width = (uint32_t)num(c, N_STRIPE_WIDTH, fo->stripe_width);
 	if (c->stripe_unit) {
 		uint64_t v;
 		if (zf_parse_size(c->stripe_unit, &v) || v == 0 || v > (64u << 20)) {
@@ -388,24 +553,33 @@ static int build_fs_opts(struct daemon *d)
 		}
 		fo->stripe_unit = (uint32_t)v;
 	}
-	if (c->buffer_mb)
-		fo->buffer_bytes = (uint64_t)c->buffer_mb << 20;
-	if (c->commit_ms != UINT32_MAX)
-		fo->commit_interval_ms = c->commit_ms;
-	if (c->write_behind_ms != UINT32_MAX)
-		fo->write_behind_ms = c->write_behind_ms;
-	if (c->reorder)
-		fo->reorder_chunks = c->reorder;
-	if (c->prefetch_kb >= 0)
-		fo->prefetch_bytes = (uint64_t)c->prefetch_kb << 10;
+	fo->buffer_bytes = num(c, N_BUFFER_MB, fo->buffer_bytes >> 20) << 20;
+	/* A flush holds a whole stripe of chunks in the buffer. */
+	if (fo->buffer_bytes < (uint64_t)fo->stripe_width * fo->stripe_unit) {
+		fprintf(stderr, "zonefuse: buffer_mb must hold a stripe: at least %llu MiB "
+			"(stripe_width x stripe_unit)\n",
+			(unsigned long long)(((uint64_t)fo->stripe_width * fo->stripe_unit +
+					      (1u << 20) - 1) >> 20));
+		return -EINVAL;
+	}
+	fo->commit_interval_ms = (uint32_t)num(c, N_COMMIT_MS, fo->commit_interval_ms);
+	fo->write_behind_ms = (uint32_t)num(c, N_WRITE_BEHIND_MS, fo->write_behind_ms);
+	fo->reorder_chunks = (uint32_t)num(c, N_REORDER, fo->reorder_chunks);
+	if (has(c, N_PREFETCH_KB))
+		fo->prefetch_bytes = c->num[N_PREFETCH_KB] << 10;
 	fo->read_only = c->ro;
 	/* What the kernel may hold dirty for the mount (tune_bdi's cap) is
 	 * kept free for its write-back. */
-	fo->dirty_reserve = (uint64_t)(c->bdi_max_mb >= 0 ? c->bdi_max_mb : 256) << 20;
-	if (c->gc_mbps >= 0)
-		fo->gc_mbps = (uint32_t)c->gc_mbps;
+	fo->dirty_reserve = num(c, N_BDI_MAX_MB, 256) << 20;
+	fo->gc_mbps = (uint32_t)num(c, N_GC_MBPS, fo->gc_mbps);
 	if (c->placement && strcmp(c->placement, "on") != 0 && strcmp(c->placement, "off") != 0) {
 		fprintf(stderr, "zonefuse: placement must be on or off, not '%s'\n", c->placement);
+		return -EINVAL;
+	}
+	if (c->writeback_cache && strcmp(c->writeback_cache, "on") != 0 &&
+	    strcmp(c->writeback_cache, "off") != 0) {
+		fprintf(stderr, "zonefuse: writeback_cache must be on or off, not '%s'\n",
+			c->writeback_cache);
 		return -EINVAL;
 	}
 	enum fusefs_bdi_mode bm;
@@ -416,20 +590,6 @@ static int build_fs_opts(struct daemon *d)
 	}
 	if (c->fuse_loop && strcmp(c->fuse_loop, "zf") && strcmp(c->fuse_loop, "mt")) {
 		fprintf(stderr, "zonefuse: fuse_loop must be zf or mt, not '%s'\n", c->fuse_loop);
-		return -EINVAL;
-	}
-	if (c->fuse_uring > FUSEFS_URING_MAX_PER_QUEUE) {
-		fprintf(stderr, "zonefuse: fuse_uring is at most %u threads per CPU\n",
-			FUSEFS_URING_MAX_PER_QUEUE);
-		return -EINVAL;
-	}
-	if (c->poll_us != INT_MIN && (c->poll_us < 0 || (unsigned)c->poll_us > FUSEFS_POLL_MAX_US)) {
-		fprintf(stderr, "zonefuse: poll_us must be 0 to %u microseconds, not %d\n",
-			FUSEFS_POLL_MAX_US, c->poll_us);
-		return -EINVAL;
-	}
-	if (c->fuse_workers > FUSEFS_LOOP_MAX_WORKERS) {
-		fprintf(stderr, "zonefuse: fuse_workers is at most %d\n", FUSEFS_LOOP_MAX_WORKERS);
 		return -EINVAL;
 	}
 	fo->placement_off = c->placement && strcmp(c->placement, "off") == 0;
@@ -475,6 +635,28 @@ static int add_mount_opts(struct daemon *d, struct fuse_args *args)
 	return 0;
 }
 
+/* Lets libfuse parse a copy of the FUSE options the session will get, so
+ * that one it does not know is refused (libfuse names it on stderr) before
+ * the device is opened.  0, or -EINVAL. */
+static int check_fuse_opts(const struct fuse_args *args)
+{
+	static const struct fuse_lowlevel_ops none;
+	struct fuse_args copy = FUSE_ARGS_INIT(0, NULL);
+	int r = 0;
+
+	for (int i = 0; i < args->argc && !r; i++)
+		r = fuse_opt_add_arg(&copy, args->argv[i]);
+	if (!r) {
+		struct fuse_session *se = fuse_session_new(&copy, &none, sizeof(none), NULL);
+		if (se)
+			fuse_session_destroy(se);
+		else
+			r = -EINVAL;
+	}
+	fuse_opt_free_args(&copy);
+	return r ? -EINVAL : 0;
+}
+
 /* ---- logging --------------------------------------------------------------------- */
 
 static bool have_syslog(void)
@@ -504,24 +686,30 @@ static int open_default_log(struct daemon *d)
 	return -ENOENT;
 }
 
-/* Chooses where messages go.  Called twice: before the device is opened
- * (detach = false: an explicit -o log=FILE starts at once, everything else
- * stays on the terminal) and just before detaching (detach = true). */
-static int setup_log(struct daemon *d, bool detach)
+/* Chooses where messages go, before the device is opened: -o log=stderr,
+ * or -f without -o log, standard error; else -o log=FILE, syslog, or the
+ * default file, from now on, with warnings and errors (and, with -o
+ * verbose, every message) also printed on the terminal until a background
+ * daemon detaches.  Every
+ * line of syslog and of a file names the device.  0, or -errno after a
+ * message. */
+static int setup_log(struct daemon *d)
 {
 	const char *l = d->c.log;
+	char real[PATH_MAX];
 	int r;
 
-	if (l && strcmp(l, "syslog") && strcmp(l, "stderr")) {
-		if (detach)
-			return 0;
+	if ((l && !strcmp(l, "stderr")) || (!l && d->opts.foreground))
+		return 0;
+	zf_log_set_tag(realpath(d->c.device, real) ? real : d->c.device);
+	if (!d->opts.foreground)
+		zf_log_set_echo(d->c.chatty ? ZF_LOG_INFO : ZF_LOG_WARN);
+	if (l && strcmp(l, "syslog")) {
 		r = zf_log_to_file(l);
 		if (r)
 			fprintf(stderr, "zonefuse: cannot open log file %s: %s\n", l, strerror(-r));
 		return r;
 	}
-	if (!detach || (l && !strcmp(l, "stderr")) || (!l && d->opts.foreground))
-		return 0;
 	if (l || have_syslog()) {
 		if (!have_syslog())
 			fprintf(stderr, "zonefuse: warning: -o log=syslog but /dev/log does not "
@@ -530,8 +718,9 @@ static int setup_log(struct daemon *d, bool detach)
 		return 0;
 	}
 	if (open_default_log(d) == 0) {
-		fprintf(stderr, "zonefuse: no syslog (/dev/log is missing): messages go to %s\n",
-			d->log_file);
+		if (d->c.chatty)
+			fprintf(stderr, "zonefuse: no syslog (/dev/log is missing): messages go "
+				"to %s\n", d->log_file);
 		return 0;
 	}
 	fprintf(stderr, "zonefuse: no syslog and no writable log file: use -o log=FILE\n");
@@ -578,7 +767,7 @@ static int open_fs(struct daemon *d)
 	zo.read_only = d->c.ro;
 	zf_capture_start(&cap);
 	r = zdev_open(d->c.device, &zo, &d->dev);
-	if (r == -EBUSY && zf_wait_unmounting("zonefuse", d->c.device, 30000) == 0)
+	if (r == -EBUSY && zf_wait_unmounting("zonefuse", d->c.device, ZF_WAIT_UNMOUNTING_MS) == 0)
 		r = zdev_open(d->c.device, &zo, &d->dev);
 	if (!r && d->blk) {
 		zdev_close(d->dev);
@@ -596,24 +785,49 @@ static int open_fs(struct daemon *d)
 	zf_capture_stop();
 	if (r)
 		report_open_error(d->c.device, r, &cap);
+	else if (fs_mount_note(d->ff.fs))	/* a damaged log mounted read-only */
+		zf_err("%s", fs_mount_note(d->ff.fs));
 	return r;
 }
 
+static double secs(uint64_t from_ns, uint64_t to_ns)
+{
+	return to_ns > from_ns ? (double)(to_ns - from_ns) / 1e9 : 0.0;
+}
+
 /* Writes everything out and closes the device; runs once, from DESTROY or
- * after the session ended without one. */
+ * after the session ended without one.  The unmount line says how long it
+ * took from the moment the daemon found the mount gone, so that a slow exit
+ * after umount shows where its time went: the requests still being served,
+ * fs_unmount (which logs its own steps: stopping background work, the
+ * write-out of the buffers and the final commit, the snapshot), closing
+ * the device. */
 static void close_fs(struct daemon *d)
 {
+	struct fs_stats st;
+	char buffered[32];
+
 	if (!d->ff.fs)
 		return;
+	uint64_t t0 = zf_now_ns();
+	uint64_t start = d->unmount_seen_ns ? d->unmount_seen_ns : d->served_ns ? d->served_ns : t0;
+	fs_get_stats(d->ff.fs, &st);
+	zf_fmt_bytes(st.buffer_bytes, buffered, sizeof(buffered));
 	int r = fs_unmount(d->ff.fs);
 	d->ff.fs = NULL;
+	uint64_t t1 = zf_now_ns();
 	zdev_close(d->dev);
 	d->dev = NULL;
+	uint64_t t2 = zf_now_ns();
 	d->unmount_ret = r;
-	if (r)
+	if (r) {
 		zf_err("unmount of %s did not complete cleanly: %s", d->c.device, strerror(-r));
-	else
-		zf_info("unmounted %s: everything written, device closed", d->c.device);
+		return;
+	}
+	zf_info("unmounted %s: everything written, device closed %.2f s after the mount "
+		"ended (requests %.2f s, file system with %s buffered %.2f s, device close "
+		"%.2f s)", d->c.device, secs(start, t2), secs(start, t0), buffered,
+		secs(t0, t1), secs(t1, t2));
 }
 
 static void op_destroy_close(void *userdata)
@@ -628,25 +842,27 @@ static void op_destroy_close(void *userdata)
 
 /* The request loop: -s libfuse's single-threaded loop, -o fuse_loop=mt
  * libfuse's multithreaded one, else loop.c's. */
-static int serve(struct fuse_session *se, const struct daemon *d)
+static int serve(struct fuse_session *se, struct daemon *d)
 {
 	const struct fuse_cmdline_opts *opts = &d->opts;
 	bool zf = !opts->singlethread && (!d->c.fuse_loop || !strcmp(d->c.fuse_loop, "zf"));
-	if (d->c.fuse_uring && !zf)
+	if (num(&d->c, N_FUSE_URING, 0) && !zf)
 		zf_warn("-o fuse_uring applies to the zf loop only: requests come over /dev/fuse");
-	if (d->c.poll_us > 0 && !zf)
+	if (num(&d->c, N_POLL_US, 0) && !zf)
 		zf_warn("-o poll_us applies to the zf loop only: this loop sleeps until each request comes");
 	if (opts->singlethread)
 		return fuse_session_loop(se);
 	if (zf) {
 		struct fusefs_loop_conf lc = {
-			.workers = d->c.fuse_workers ? d->c.fuse_workers : 4,
+			.workers = (unsigned)num(&d->c, N_FUSE_WORKERS, 4),
 			.clone_fd = true,
-			.uring_per_queue = d->c.fuse_uring,
-			.poll_us = d->c.poll_us >= 0 ? (unsigned)d->c.poll_us : FUSEFS_POLL_DEFAULT_US,
+			.uring_per_queue = (unsigned)num(&d->c, N_FUSE_URING, 0),
+			.poll_us = (unsigned)num(&d->c, N_POLL_US, FUSEFS_POLL_DEFAULT_US),
 			.ff = (struct fusefs *)&d->ff,
 		};
-		return fusefs_loop_run(se, &lc);
+		int r = fusefs_loop_run(se, &lc);
+		d->unmount_seen_ns = lc.unmount_ns;
+		return r;
 	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc)
@@ -669,8 +885,8 @@ static void tune_bdi(struct daemon *d)
 {
 	struct fusefs_bdi_conf bc = {
 		.mode = FUSEFS_BDI_GLOBAL,
-		.max_bytes = (uint64_t)(d->c.bdi_max_mb >= 0 ? d->c.bdi_max_mb : 256) << 20,
-		.read_ahead_kb = d->c.readahead_kb ? d->c.readahead_kb : 1024,
+		.max_bytes = num(&d->c, N_BDI_MAX_MB, 256) << 20,
+		.read_ahead_kb = (unsigned)num(&d->c, N_READAHEAD_KB, 1024),
 	};
 	if (d->c.bdi_limit)
 		(void)fusefs_bdi_parse_mode(d->c.bdi_limit, &bc.mode);	/* checked at parse */
@@ -731,6 +947,7 @@ static void detach_done(int fd, unsigned char status)
 {
 	if (fd < 0)
 		return;
+	zf_log_set_echo(-1);
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, STDIN_FILENO);
@@ -755,7 +972,7 @@ static void detach_done(int fd, unsigned char status)
 static int set_max_read(struct daemon *d, struct fuse_args *args)
 {
 	const size_t full = 1u << 20;	/* max_write: the kernel's READ size */
-	unsigned int mr = d->c.max_read;
+	unsigned int mr = (unsigned int)num(&d->c, N_MAX_READ, 0);
 	char opt[32];
 
 	if (!mr && zdev_reads_as_file(d->dev)) {
@@ -783,8 +1000,10 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 	ops.destroy = op_destroy_close;
 	d->ff.conf.attr_timeout = 5.0;
 	d->ff.conf.entry_timeout = 5.0;
-	d->ff.conf.max_readahead = (d->c.readahead_kb ? d->c.readahead_kb : 1024) * 1024u;
+	d->ff.conf.max_readahead = (unsigned)num(&d->c, N_READAHEAD_KB, 1024) * 1024u;
 	d->ff.conf.killpriv = !d->c.no_killpriv;
+	d->ff.conf.writeback_cache = !d->c.writeback_cache ||
+				     strcmp(d->c.writeback_cache, "off") != 0;	/* checked */
 	if (set_max_read(d, args))
 		return 1;
 
@@ -803,8 +1022,6 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		zf_warn("custom FUSE I/O not installed (%s): writes will be slower", strerror(-r));
 	if (geteuid() == 0)
 		tune_bdi(d);
-	if (setup_log(d, true) != 0)
-		goto out_mount;
 	detach = detach_begin(d->opts.foreground);
 	if (detach < -1) {
 		zf_err("cannot go to the background: %s", strerror(-detach));
@@ -820,6 +1037,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 			"against modes and ACLs");
 	detach_done(detach, 0);
 	ret = serve(se, d) ? 1 : 0;
+	d->served_ns = zf_now_ns();
 out_mount:
 	d->ff.se = NULL;
 	fuse_session_unmount(se);
@@ -844,6 +1062,8 @@ int main(int argc, char *argv[])
 
 	if (called_as(argv[0], "umount.fuse.zonefuse"))
 		return unmount_main(argc, argv, true);
+	if (called_as(argv[0], "umount.fuse"))
+		return umount_fuse_main(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "-u"))
 		return unmount_main(argc, argv, false);
 
@@ -862,8 +1082,10 @@ int main(int argc, char *argv[])
 	ret = 2;	/* a bad option value is a bad command line */
 	if (build_fs_opts(&d))
 		goto out;
+	if (add_mount_opts(&d, &args) || check_fuse_opts(&args))
+		goto out;
 	ret = 1;
-	if (add_mount_opts(&d, &args) || setup_log(&d, false))
+	if (setup_log(&d))
 		goto out;
 	if (open_fs(&d))
 		goto out;
@@ -874,6 +1096,8 @@ int main(int argc, char *argv[])
 out:
 	free(d.opts.mountpoint);
 	free(d.c.device);
+	for (int o = 0; o < N_NUM; o++)
+		free(d.c.num_text[o]);
 	free(d.c.stripe_unit);
 	free(d.c.hints);
 	free(d.c.placement);

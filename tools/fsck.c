@@ -1,6 +1,9 @@
-/* fsck.zonefuse — check an unmounted zonefuse file system.
- * Exit codes as fsck(8): 0 clean, 4 errors left uncorrected, 8 operational
- * error, 16 usage error.
+/* fsck.zonefuse — check and repair an unmounted zonefuse file system,
+ * with e2fsck's interface: -n check only (the default), -p (or -a) the
+ * repairs that lose nothing, -y every repair, -f accepted (every run is a
+ * full check), -v totals.  The checks and repairs are fs_fsck (fs/fs_repair.c).
+ * Exit codes as fsck(8): 0 clean, 1 errors corrected, 4 errors left
+ * uncorrected, 8 operational error, 16 usage error.
  *
  * Progress: on a terminal (stderr), a watcher thread compares the bytes the
  * device has read so far with the bytes written in the meta zones (what the
@@ -125,6 +128,26 @@ static void report(void *arg, const char *fmt, ...)
 	fflush(stdout);
 }
 
+static const char usage_text[] =
+	"usage: %s [-n | -p | -a | -y] [-f] [-v] DEVICE\n\n"
+	"Check an unmounted zonefuse file system and, with -p or -y, repair it:\n"
+	"metadata log, names, reachability, link counts, extents against zone write\n"
+	"pointers, extents shared by two files and zone accounting.\n"
+	"  -n             check only, open the device read-only (the default)\n"
+	"  -p, -a         repair what loses nothing (link counts, names of missing\n"
+	"                 inodes, unreachable inodes into /lost+found, counts); if\n"
+	"                 anything else is wrong, change nothing and exit 4\n"
+	"  -y             make every repair: cut the log at a record that cannot be\n"
+	"                 applied, salvage a damaged snapshot, drop extents outside\n"
+	"                 the written data; what is dropped is printed\n"
+	"  -f             accepted (every run is a full check)\n"
+	"  -v, --verbose  also print totals (files, directories, extents, bytes)\n"
+	"  -h, --help     show this help\n"
+	"On a terminal, progress is shown on standard error.\n"
+	"Exit codes: 0 clean, 1 errors corrected, 4 errors left uncorrected, 8\n"
+	"operational error (cannot open or read; not a zonefuse file system), 16\n"
+	"usage error.\n";
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
@@ -133,29 +156,27 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	bool verbose = false;
-	int c;
+	int c, modes = 0;
+	enum fs_fsck_mode mode = FS_FSCK_CHECK;
 
-	while ((c = getopt_long(argc, argv, "vhnpaf", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "vhnpayf", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'v': verbose = true; break;
-		case 'n': case 'p': case 'a': case 'f': break;	/* fsck(8) compatibility */
+		case 'n': mode = FS_FSCK_CHECK; modes++; break;
+		case 'p': case 'a': mode = FS_FSCK_PREEN; modes++; break;
+		case 'y': mode = FS_FSCK_YES; modes++; break;
+		case 'f': break;
 		case 'h':
-			printf("usage: %s [-v] DEVICE\n\nCheck an unmounted zonefuse file system:\n"
-			       "metadata log, extents against zone write pointers, extents shared\n"
-			       "by two files, names, link counts and zone accounting.  Read-only.\n"
-			       "On a terminal, progress is shown on standard error.\n"
-			       "Exit codes: 0 clean, 4 problems found, 8 operational error (cannot\n"
-			       "open or read; not a zonefuse file system), 16 usage error.\n"
-			       "  -v, --verbose  also print totals (files, directories, extents, bytes)\n"
-			       "  -n, -p, -a, -f accepted and ignored (fsck(8) compatibility)\n"
-			       "  -h, --help     show this help\n", argv[0]);
+			printf(usage_text, argv[0]);
 			return 0;
 		default:
 			return 16;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "usage: %s [-v] DEVICE\n", argv[0]);
+	if (optind != argc - 1 || modes > 1) {
+		fprintf(stderr, modes > 1 ? "%s: only one of -n, -p/-a and -y\n" :
+			"usage: %s [-n | -p | -a | -y] [-f] [-v] DEVICE  (--help for more)\n",
+			argv[0]);
 		return 16;
 	}
 	struct zdev_open_opts zo = ZDEV_OPEN_OPTS_INIT;
@@ -164,10 +185,10 @@ int main(int argc, char **argv)
 	struct zf_capture cap;
 	char busy[PATH_MAX + 64];
 	zo.exclusive = true;
-	zo.read_only = true;
+	zo.read_only = mode == FS_FSCK_CHECK;
 	zf_capture_start(&cap);
 	int ret = zdev_open(path, &zo, &dev);
-	if (ret == -EBUSY && zf_wait_unmounting("fsck.zonefuse", path, 30000) == 0)
+	if (ret == -EBUSY && zf_wait_unmounting("fsck.zonefuse", path, ZF_WAIT_UNMOUNTING_MS) == 0)
 		ret = zdev_open(path, &zo, &dev);
 	zf_capture_stop();
 	if (ret == -EBUSY) {
@@ -180,34 +201,52 @@ int main(int argc, char **argv)
 			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		return 8;
 	}
-	struct mlog_sb sb;
-	zf_capture_start(&cap);
-	ret = mlog_probe(dev, &sb);
-	zf_capture_stop();
-	if (ret == -ENODATA) {
-		fprintf(stderr, "fsck.zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
-			"first\n", path);
-		zdev_close(dev);
-		return 8;
-	}
 	struct progress prog;
 	bool watching = progress_start(&prog, dev);
 	if (watching)
 		active_progress = &prog;
-	ret = fs_check(dev, verbose, report, NULL);
+	struct fs_fsck_result res;
+	ret = fs_fsck(dev, mode, verbose, report, NULL, &res);
 	if (watching) {
 		progress_stop(&prog);
 		active_progress = NULL;
 	}
 	zdev_close(dev);
+	if (ret == -ENODATA) {
+		fprintf(stderr, "fsck.zonefuse: %s: not a zonefuse file system: run mkfs.zonefuse "
+			"first\n", path);
+		return 8;
+	}
 	if (ret < 0) {
 		fprintf(stderr, "fsck.zonefuse: %s: %s\n", path, strerror(-ret));
-		return ret == -EUCLEAN ? 4 : 8;
+		return 8;
 	}
-	if (ret > 0) {
-		printf("%s: %d problem(s) found\n", path, ret);
+	char b1[32];
+	if (res.found && (res.lost_bytes || res.lost_names || res.lost_records))
+		printf("%s: %s: %llu log record(s), %llu name(s), %s of file data\n", path,
+		       mode == FS_FSCK_CHECK ? "a repair would drop" : "dropped",
+		       (unsigned long long)res.lost_records, (unsigned long long)res.lost_names,
+		       zf_fmt_bytes(res.lost_bytes, b1, sizeof(b1)));
+	if (res.found == 0) {
+		printf("%s: clean\n", path);
+		return 0;
+	}
+	if (mode == FS_FSCK_CHECK) {
+		printf("%s: %d problem(s) found; fsck.zonefuse -y repairs them\n", path, res.found);
 		return 4;
 	}
-	printf("%s: clean\n", path);
-	return 0;
+	if (res.needs_yes) {
+		printf("%s: %d problem(s) found, some of which -p may not repair alone: "
+		       "UNEXPECTED INCONSISTENCY; run fsck.zonefuse -y (nothing was changed)\n",
+		       path, res.found);
+		return 4;
+	}
+	if (res.left) {
+		printf("%s: %d problem(s) found, %d left after the repair\n", path, res.found,
+		       res.left);
+		return 4;
+	}
+	printf("%s: %d problem(s) found and repaired%s\n", path, res.found,
+	       res.recreated ? " (re-created empty)" : "");
+	return 1;
 }

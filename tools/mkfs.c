@@ -184,11 +184,12 @@ int main(int argc, char **argv)
 			o.label = optarg;
 			break;
 		case 'h': usage(stdout, argv[0]); return 0;
-		default: usage(stderr, argv[0]); return 2;
+		default: return 2;	/* getopt named the option */
 		}
 	}
 	if (optind != argc - 1) {
-		usage(stderr, argv[0]);
+		fprintf(stderr, "usage: %s [--force] [--meta-zones N] [--label NAME] DEVICE  "
+			"(--help for more)\n", argv[0]);
 		return 2;
 	}
 	const char *path = argv[optind];
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
 	zo.exclusive = true;
 	zf_capture_start(&cap);
 	ret = zdev_open(path, &zo, &dev);
-	if (ret == -EBUSY && zf_wait_unmounting("mkfs.zonefuse", path, 30000) == 0)
+	if (ret == -EBUSY && zf_wait_unmounting("mkfs.zonefuse", path, ZF_WAIT_UNMOUNTING_MS) == 0)
 		ret = zdev_open(path, &zo, &dev);
 	zf_capture_stop();
 	if (ret) {

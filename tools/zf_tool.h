@@ -89,11 +89,13 @@ struct zf_mnt {
 	unsigned int dev_major, dev_minor;	/* the superblock's st_dev */
 };
 
-/* Calls fn for every mount; stops and returns 1 when fn returns true,
- * 0 at the end, -errno if mountinfo cannot be read. */
-static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void *arg)
+/* Calls fn for every mount listed in the mountinfo file path; stops and
+ * returns 1 when fn returns true, 0 at the end, -errno if it cannot be
+ * read. */
+static inline int zf_mounts_in(const char *path, bool (*fn)(const struct zf_mnt *m, void *arg),
+			       void *arg)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
+	FILE *f = fopen(path, "re");
 	char *line = NULL;
 	size_t cap = 0;
 	int found = 0;
@@ -122,6 +124,12 @@ static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void 
 	return found;
 }
 
+/* zf_mounts_in() of this process's mount namespace. */
+static inline int zf_mounts(bool (*fn)(const struct zf_mnt *m, void *arg), void *arg)
+{
+	return zf_mounts_in("/proc/self/mountinfo", fn, arg);
+}
+
 struct zf_mnt_query {
 	const char *key;	/* device realpath or mount point realpath */
 	struct zf_mnt out;
@@ -133,10 +141,24 @@ static inline bool zf_is_fuse_type(const char *type)
 	       !strcmp(type, "fuse");
 }
 
+/* Is the file at a the file (or block device) at b?  A hard link or
+ * another name of the same device is. */
+static inline bool zf_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (!strcmp(a, b))
+		return true;
+	if (a[0] != '/' || b[0] != '/' || stat(a, &sa) != 0 || stat(b, &sb) != 0)
+		return false;
+	if (S_ISBLK(sa.st_mode))
+		return S_ISBLK(sb.st_mode) && sa.st_rdev == sb.st_rdev;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static inline bool zf_match_source(const struct zf_mnt *m, void *arg)
 {
 	struct zf_mnt_query *q = arg;
-	if (!zf_is_fuse_type(m->type) || strcmp(m->source, q->key) != 0)
+	if (!zf_is_fuse_type(m->type) || !zf_same_file(m->source, q->key))
 		return false;
 	q->out = *m;
 	return true;
@@ -152,8 +174,9 @@ static inline bool zf_match_dir(const struct zf_mnt *m, void *arg)
 }
 
 /* Where the zonefuse file system on device path is mounted (the daemon
- * names its mount after the device's real path); 0 and dir filled, or
- * -ENOENT. */
+ * names its mount after the device's real path; a hard link to it or
+ * another name of the device counts as the same device); 0 and dir
+ * filled, or -ENOENT. */
 static inline int zf_find_mount_of(const char *path, char *dir, size_t len)
 {
 	char real[PATH_MAX];
@@ -269,39 +292,149 @@ static inline int zf_find_holder(const char *path, const char *only, pid_t *pid,
 	return ret;
 }
 
-/* "in use by zonefuse pid N mounted on DIR", "in use by PROG pid N", or
- * "in use by another program" when no holder is visible (a kernel mount,
- * another namespace). */
+/* ---- other mount namespaces ------------------------------------------------- */
+
+/* A mount that fn matched in a mount namespace other than this process's:
+ * a process of that namespace and the mount as it sees it.  A copy of a
+ * FUSE mount there (a service's private namespace made while it was
+ * mounted) keeps the connection, and so the daemon, alive after it is
+ * unmounted here. */
+struct zf_ns_mount {
+	pid_t pid;
+	char comm[64];
+	struct zf_mnt m;
+};
+
+struct zf_ns_scan {
+	bool (*fn)(const struct zf_mnt *m, void *arg);
+	void *arg;
+	struct zf_mnt hit;
+};
+
+static inline bool zf_ns_scan_one(const struct zf_mnt *m, void *arg)
+{
+	struct zf_ns_scan *s = arg;
+	if (!s->fn(m, s->arg))
+		return false;
+	s->hit = *m;
+	return true;
+}
+
+/* Reads each other mount namespace's mountinfo once (through the first
+ * process seen in it); 0 and *out filled at the first mount fn matches,
+ * -ENOENT if none, -errno if /proc cannot be read. */
+static inline int zf_find_mount_elsewhere(bool (*fn)(const struct zf_mnt *m, void *arg),
+					  void *arg, struct zf_ns_mount *out)
+{
+	struct stat self;
+	ino_t *seen = NULL;
+	size_t nseen = 0, cap = 0;
+	struct dirent *e;
+	int ret = -ENOENT;
+	DIR *d;
+
+	if (stat("/proc/self/ns/mnt", &self) != 0)
+		return -errno;
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	while (ret == -ENOENT && (e = readdir(d))) {
+		char path[64], *end;
+		struct stat ns;
+		long p = strtol(e->d_name, &end, 10);
+		bool known = false;
+		if (*end || p <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", p);
+		if (stat(path, &ns) != 0 || ns.st_ino == self.st_ino)
+			continue;
+		for (size_t i = 0; i < nseen && !known; i++)
+			known = seen[i] == ns.st_ino;
+		if (known)
+			continue;
+		if (nseen == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			ino_t *n = realloc(seen, ncap * sizeof(*n));
+			if (!n)
+				break;
+			seen = n;
+			cap = ncap;
+		}
+		seen[nseen++] = ns.st_ino;
+		struct zf_ns_scan s = { .fn = fn, .arg = arg };
+		snprintf(path, sizeof(path), "/proc/%ld/mountinfo", p);
+		if (zf_mounts_in(path, zf_ns_scan_one, &s) == 1) {
+			out->pid = (pid_t)p;
+			zf_pid_comm((pid_t)p, out->comm, sizeof(out->comm));
+			out->m = s.hit;
+			ret = 0;
+		}
+	}
+	closedir(d);
+	free(seen);
+	return ret;
+}
+
+/* Where device path is mounted in another mount namespace; 0 and *out
+ * filled, or -ENOENT. */
+static inline int zf_find_mount_of_elsewhere(const char *path, struct zf_ns_mount *out)
+{
+	char real[PATH_MAX];
+	struct zf_mnt_query q = { .key = real };
+	if (!realpath(path, real))
+		return -errno;
+	return zf_find_mount_elsewhere(zf_match_source, &q, out);
+}
+
+/* "in use by zonefuse pid N mounted on DIR", "in use by zonefuse pid N
+ * mounted on DIR in the mount namespace of pid P (COMM)", "in use by PROG
+ * pid N", or "in use by another program" when no holder is visible (a
+ * kernel mount, another PID namespace). */
 static inline void zf_busy_text(const char *path, char *buf, size_t len)
 {
 	pid_t pid;
 	char comm[64], dir[PATH_MAX];
+	struct zf_ns_mount ns;
 
 	if (zf_find_holder(path, "zonefuse", &pid, comm, sizeof(comm)) != 0 &&
 	    zf_find_holder(path, NULL, &pid, comm, sizeof(comm)) != 0) {
 		snprintf(buf, len, "in use by another program (or mounted by the kernel)");
 		return;
 	}
-	if (!strcmp(comm, "zonefuse") && zf_find_mount_of(path, dir, sizeof(dir)) == 0)
-		snprintf(buf, len, "in use by zonefuse pid %ld mounted on %s", (long)pid, dir);
-	else
+	if (strcmp(comm, "zonefuse") != 0)
 		snprintf(buf, len, "in use by %s pid %ld", comm, (long)pid);
+	else if (zf_find_mount_of(path, dir, sizeof(dir)) == 0)
+		snprintf(buf, len, "in use by zonefuse pid %ld mounted on %s", (long)pid, dir);
+	else if (zf_find_mount_of_elsewhere(path, &ns) != 0)
+		snprintf(buf, len, "in use by zonefuse pid %ld", (long)pid);
+	else if (snprintf(buf, len, "in use by zonefuse pid %ld mounted on %s in the mount "
+			  "namespace of pid %ld (%s)", (long)pid, ns.m.dir, (long)ns.pid,
+			  ns.comm) < 0)
+		buf[0] = 0;
 }
+
+/* How long mount, mkfs and fsck wait for a daemon that is no longer
+ * mounted to finish writing and exit: longer than any write-out of a full
+ * write buffer seen on a busy machine. */
+#define ZF_WAIT_UNMOUNTING_MS 180000u
 
 /* After umount(8) the kernel drops a FUSE mount at once, but the daemon
  * still writes its last commit and holds the device until it exits.  When
- * the holder of path is a zonefuse daemon with no mount of path left, waits
- * up to timeout_ms for it to exit (saying so on stderr after a second):
- * 0 once it is gone (also when no zonefuse holds path any more: the open
- * that failed may have raced with its exit, so the caller tries once
- * more), -EBUSY if it is still mounted or outlives the wait. */
+ * the holder of path is a zonefuse daemon with no mount of path left (here
+ * or in another mount namespace), waits up to timeout_ms for it to exit,
+ * saying on stderr after a second what it waits for: 0 once it is gone
+ * (also when no zonefuse holds path any more: the open that failed may have
+ * raced with its exit, so the caller tries once more), -EBUSY at once if it
+ * is still mounted, or when it outlives the wait. */
 static inline int zf_wait_unmounting(const char *prog, const char *path, unsigned timeout_ms)
 {
 	pid_t pid;
 	char comm[64], dir[PATH_MAX];
+	struct zf_ns_mount ns;
 	bool said = false;
 
-	if (zf_find_mount_of(path, dir, sizeof(dir)) == 0)
+	if (zf_find_mount_of(path, dir, sizeof(dir)) == 0 ||
+	    zf_find_mount_of_elsewhere(path, &ns) == 0)
 		return -EBUSY;
 	if (zf_find_holder(path, "zonefuse", &pid, comm, sizeof(comm)) != 0)
 		return 0;
@@ -310,8 +443,9 @@ static inline int zf_wait_unmounting(const char *prog, const char *path, unsigne
 		if (stat(path, &want) != 0 || !zf_pid_holds(pid, &want))
 			return 0;
 		if (ms >= 1000 && !said) {
-			fprintf(stderr, "%s: %s: waiting for zonefuse pid %ld to finish "
-				"unmounting\n", prog, path, (long)pid);
+			fprintf(stderr, "%s: %s: waiting (up to %u s) for zonefuse pid %ld, which is "
+				"no longer mounted, to finish writing it and exit\n", prog, path,
+				timeout_ms / 1000, (long)pid);
 			said = true;
 		}
 		usleep(20 * 1000);

@@ -18,6 +18,7 @@
 #include <sys/statvfs.h>
 
 #include "common/zf_common.h"
+#include "tools/zf_tool.h"
 #include "zoned/zdev.h"
 
 #define EXIT_USAGE 2
@@ -112,6 +113,20 @@ static uint64_t parse_sz(const char *opt, const char *s)
 	return v;
 }
 
+/* Opens path as zdev_open() does; on failure prints the one line that
+ * says why (the library's own message, captured) and returns -errno. */
+static int open_dev(const char *path, const struct zdev_open_opts *o, struct zdev **dev)
+{
+	struct zf_capture cap;
+	zf_capture_start(&cap);
+	int ret = zdev_open(path, o, dev);
+	zf_capture_stop();
+	if (ret)
+		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", path,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
+	return ret;
+}
+
 /* ---- create ------------------------------------------------------------- */
 
 /* The file is sparse: its zones take room only as they are written.  Say
@@ -196,10 +211,19 @@ static int cmd_create(int argc, char **argv)
 	if (p.max_open > p.max_active && p.max_active)
 		usage_err("create: --max-open (%u) exceeds --max-active (%u)",
 			  p.max_open, p.max_active);
+	/* A file this call made and could not finish (too large for its file
+	 * system, no room) is removed, so that a retry is not "File exists". */
+	struct stat before;
+	bool existed = lstat(file, &before) == 0;
+	struct zf_capture cap;
+	zf_capture_start(&cap);
 	ret = zdev_emu_create(file, &p, force);
+	zf_capture_stop();
 	if (ret) {
-		/* zdev logged why */
-		fprintf(stderr, "zonefuse-emu: create %s failed: %s\n", file, strerror(-ret));
+		if (!existed && ret != -EEXIST)
+			unlink(file);
+		fprintf(stderr, "zonefuse-emu: cannot create %s: %s\n", file,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		return 1;
 	}
 	printf("created %s: %u zones of %s (capacity %s), %u conventional, "
@@ -250,11 +274,8 @@ static int cmd_info(int argc, char **argv)
 	if (optind != argc - 1)
 		usage_err("info: expected exactly one FILE argument");
 	o.read_only = true;
-	ret = zdev_open(argv[optind], &o, &dev);
-	if (ret) {
-		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", argv[optind], strerror(-ret));
+	if (open_dev(argv[optind], &o, &dev))
 		return 1;
-	}
 	g = zdev_geometry(dev);
 	zs = calloc(g->nr_zones, sizeof(*zs));
 	if (!zs) {
@@ -400,11 +421,8 @@ static int cmd_bench(int argc, char **argv)
 	if (!chunk || chunk > (256u << 20))
 		usage_err("bench: --chunk must be between 1 byte and 256M");
 	o.exclusive = true;
-	ret = zdev_open(argv[optind], &o, &dev);
-	if (ret) {
-		fprintf(stderr, "zonefuse-emu: cannot open %s: %s\n", argv[optind], strerror(-ret));
+	if (open_dev(argv[optind], &o, &dev))
 		return 1;
-	}
 	g = zdev_geometry(dev);
 	if (chunk % g->block_size) {
 		fprintf(stderr, "zonefuse-emu: --chunk must be a multiple of the block size %u\n",

@@ -1339,6 +1339,11 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	memset(st, 0, sizeof(*st));
 	st->nr_zones = za->nr;
 	st->free_zones = za->lists[ZA_L_FREE].count;
+	/* Before zalloc_mount_done() (a read-only mount: fsck) no FREE list
+	 * is built: count the EMPTY zones it would hold. */
+	for (uint32_t i = 0; !za->mounted && i < za->nr; i++)
+		st->free_zones += za->z[i].cond == ZDEV_COND_EMPTY && !za->z[i].retired &&
+				  !za->z[i].lent;
 	st->open_zones = za->nr_open;
 	st->active_zones = za->nr_active;
 	st->max_active_data = ZF_MIN(za->act_budget, za->nr);

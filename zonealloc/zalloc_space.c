@@ -120,10 +120,24 @@ static bool gc_patience_over(struct zalloc *za, struct za_wait *w,
 	return now - w->since >= ZALLOC_GC_PATIENCE_NS;
 }
 
+/* A writer that waited a second or more for the collector is a stall a
+ * person must see (at most one warning a minute: every writer of a full
+ * device may wait). */
+#define ZA_STALL_WARN_NS 1000000000ull
+#define ZA_STALL_WARN_EVERY_NS 60000000000ull
+
 static void wait_done(struct zalloc *za, const struct za_wait *w)
 {
-	if (w->t0)
-		za->gc_wait_ns += zf_now_ns() - w->t0;
+	static _Atomic uint64_t last_warn;
+	if (!w->t0)
+		return;
+	uint64_t now = zf_now_ns(), took = now - w->t0, last = last_warn;
+	za->gc_wait_ns += took;
+	if (took >= ZA_STALL_WARN_NS && (!last || now - last >= ZA_STALL_WARN_EVERY_NS) &&
+	    atomic_compare_exchange_strong(&last_warn, &last, now))
+		zf_warn("gc stall: a write waited %.1f s for the garbage collector to free "
+			"space (%u free zones): the device is nearly full of valid data",
+			(double)took / 1e9, za->lists[ZA_L_FREE].count);
 }
 
 /* Call a caller's callback (a kick: it must not take locks writers hold

@@ -82,6 +82,7 @@ void zdev_close(struct zdev *dev)
 		return;
 	if (dev->ops)
 		dev->ops->close(dev);
+	zdev_rec_free(dev);
 	free(dev->path);
 	free(dev);
 }
@@ -139,6 +140,9 @@ static int zone_op(struct zdev *dev, enum zdev_zone_op op, uint32_t zone)
 	ret = dev->ops->zone_op(dev, op, zone);
 	if (ret == 0)
 		atomic_fetch_add((_Atomic uint64_t *)((char *)dev + ctr[op]), 1);
+	if (ret == 0 && (op == ZDEV_ZOP_RESET || op == ZDEV_ZOP_FINISH))
+		zdev_rec_note(dev, op == ZDEV_ZOP_RESET ? ZDEV_REC_RESET : ZDEV_REC_FINISH,
+			      zone, 0, NULL, 0);
 	return ret;
 }
 
@@ -172,8 +176,10 @@ int zdev_reset_all(struct zdev *dev)
 		return -EBADF;
 	zf_will_block();
 	ret = dev->ops->reset_all(dev);
-	if (ret == 0)
+	if (ret == 0) {
 		dev->st_resets++;
+		zdev_rec_note(dev, ZDEV_REC_RESET_ALL, 0, 0, NULL, 0);
+	}
 	return ret;
 }
 
@@ -211,6 +217,8 @@ ssize_t zdev_write(struct zdev *dev, uint64_t offset, const void *buf, size_t le
 	if (ret > 0) {
 		dev->st_writes++;
 		dev->st_bytes_written += (uint64_t)ret;
+		zdev_rec_note(dev, ZDEV_REC_WRITE, zdev_zone_of(dev, offset), offset,
+			      buf, (uint64_t)ret);
 	}
 	return ret;
 }
@@ -262,8 +270,10 @@ int zdev_flush(struct zdev *dev)
 		return -EINVAL;
 	zf_will_block();
 	ret = dev->ops->flush(dev);
-	if (ret == 0)
+	if (ret == 0) {
 		dev->st_flushes++;
+		zdev_rec_note(dev, ZDEV_REC_FLUSH, 0, 0, NULL, 0);
+	}
 	return ret;
 }
 
@@ -311,6 +321,8 @@ int zdev_io_batch(struct zdev *dev, struct zdev_req *reqs, unsigned int nr)
 		if (r->op == ZDEV_OP_WRITE) {
 			dev->st_writes++;
 			dev->st_bytes_written += (uint64_t)r->result;
+			zdev_rec_note(dev, ZDEV_REC_WRITE, zdev_zone_of(dev, r->offset),
+				      r->offset, r->buf, (uint64_t)r->result);
 		} else {
 			dev->st_reads++;
 			dev->st_bytes_read += (uint64_t)r->result;

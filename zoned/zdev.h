@@ -213,6 +213,40 @@ struct zdev_stats {
 };
 void zdev_get_stats(const struct zdev *dev, struct zdev_stats *st);
 
+/* ---- Recording (crash-state testing) ---------------------------------- *
+ * A device handle can record every request that changes what the device
+ * holds, in the order they completed: data writes (with a copy of their
+ * bytes), cache flushes, zone resets and finishes (zone open and close
+ * change nothing a power loss keeps, so they are not recorded; the zdev API
+ * has no FUA write).  A crash tester rebuilds any crash state from a copy
+ * of the device taken when the recording started plus a chosen subset of
+ * the recorded writes (zoned/zdev_record.c, tests/crash/).  Recording costs
+ * a copy of every byte written; it stops taking entries (and says so in
+ * zdev_record_get) beyond max_bytes of data.  Any thread; one recording per
+ * handle. */
+enum zdev_rec_kind {
+	ZDEV_REC_WRITE = 1,	/* off, len, data */
+	ZDEV_REC_FLUSH = 2,	/* every write completed before it is durable */
+	ZDEV_REC_RESET = 3,	/* zone reset: zone */
+	ZDEV_REC_FINISH = 4,	/* zone finish: zone */
+	ZDEV_REC_RESET_ALL = 5,	/* every sequential zone reset */
+};
+struct zdev_rec_op {
+	uint8_t kind;		/* enum zdev_rec_kind */
+	uint32_t zone;		/* zone index (write, reset, finish) */
+	uint64_t off;		/* bytes, device offset (write) */
+	uint64_t len;		/* bytes (write) */
+	uint8_t *data;		/* len bytes (write), owned by the recording */
+};
+/* Start recording on dev (an earlier recording is dropped).  0 or -errno. */
+int zdev_record_start(struct zdev *dev, uint64_t max_bytes);
+/* The entries so far (valid until the next call on the recording); returns
+ * the count, or -E2BIG if max_bytes was exceeded (the entries are then a
+ * prefix of what happened), -ENOENT if dev is not recording. */
+long zdev_record_get(struct zdev *dev, const struct zdev_rec_op **ops);
+/* Stop recording and free the entries. */
+void zdev_record_stop(struct zdev *dev);
+
 /* ---- Emulator-only ---------------------------------------------------- */
 
 struct zdev_emu_params {

@@ -50,6 +50,7 @@ struct zdev {
 	struct zdev_geometry geo;
 	bool read_only;
 	void *priv;		/* backend state */
+	struct zdev_rec *rec;	/* recording (zdev_record.c), or NULL */
 	_Atomic uint64_t st_bytes_written, st_bytes_read;
 	_Atomic uint64_t st_writes, st_reads, st_flushes;
 	_Atomic uint64_t st_resets, st_finishes, st_opens, st_closes;
@@ -61,6 +62,13 @@ int zdev_emu_backend_open(struct zdev *dev, const char *path,
 			  const struct zdev_open_opts *opts);
 int zdev_zbd_backend_open(struct zdev *dev, const char *path,
 			  const struct zdev_open_opts *opts);
+
+/* Recording hooks (zdev_record.c): called by zdev.c after a request
+ * succeeded; no-ops when dev is not recording. */
+struct zdev_rec;
+void zdev_rec_note(struct zdev *dev, enum zdev_rec_kind kind, uint32_t zone,
+		   uint64_t off, const void *data, uint64_t len);
+void zdev_rec_free(struct zdev *dev);
 
 /* Index of the zone holding byte offset off. */
 static inline uint32_t zdev_zone_of(const struct zdev *dev, uint64_t off)

@@ -172,7 +172,7 @@ print(f"  small file: write() {'ok' if wrote else 'ENOSPC'}, close() {'ok' if cl
 open(sys.argv[1] + ".ok", "w").close() if wrote and closed else None
 PY
 	zf_umount
-	grep -q 'write-back at byte [0-9]* refused' "$ZF_LOG" ||
+	grep -q 'write-back of inode [0-9]* refused' "$ZF_LOG" ||
 		zf_log "$tag: no write-back was refused (every refusal came at write())"
 	zf_fsck
 	zf_mount -o allow_other

@@ -13,7 +13,11 @@
 #      foreground prints on stderr; without log= and without /dev/log the
 #      daemon names its log file before detaching and writes there;
 #   5. zonefuse-emu create warns when the image's file system has less room
-#      than the device, and only then.
+#      than the device, and only then;
+#   6. fsck.zonefuse -v counts the free zones (it printed "free 0"), and
+#      its --help synopsis names every option it lists;
+#   7. README.md opens with the two set-up commands and every file it
+#      links exists (docs/cluster.md may come from another branch).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 zf_require_fuse
@@ -44,7 +48,7 @@ expect_msg 8 "blank.img: not a zonefuse file system: run mkfs.zonefuse first" \
 	"$ZF_FSCK" "$ZF_WORK/blank.img"
 zf_is_mounted && zf_fail "a failed mount left $ZF_MNT mounted"
 # a bad option value is a bad command line (exit 2), as a bad option is
-expect_msg 2 "fuse_workers is at most 64" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_workers=65
+expect_msg 2 "fuse_workers must be 1 to 64 workers, not '65'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_workers=65
 expect_msg 2 "fuse_loop must be zf or mt, not 'x'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o fuse_loop=x
 expect_msg 2 "bad stripe_unit 'lots'" "$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -f -o stripe_unit=lots
 zf_is_mounted && zf_fail "a bad option value left $ZF_MNT mounted"
@@ -84,7 +88,7 @@ BG=$ZF_WORK/bg.log
 [ ! -s "$ZF_WORK/bg.err" ] || zf_fail "background mount with log=FILE printed: $(cat "$ZF_WORK/bg.err")"
 echo data >"$ZF_MNT/x"
 "$ZF_DAEMON" -u "$ZF_MNT"
-grep -E '^[0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: info: mounted ' "$BG" >/dev/null ||
+grep -E "^[0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: $REAL_DEV: info: mounted " "$BG" >/dev/null ||
 	zf_fail "log file has no dated 'mounted' line: $(cat "$BG")"
 grep -q 'info: unmounted .*everything written, device closed' "$BG" ||
 	zf_fail "log file has no 'unmounted' line: $(cat "$BG")"
@@ -97,7 +101,7 @@ for ((i = 0; i < 100; i++)); do zf_is_mounted && break; sleep 0.1; done
 echo data >"$ZF_MNT/x"
 "$ZF_DAEMON" -u "$ZF_MNT"
 zf_wait_daemon 5 || zf_fail "foreground daemon did not exit"
-msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]|zonefuse): //; s/^(info: gc: at unmount).*/\1/' "$1" | sort; }
+msgs() { sed -E 's/^([0-9-]+ [0-9:.]+ zonefuse\[[0-9]+\]: [^ ]+|zonefuse): //; s/^(info: gc: at unmount|info: unmounted|info: unmount:).*/\1/' "$1" | sort; }
 diff <(msgs "$BG") <(msgs "$FG") >"$ZF_WORK/diff" ||
 	zf_fail "foreground lines differ from the log file's: $(cat "$ZF_WORK/diff")"
 # Default target in the background.
@@ -107,13 +111,14 @@ if [ -S /dev/log ]; then
 	"$ZF_DAEMON" -u "$ZF_MNT"
 	zf_log "default log: syslog (/dev/log exists)"
 else
-	"$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" 2>"$ZF_WORK/def.err"
+	"$ZF_DAEMON" "$ZF_DEV" "$ZF_MNT" -o verbose 2>"$ZF_WORK/def.err"
 	file=$(sed -n 's/^zonefuse: no syslog (\/dev\/log is missing): messages go to //p' "$ZF_WORK/def.err")
 	[ -n "$file" ] || zf_fail "no log file named before detaching: $(cat "$ZF_WORK/def.err")"
 	pid=$(awk -v d="$REAL_MNT" '$0 ~ "info: mounted .* on " d "$" { sub(/.*zonefuse\[/, ""); sub(/\].*/, ""); p = $0 } END { print p }' "$file")
 	"$ZF_DAEMON" -u "$ZF_MNT"
 	[ -n "$pid" ] || zf_fail "$file has no 'mounted ... on $REAL_MNT' line"
-	grep -q "zonefuse\[$pid\]: info: unmounted" "$file" || zf_fail "$file has no unmount line of pid $pid"
+	grep -q "zonefuse\[$pid\]: $REAL_DEV: info: unmounted" "$file" ||
+		zf_fail "$file has no unmount line of pid $pid naming $REAL_DEV"
 	zf_log "default log without /dev/log: $file"
 fi
 
@@ -131,4 +136,23 @@ grep -q "warning: .*big.img is sparse and its file system has .* free, less than
 	"$ZF_WORK/emu.err" || zf_fail "no warning for a device larger than its file system's room: $(cat "$ZF_WORK/emu.err")"
 [ ! -s "$ZF_WORK/emu2.err" ] || zf_fail "a warning for a device that fits: $(cat "$ZF_WORK/emu2.err")"
 zf_log "zonefuse-emu create: $(cat "$ZF_WORK/emu.err")"
-zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets, sparse-image warning"
+
+# 6. fsck -v: free zones counted; --help synopsis.
+"$ZF_FSCK" -v "$ZF_DEV" >"$ZF_WORK/fsckv.out" 2>&1 || zf_fail "fsck -v: $(cat "$ZF_WORK/fsckv.out")"
+free=$(sed -n 's/^data zones: \([0-9]*\), free \([0-9]*\);.*/\2/p' "$ZF_WORK/fsckv.out")
+[ -n "$free" ] && [ "$free" -gt 0 ] || zf_fail "fsck -v counts no free zone: $(grep 'data zones' "$ZF_WORK/fsckv.out")"
+syn=$("$ZF_FSCK" --help | head -n 1)
+for o in -v -n -p -a -y -f; do
+	[[ "$syn" == *"$o"[]\ ]* ]] || zf_fail "fsck --help synopsis lacks $o: $syn"
+	"$ZF_FSCK" --help | grep -qE "^ +$o|, $o" || zf_fail "fsck --help does not list $o"
+done
+zf_log "fsck -v: $(grep 'data zones' "$ZF_WORK/fsckv.out"); --help: $syn"
+
+# 7. README: the two commands first, every link resolves.
+head -n 8 "$ZF_SRC_DIR/README.md" | grep -q '^scripts/demo.sh ' || zf_fail "README does not open with scripts/demo.sh"
+head -n 8 "$ZF_SRC_DIR/README.md" | grep -q '^scripts/test.sh ' || zf_fail "README does not open with scripts/test.sh"
+for l in $(grep -oE '\]\([^)#:]+' "$ZF_SRC_DIR/README.md" | sed 's/^](//' | sort -u); do
+	[ -e "$ZF_SRC_DIR/$l" ] || [ "$l" = docs/cluster.md ] || zf_fail "README links $l, which does not exist"
+done
+zf_log "README: $(wc -l <"$ZF_SRC_DIR/README.md") lines, links resolve"
+zf_pass "error texts, mount name, zonefuse -u then fsck at once, log targets, sparse-image warning, fsck -v and --help, README"

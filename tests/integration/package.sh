@@ -2,10 +2,14 @@
 # The Debian package (issue 18): dpkg-buildpackage -us -uc -b on a clean
 # copy of the source makes zonefuse_*.deb; lintian reports no error or
 # warning (tags explained in debian/ overrides are allowed); the package
-# installs binaries, man pages, docs, examples and umount.fuse.zonefuse;
+# installs binaries, man pages (zonefuse-stat and zonefuse-emu in section
+# 1), the README with every document it links (uncompressed, in docs/, so
+# that its links resolve), examples, umount.fuse.zonefuse and umount.fuse;
 # then, with the installed programs only:
-#   - mount -t fuse.zonefuse DEVICE DIR -o ... mounts (through mount.fuse3),
-#     `umount DIR` returns once the daemon is gone (fsck clean at once);
+#   - mount -t fuse.zonefuse DEVICE DIR -o ... mounts (through mount.fuse3)
+#     and prints nothing; `umount DIR` returns once the daemon is gone (it
+#     is not running when umount returns; fsck clean at once, no wait);
+#   - `mount -o remount,ro DIR` is refused with exit 32, the mount unchanged;
 #   - an fstab line: `mount DIR` mounts it, data written before is there,
 #     `umount DIR`, fsck and mkfs at once;
 #   - the systemd mount unit example passes systemd-analyze verify.
@@ -54,29 +58,53 @@ zf_log "lintian: $(grep -c '^[EWIPX]:' "$ZF_WORK/lintian.log" || true) tags$(gre
 
 dpkg-deb -c "$DEB" >"$ZF_WORK/contents"
 for f in usr/bin/zonefuse usr/bin/zonefuse-stat usr/bin/zonefuse-emu usr/sbin/mkfs.zonefuse \
-	usr/sbin/fsck.zonefuse usr/sbin/umount.fuse.zonefuse usr/share/man/man8/zonefuse.8.gz \
-	usr/share/man/man8/mkfs.zonefuse.8.gz usr/share/man/man8/fsck.zonefuse.8.gz \
-	usr/share/man/man8/zonefuse-stat.8.gz usr/share/man/man8/zonefuse-emu.8.gz \
-	usr/share/man/man8/umount.fuse.zonefuse.8.gz usr/share/doc/zonefuse/copyright \
-	usr/share/doc/zonefuse/stats.md.gz usr/share/doc/zonefuse/examples/mnt-zns.mount; do
+	usr/sbin/fsck.zonefuse usr/sbin/umount.fuse.zonefuse usr/sbin/umount.fuse \
+	usr/share/man/man8/zonefuse.8.gz usr/share/man/man8/mkfs.zonefuse.8.gz \
+	usr/share/man/man8/fsck.zonefuse.8.gz usr/share/man/man1/zonefuse-stat.1.gz \
+	usr/share/man/man1/zonefuse-emu.1.gz usr/share/man/man8/umount.fuse.zonefuse.8.gz \
+	usr/share/man/man8/umount.fuse.8.gz usr/share/doc/zonefuse/copyright \
+	usr/share/doc/zonefuse/README.md usr/share/doc/zonefuse/docs/zonemap.svg \
+	usr/share/doc/zonefuse/examples/mnt-zns.mount; do
 	grep -q " \./$f\( \|$\)" "$ZF_WORK/contents" || zf_fail "$f is not in the package"
 done
+# Every document the README links that the source has is installed where
+# the link points (relative to the README, uncompressed).
+missing=
+for l in $(grep -oE '\]\((docs/[^)#]+)' "$ZF_SRC_DIR/README.md" | sed 's/^](//' | sort -u); do
+	if [ ! -e "$ZF_SRC_DIR/$l" ]; then
+		zf_log "README links $l, which the source does not have (yet)"
+	elif ! grep -q " \./usr/share/doc/zonefuse/$l\( \|$\)" "$ZF_WORK/contents"; then
+		missing+=" $l"
+	fi
+done
+[ -z "$missing" ] || zf_fail "README links documents the package does not ship:$missing"
 dpkg -i "$DEB" >"$ZF_WORK/dpkg.log" 2>&1 || zf_fail "dpkg -i: $(cat "$ZF_WORK/dpkg.log")"
 man -w zonefuse >/dev/null || zf_fail "man zonefuse finds no page after install"
 
 # ---- mount -t fuse.zonefuse, umount ------------------------------------------
 DLOG=$ZF_WORK/daemon.log
 /usr/sbin/mkfs.zonefuse --force "$ZF_DEV" >/dev/null
-mount -t fuse.zonefuse "$ZF_DEV" "$ZF_MNT" -o "allow_other,default_permissions,commit_ms=60000,log=$DLOG" ||
-	zf_fail "mount -t fuse.zonefuse failed"
+mount -t fuse.zonefuse "$ZF_DEV" "$ZF_MNT" -o "allow_other,default_permissions,commit_ms=60000,log=$DLOG" \
+	>"$ZF_WORK/mount.out" 2>&1 || zf_fail "mount -t fuse.zonefuse failed: $(cat "$ZF_WORK/mount.out")"
+[ ! -s "$ZF_WORK/mount.out" ] || zf_fail "mount -t fuse.zonefuse printed: $(cat "$ZF_WORK/mount.out")"
 line=$(findmnt -n -o FSTYPE,SOURCE "$ZF_MNT")
 [ "$line" = "fuse.zonefuse $(realpath "$ZF_DEV")" ] || zf_fail "findmnt: '$line'"
 dd if=/dev/urandom of="$ZF_MNT/data" bs=1M count=16 status=none
 sum=$(sha256sum <"$ZF_MNT/data")
+pid=$(sed -n 's/.*zonefuse\[\([0-9]*\)\]: .*info: mounted .*/\1/p' "$DLOG" | tail -n 1)
+[ -n "$pid" ] || zf_fail "no 'mounted' line in $DLOG"
+rc=0
+mount -o remount,ro "$ZF_MNT" 2>"$ZF_WORK/remount.err" || rc=$?
+[ "$rc" -eq 32 ] || zf_fail "mount -o remount,ro exited $rc: $(cat "$ZF_WORK/remount.err")"
+grep -q "remount is not supported" "$ZF_WORK/remount.err" || zf_fail "remount: $(cat "$ZF_WORK/remount.err")"
+[[ ",$(findmnt -n -o OPTIONS "$ZF_MNT")," == *,rw,* ]] || zf_fail "not read-write after the refused remount"
 umount "$ZF_MNT" || zf_fail "umount failed"
+st=$(sed -E 's/^.*\) (.).*/\1/' "/proc/$pid/stat" 2>/dev/null || echo gone)
+[ "$st" = gone ] || [ "$st" = Z ] || zf_fail "umount returned while daemon $pid was still running ($st)"
 /usr/sbin/fsck.zonefuse "$ZF_DEV" >"$ZF_WORK/fsck.log" 2>&1 ||
 	zf_fail "fsck right after umount: $(cat "$ZF_WORK/fsck.log")"
-zf_log "mount -t fuse.zonefuse, umount, fsck at once: ok"
+if grep -q waiting "$ZF_WORK/fsck.log"; then zf_fail "fsck had to wait: $(cat "$ZF_WORK/fsck.log")"; fi
+zf_log "mount -t fuse.zonefuse (quiet), remount refused (32), umount waited for the daemon, fsck at once: ok"
 
 # ---- fstab -------------------------------------------------------------------------
 FSTAB=$ZF_WORK/fstab

@@ -353,8 +353,38 @@ variant("rec-first", flip(base + 4096 + 30))        # first record (SNAP_BEGIN) 
 variant("rec-magic", flip(base + 4096))             # first record magic
 variant("log-zeroed", zero(base + 4096, 64 << 10))  # the log's first 64 KiB
 PY
+# run_damaged NAME DEVICE: the daemon either refuses (as run_bad) or, when
+# records of the log survive, mounts read-only with the state it can read
+# and one "mounted READ-ONLY" line (the mount never locks data away); a
+# create then fails and the unmount ends the daemon.
+run_damaged() {
+	local name=$1 img=$2 pid st=0 i
+	"$ZF_DAEMON" "$img" "$BAD/mnt" -f >"$BAD/out" 2>"$BAD/err" </dev/null &
+	pid=$!
+	for i in $(seq 1 150); do
+		mountpoint -q "$BAD/mnt" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! mountpoint -q "$BAD/mnt"; then
+		wait "$pid" || st=$?
+		[ "$st" -ne 0 ] && [ "$st" -lt 124 ] && [ -s "$BAD/err" ] ||
+			zf_fail "damaged input '$name': neither mounted nor refused cleanly (exit $st)"
+		nbad=$((nbad + 1))
+		printf '  %-44s %-16s exit %3d: %s\n' "$name" zonefuse "$st" "$(head -n 1 "$BAD/err" | cut -c1-110)"
+		return 0
+	fi
+	grep -q 'mounted READ-ONLY' "$BAD/err" || zf_fail "damaged input '$name': mounted without the read-only line"
+	if touch "$BAD/mnt/new" 2>/dev/null; then
+		zf_fail "damaged input '$name': a create succeeded on the read-only mount"
+	fi
+	fusermount3 -u "$BAD/mnt" || zf_fail "damaged input '$name': unmount failed"
+	wait "$pid" || zf_fail "damaged input '$name': the daemon exited $? after the unmount"
+	nbad=$((nbad + 1))
+	printf '  %-44s %-16s read-only: %s\n' "$name" zonefuse "$(grep -o 'the metadata log is damaged ([^)]*)' "$BAD/err" | cut -c1-100)"
+}
 for v in sb-magic sb-crc sb-blocksize sb-zeroed rec-first rec-magic log-zeroed; do
-	run_bad "corrupt metadata: $v" "$ZF_DAEMON" "$BAD/$v.img" "$BAD/mnt" -f
+	run_damaged "corrupt metadata: $v" "$BAD/$v.img"
 	[ -x "$ZF_FSCK" ] && run_bad "corrupt metadata: $v" "$ZF_FSCK" "$BAD/$v.img"
 done
 # the intact device still mounts and is clean after all that

@@ -422,6 +422,41 @@ START_TEST(truncated_bytes_stay_gone)
 }
 END_TEST
 
+/* ---- a refused write-back --------------------------------------------- */
+
+/* Write-back refused at 1 MiB while write-back past it was taken (served
+ * out of order): what only the buffer holds past the refusal is dropped
+ * (no hole), later write-back past it is refused until a truncate to it or
+ * the last close, other writes are served. */
+START_TEST(refused_writeback_cuts_the_file)
+{
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
+	uint8_t *buf = malloc(1 << 20);
+	memset(buf, 0x21, 1 << 20);
+	ck_assert_int_eq(fs_open(fs, f, O_RDWR), 0);
+	ck_assert_int_eq(fs_write(fs, f, 0, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_fsync(fs, f, false), 0);
+	ck_assert_int_eq(fs_write(fs, f, 2 << 20, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_writeback_refused(fs, f, 1 << 20, -ENOSPC), 0);
+	struct stat st;
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_int_eq(st.st_size, 1 << 20);
+	ck_assert_int_eq(fs_write(fs, f, 3 << 20, buf, 4096, FS_WRITE_PAGECACHE), -ENOSPC);
+	ck_assert_int_eq(fs_write(fs, f, 0, buf, 4096, FS_WRITE_PAGECACHE), 4096);
+	ck_assert_int_eq(fs_write(fs, f, 3 << 20, buf, 4096, 0), 4096);	/* not write-back */
+	struct stat attr = { .st_size = 1 << 20 };
+	ck_assert_int_eq(fs_setattr(fs, f, &attr, FS_SET_SIZE, &st), 0);
+	ck_assert_int_eq(fs_write(fs, f, 1 << 20, buf, 4096, FS_WRITE_PAGECACHE), 4096);
+	ck_assert_int_eq(fs_writeback_refused(fs, f, 2 << 20, -ENOSPC), 0);
+	ck_assert_int_eq(fs_write(fs, f, 2 << 20, buf, 4096, FS_WRITE_PAGECACHE), -ENOSPC);
+	ck_assert_int_eq(fs_release(fs, f), 0);	/* the last close */
+	ck_assert_int_eq(fs_write(fs, f, 2 << 20, buf, 4096, FS_WRITE_PAGECACHE), 4096);
+	free(buf);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	remount();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("adversarial");
@@ -431,6 +466,7 @@ int main(void)
 	tcase_add_test(tc, deep_tree);
 	tcase_add_test(tc, snapshot_size_is_counted);
 	tcase_add_test(tc, truncated_bytes_stay_gone);
+	tcase_add_test(tc, refused_writeback_cuts_the_file);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("full_log");
 	tcase_add_checked_fixture(tc, small_setup, teardown);

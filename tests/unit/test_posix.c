@@ -347,14 +347,19 @@ END_TEST
  * were handed out (the kernel, or an NFS client, may hold handles to
  * them), so no later inode may get one of them: fs_ino_reserve makes the
  * numbers durable before they are given. */
-static void crash_remount(void)
+static void mount_after_crash(void)
 {
-	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
 	fs_unmount(fs);		/* fails: the device is dead; frees */
 	fs = NULL;
 	zdev_close(dev);
 	tl_dev_open(&td, &dev);
 	do_mount();
+}
+
+static void crash_remount(void)
+{
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	mount_after_crash();
 }
 
 START_TEST(ino_not_reused_after_crash)
@@ -386,6 +391,19 @@ START_TEST(ino_not_reused_after_crash)
 }
 END_TEST
 
+/* A reservation that cannot be committed fails the create before it takes
+ * a number: the log's error, and nothing created. */
+START_TEST(ino_reserve_fails)
+{
+	check_remount();	/* nothing reserved yet in this mount */
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);	/* every I/O fails now */
+	ck_assert_int_lt(fs_ino_reserve(fs), 0);
+	mount_after_crash();
+	ck_assert_int_eq(fs_ino_reserve(fs), 0);
+	tl_mk(fs, FS_ROOT_INO, "after", S_IFREG | 0644);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("posix");
@@ -398,6 +416,7 @@ int main(void)
 	tcase_add_test(tc, xattr_large_and_total);
 	tcase_add_test(tc, export_lookups);
 	tcase_add_test(tc, ino_not_reused_after_crash);
+	tcase_add_test(tc, ino_reserve_fails);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
