@@ -788,7 +788,7 @@ class Runner:
                      os.posix_fallocate(fd, off, length), space, apply)
 
     def op_copy(self, si, soff, di, doff, n):
-        s, d = self.m.nodes[si], self.m.nodes[di]
+        s = self.m.nodes[si]
         c = max(0, min(n, s.size - soff))
         want = self.file_acc(si, False) or self.file_acc(di, True)
         if not want and c and si == di and soff < doff + c and doff < soff + c:
@@ -1708,7 +1708,7 @@ def ph_fill(R, ops, meta=False, drain=True):
     # work: renames may use the log's reserve), longer (may get ENOSPC)
     # and shorter
     ents = sorted((d2, n) for d2 in sub for n in m.nodes[d2].entries)
-    for k in range(min(200, ops) if drain else ops // 2):
+    for _ in range(min(200, ops) if drain else ops // 2):
         if not ents:
             break
         e = ents.pop(r.randrange(len(ents)))
@@ -1814,7 +1814,6 @@ def ph_tail(R, k):
     s/tail; returns (ops, states)."""
     m, r = R.m, R.r
     top = R.phase_dir("tail")
-    tops = [top]
     ops, states = [], [m.tail_state(top)]
     for _ in range(k):
         x = r.random()
@@ -1834,7 +1833,6 @@ def ph_tail(R, k):
         ops.append(op)
         tail_apply(R, top, op)
         states.append(m.tail_state(top))
-    del tops
     return ops, states
 
 
@@ -1956,7 +1954,7 @@ def check_tree(m, mnt, crashed):
     for _, fd in stack:
         os.close(fd)
     if crashed and m.tail is not None and tail_top is not None:
-        ops, states = m.tail
+        states = m.tail[1]
         hits = [k for k, st in enumerate(states) if st == pending_tail]
         if not hits:
             errs.append(f"s/tail matches none of the {len(states)} states since the sync point "
