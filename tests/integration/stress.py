@@ -2078,6 +2078,11 @@ def cmd_init(a):
     os.mkdir(s, 0o755)
     os.chown(s, NOBODY, NOBODY)
     os.chmod(s, 0o755)
+    # s/tail from the start: a later full metadata log would refuse it
+    os.mkdir(os.path.join(s, "tail"), 0o755)
+    os.chown(os.path.join(s, "tail"), NOBODY, NOBODY)
+    os.chmod(os.path.join(s, "tail"), 0o755)
+    m.new("d", 0o755, 0, "tail")
     save(m, a.state)
     return 0
 
