@@ -17,9 +17,13 @@ set-id phase can fork a second user) and checks every result (success or
 errno) against the model's prediction; a space-consuming operation may get
 ENOSPC only when the device is nearly full (free space below the op's size
 plus ZF_STRESS_ENOSPC_MARGIN zones, or log_state_full=1), and then must
-change nothing the model cannot account for: a failed data write leaves every
-block of the file as it was at its last fsync or as written since (the next
-check reads it back and adopts what is there).  Deletes never get ENOSPC.
+change nothing the model cannot account for: after a refused data op every
+page of the file is as at its last fsync, as before the op, as after it, or
+zero (a sequential writer's file: a prefix of what it wrote), until the next
+remount shows what is stored and the model adopts it.  Unlinks, rmdirs and
+xattr removals never get ENOSPC; renames, creates, writes and cuts that drop
+no extent may, once log_state_full=1 (docs/guarantees.md, 2a).  What
+write() and close() acknowledged without an error must be stored.
 
 Phases: random (weighted mix of everything), deep (mkdir+openat chain of
 --depth levels), wide (thousands of names in one directory), rename, link,
@@ -101,7 +105,7 @@ class Node:
     (allowed ENOSPC) since the last fsync: every page may be as of that
     fsync (spages/ssize) or as now."""
     __slots__ = ("kind", "mode", "uid", "pages", "size", "target", "xattrs",
-                 "entries", "links", "spages", "ssize", "uncertain", "prefix")
+                 "entries", "links", "spages", "ssize", "uncertain", "prefix", "pre", "presize")
 
     def __init__(self, kind, mode):
         self.kind, self.mode, self.uid = kind, mode, NOBODY
@@ -109,6 +113,7 @@ class Node:
         self.xattrs, self.entries, self.links = {}, ({} if kind == "d" else None), set()
         self.spages, self.ssize, self.uncertain = {}, 0, False
         self.prefix = False       # uncertain, and stored as a prefix of what was written
+        self.pre, self.presize = {}, 0    # pages and size before the refused op
 
     # file content
     def read(self, off, n):
@@ -159,6 +164,14 @@ class Node:
                 b = bytearray(self.pages[p])
                 b[s - p * BLK:e - p * BLK] = bytes(e - s)
                 self.pages[p] = bytes(b)
+
+    def mark_uncertain(self):
+        """A data op is refused (call before applying it): until the next
+        remount every page may be as at the last fsync, as before the op,
+        as after it, or zero."""
+        if not self.uncertain:
+            self.pre, self.presize = dict(self.pages), self.size
+        self.uncertain = True
 
     def synced(self):
         self.spages, self.ssize, self.uncertain = dict(self.pages), self.size, False
@@ -438,6 +451,29 @@ class Runner:
                 self.fail(f"cannot make the phase directory {name}: ENOSPC")
         return i
 
+    def delete_tree(self, d, name):
+        """Remove d/name and everything below it, deepest first."""
+        i = self.m.lookup(d, name)
+        if i is None:
+            return
+        if self.m.nodes[i].kind == "d":
+            for sub in sorted(self.m.nodes[i].entries):
+                self.delete_tree(i, sub)
+            self.op_rmdir(d, name)
+        else:
+            self.op_unlink(d, name)
+
+    def prune(self, dirname, keep):
+        """Delete all but the newest `keep` entries of a phase directory:
+        each pass of a long run starts where the device is not full of the
+        earlier passes' files."""
+        top = self.m.lookup(0, dirname)
+        if top is None:
+            return
+        ents = self.m.nodes[top].entries
+        for name in sorted(ents, key=lambda x: ents[x])[:max(0, len(ents) - keep)]:
+            self.delete_tree(top, name)
+
     def fresh_dir(self, name, prefix):
         """A new directory in the phase directory `name` (None: refused)."""
         return self.op_mkdir(self.phase_dir(name), self.new_name(prefix))
@@ -467,7 +503,8 @@ class Runner:
         self.m.dirty.add(i)
         if werr:
             if not self.expect(f"write {self.rel(d, name)}", werr, 0, space=max(1, len(data))):
-                n.uncertain = True
+                n.mark_uncertain()
+                n.pre, n.presize = {}, 0      # a new file
                 self.settle(i)
         elif fsync:
             n.synced()
@@ -628,12 +665,12 @@ class Runner:
             return None
         ok = self.expect(f"{what} {self.rel(i)}", werr, 0, space=space)
         self.m.dirty.add(i)
+        if not ok:
+            n.mark_uncertain()
         apply(n, res)
         if kill:
             self.kill_priv(n)
         if not ok:
-            # ENOSPC: any page may be as at the last fsync or as written
-            n.uncertain = True
             self.settle(i)
         elif fsync:
             n.synced()
@@ -716,7 +753,7 @@ class Runner:
         if got[0] == 0:
             # the write-back WRITE that was refused may have carried earlier
             # writes' pages too: since the last fsync, as after any failed one
-            n.uncertain = True
+            n.mark_uncertain()
         self.kill_priv(n)
         if stat.S_IMODE(st.st_mode) != n.mode:     # set-id bits: kept or not, as the fs says
             n.mode = stat.S_IMODE(st.st_mode)
@@ -751,7 +788,7 @@ class Runner:
                      os.posix_fallocate(fd, off, length), space, apply)
 
     def op_copy(self, si, soff, di, doff, n):
-        s, d = self.m.nodes[si], self.m.nodes[di]
+        s = self.m.nodes[si]
         c = max(0, min(n, s.size - soff))
         want = self.file_acc(si, False) or self.file_acc(di, True)
         if not want and c and si == di and soff < doff + c and doff < soff + c:
@@ -861,7 +898,7 @@ class Runner:
             if not n.uncertain:   # a refused write-back fails one fsync only
                 n.synced()
         else:
-            n.uncertain = True
+            n.mark_uncertain()
             self.settle(i)
 
     # ---- sync points
@@ -927,7 +964,8 @@ def check_uncertain(n, fd, adopt=True):
     fsync and each page as then, as now, or zero; with adopt, the model
     takes what is there (it is on the device)."""
     size = os.fstat(fd).st_size
-    lo, hi = min(n.ssize, n.size), max(n.ssize, n.size)
+    # every size since the last fsync: cuts in between were acknowledged
+    lo, hi = 0, max(n.ssize, n.size, n.presize)
     if not lo <= size <= hi:
         return f"size {size}, allowed {lo}..{hi}"
     if size > FULL_READ:
@@ -946,7 +984,8 @@ def check_uncertain(n, fd, adopt=True):
     for p in range((size + BLK - 1) // BLK):
         g = got[p * BLK:(p + 1) * BLK]
         L = len(g)
-        cands = [n.pages.get(p, zero)[:L], n.spages.get(p, zero)[:L], zero[:L]]
+        cands = [n.pages.get(p, zero)[:L], n.spages.get(p, zero)[:L], n.pre.get(p, zero)[:L],
+                 zero[:L]]
         if g not in cands:
             return f"page {p} (offset {p * BLK}) is neither as at the last fsync, as written since, nor zero"
         if g != zero[:L]:
@@ -954,6 +993,7 @@ def check_uncertain(n, fd, adopt=True):
     if adopt:
         n.pages, n.size = new, size
         n.spages, n.ssize, n.uncertain = dict(new), size, False
+        n.pre, n.presize = {}, 0
     return None
 
 
@@ -1668,7 +1708,7 @@ def ph_fill(R, ops, meta=False, drain=True):
     # work: renames may use the log's reserve), longer (may get ENOSPC)
     # and shorter
     ents = sorted((d2, n) for d2 in sub for n in m.nodes[d2].entries)
-    for k in range(min(200, ops) if drain else ops // 2):
+    for _ in range(min(200, ops) if drain else ops // 2):
         if not ents:
             break
         e = ents.pop(r.randrange(len(ents)))
@@ -1719,7 +1759,8 @@ def ph_dd(R, d):
     m.notes.append(f"dd on the full device: write() took {off} bytes, then {ename(werr)}")
     if werr:
         R.expect(f"dd {R.rel(d, name)}", werr, 0, space=256 << 10)
-        n.uncertain = n.prefix = True
+        n.mark_uncertain()
+        n.pre, n.presize, n.prefix = {}, 0, True
         return None
     return i
 
@@ -1773,7 +1814,6 @@ def ph_tail(R, k):
     s/tail; returns (ops, states)."""
     m, r = R.m, R.r
     top = R.phase_dir("tail")
-    tops = [top]
     ops, states = [], [m.tail_state(top)]
     for _ in range(k):
         x = r.random()
@@ -1793,7 +1833,6 @@ def ph_tail(R, k):
         ops.append(op)
         tail_apply(R, top, op)
         states.append(m.tail_state(top))
-    del tops
     return ops, states
 
 
@@ -1815,6 +1854,11 @@ def tail_apply(R, top, op):
             return
         (R.op_rmdir if m.nodes[i].kind == "d" else R.op_unlink)(top, op[1])
 
+
+# phase -> (its directory, entries of earlier runs kept)
+PRUNE = {"wide": ("wide", 1), "rename": ("ren", 40), "link": ("link", 1), "xattr": ("xattr", 10),
+         "longnames": ("long", 1), "sparse": ("sparse", 6), "copy": ("copy", 8),
+         "falloc": ("falloc", 6), "setid": ("setid", 8)}
 
 PHASES = {
     "random": lambda R, o, a: ph_random(R, o),
@@ -1910,7 +1954,7 @@ def check_tree(m, mnt, crashed):
     for _, fd in stack:
         os.close(fd)
     if crashed and m.tail is not None and tail_top is not None:
-        ops, states = m.tail
+        states = m.tail[1]
         hits = [k for k, st in enumerate(states) if st == pending_tail]
         if not hits:
             errs.append(f"s/tail matches none of the {len(states)} states since the sync point "
@@ -2065,15 +2109,20 @@ def cmd_run(a):
                 for op in ops[k:]:
                     tail_apply(R, top, op)
             m.tail, m.tail_from = None, None
+        pr = PRUNE.get(a.phase)
+        if pr:
+            R.prune(*pr)
+        R.prune("tail", 30)
         # a chain of the deep phase lives through one unmount or crash:
         # every tree check after it would walk it again
         deep = m.lookup(0, "deep")
         if a.phase != "deep" and deep is not None:
             for name in sorted(m.nodes[deep].entries):
                 rm_chain(R, deep, name)
+        if a.tail:
+            R.phase_dir("tail")       # before the phase: a full log refuses it later
         PHASES[a.phase](R, a.ops, a)
         if a.tail:
-            R.phase_dir("tail")       # before the sync point: it must survive
             R.sync_point()
             m.tail = ph_tail(R, a.tail)
             m.tail_from = None

@@ -29,8 +29,11 @@
 #   ZF_STRESS_KEEP_JOURNAL  copy the journal of every operation there at
 #                      the end (a failure always keeps it in /tmp)
 # Replay: the same seed, device, depth, scale and phases give the same
-# operations (up to which of the allowed states a crash leaves, which the
-# next phase rolls forward).
+# operations (which of the allowed states a crash leaves, the next phase
+# rolls forward), except on a full device, where the free space at each
+# moment decides when ENOSPC comes (the violation found is usually the same
+# one, on another file).  The failure output prints the replay command, the
+# last 40 operations and where the journal of all of them is kept.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
