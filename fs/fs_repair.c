@@ -47,7 +47,7 @@ static const struct {
 	const char *fix;
 } prob[FS_PR_NR] = {
 	[FS_PR_LOG_CUT] = { "log-cut", false,
-		"the log is cut there: that record and the later ones are dropped" },
+		"that record is dropped, and every later one that depends on it" },
 	[FS_PR_SALVAGE] = { "snapshot-damaged", false,
 		"the records before the damage are kept, the rest dropped" },
 	[FS_PR_LOG_DAMAGED] = { "log-damaged", false,
@@ -88,8 +88,9 @@ static void problem(struct fs_repair *r, enum fs_problem p, const char *fmt, ...
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	r->report(r->arg, "[%s] %s: %s%s", prob[p].name, msg,
-		  r->mode == FS_FSCK_CHECK ? "would be fixed: " : "", prob[p].fix);
+	const char *how = r->asked == FS_FSCK_CHECK ? "would be fixed: " :
+			  r->asked == FS_FSCK_PREEN && !prob[p].preen ? "needs -y: " : "fixing: ";
+	r->report(r->arg, "[%s] %s: %s%s", prob[p].name, msg, how, prob[p].fix);
 }
 
 /* ---- reporting helpers ---- */
@@ -729,7 +730,8 @@ static int recreate(struct zdev *dev, struct fs_repair *r)
 int fs_fsck(struct zdev *dev, enum fs_fsck_mode mode, bool verbose, fs_report_fn report,
 	    void *arg, struct fs_fsck_result *res)
 {
-	struct fs_repair pass = { .mode = FS_FSCK_CHECK, .report = report, .arg = arg };
+	struct fs_repair pass = { .mode = FS_FSCK_CHECK, .asked = mode, .report = report,
+				  .arg = arg };
 	int ret;
 
 	memset(res, 0, sizeof(*res));
@@ -743,8 +745,8 @@ int fs_fsck(struct zdev *dev, enum fs_fsck_mode mode, bool verbose, fs_report_fn
 		return ret;
 	if (unreadable) {
 		report(arg, "[%s] the metadata log cannot be read at all: %s%s",
-		       prob[FS_PR_RECREATE].name, mode == FS_FSCK_CHECK ? "would be fixed: " : "",
-		       prob[FS_PR_RECREATE].fix);
+		       prob[FS_PR_RECREATE].name, mode == FS_FSCK_CHECK ? "would be fixed: " :
+		       mode == FS_FSCK_PREEN ? "needs -y: " : "fixing: ", prob[FS_PR_RECREATE].fix);
 		res->found++;
 	}
 	if (mode == FS_FSCK_CHECK || res->found == 0)
