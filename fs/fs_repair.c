@@ -123,6 +123,28 @@ static void name_path(struct fs *fs, const struct fs_dirent *d, char *buf, size_
 	snprintf(buf, size, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", d->name);
 }
 
+/* A path of inode `in` ("inode N" when it has no name): its first name
+ * found.  O(names): only for the problems reported one by one. */
+static const char *ino_path(struct fs *fs, const struct fs_repair *r,
+			    const struct fs_inode *in, char *buf, size_t size)
+{
+	snprintf(buf, size, "inode %llu", (unsigned long long)in->ino);
+	if (r->quiet || r->found >= MAX_DETAIL_REPORTS)
+		return buf;
+	if (in->dir) {
+		if (in->ino == FS_ROOT_INO || in->dir->self)
+			dir_path(fs, in->ino, buf, size);
+		return buf;
+	}
+	for (size_t b = 0; b < fs->dtab_size; b++)
+		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext)
+			if (d->ino == in->ino) {
+				name_path(fs, d, buf, size);
+				return buf;
+			}
+	return buf;
+}
+
 static const char *kind(const struct fs_inode *in)
 {
 	return in->dir ? "directory" : S_ISREG(in->mode) ? "file" :
@@ -457,8 +479,9 @@ static int fix_links(struct fs *fs, struct fs_repair *r)
 			continue;	/* unlinked while open: freed by the mount */
 		}
 		if (in->nlink != want) {
-			problem(r, FS_PR_NLINK, "%s %llu: link count %u, %u expected", kind(in),
-				(unsigned long long)in->ino, in->nlink, want);
+			char path[1024];
+			problem(r, FS_PR_NLINK, "%s %s: link count %u, %u expected", kind(in),
+				ino_path(fs, r, in, path, sizeof(path)), in->nlink, want);
 			in->nlink = want;
 		}
 	}
@@ -531,16 +554,19 @@ static int fix_extents(struct fs *fs, struct fs_repair *r)
 		     e = extmap_next(&in->map, &c)) {
 			uint64_t keep_to, end = e->off + e->len;
 			extent_keep(fs, &zs, e, &keep_to);
+			char path[1024];
 			if (keep_to < end) {
-				problem(r, FS_PR_EXTENT_BAD, "%s %llu: bytes %llu-%llu at device "
+				problem(r, FS_PR_EXTENT_BAD, "%s %s: bytes %llu-%llu at device "
 					"offset %llu lie outside the written data zones", kind(in),
-					(unsigned long long)in->ino, (unsigned long long)keep_to,
-					(unsigned long long)end, (unsigned long long)e->dev);
+					ino_path(fs, r, in, path, sizeof(path)),
+					(unsigned long long)keep_to, (unsigned long long)end,
+					(unsigned long long)e->dev);
 				r->lost_bytes += end - keep_to;
 			}
 			if (end > limit && keep_to > limit)
-				problem(r, FS_PR_EXTENT_PAST_SIZE, "%s %llu: extent up to %llu "
-					"beyond its size %llu", kind(in), (unsigned long long)in->ino,
+				problem(r, FS_PR_EXTENT_PAST_SIZE, "%s %s: extent up to %llu "
+					"beyond its size %llu", kind(in),
+					ino_path(fs, r, in, path, sizeof(path)),
 					(unsigned long long)end, (unsigned long long)in->size);
 			uint64_t from = ZF_MIN(keep_to, ZF_MAX(limit, e->off));
 			if (from >= end)
