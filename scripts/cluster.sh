@@ -205,6 +205,10 @@ trap 'exit 143' TERM
 # from the brick's fsync(), which AFR counts as done when another copy's
 # fsync succeeded, so a full brick would silently keep zeros (docs/cluster.md).
 ZF_OPTS=${CLUSTER_ZF_OPTS--o writeback_cache=off}
+# The emulator's flush is bookkeeping only unless ZONEFUSE_EMU_SYNC=1, which
+# makes it fdatasync its file as the loop device under ext4 does: on for the
+# numbers, so that an fsync costs a real disk flush on both kinds.
+[ $bench -eq 0 ] || export ZONEFUSE_EMU_SYNC=${ZONEFUSE_EMU_SYNC:-1}
 ZONES=${CLUSTER_ZONES:-64}   # 16 MiB zones: 1 GiB per node for the faults
 [ $bench -eq 0 ] || ZONES=${CLUSTER_ZONES:-192}
 
@@ -555,7 +559,8 @@ fault() {
 	: >"$out"
 	say "$k/$name: node $n, writers started"
 	if use_gluster; then
-		python3 "$LOAD" files-write "$(client_of "$k")/w-$name" "$gack" --stop "$stop" --seed "$RANDOM" >>"$out" 2>&1 &
+		python3 "$LOAD" files-write "$(client_of "$k")/w-$name" "$gack" --stop "$stop" --seed "$RANDOM" \
+			--rate "$FILE_RATE" >>"$out" 2>&1 &
 		wg=$!
 		BG+=("$wg")
 	fi
@@ -657,6 +662,10 @@ fault() {
 }
 
 if [ $faults -eq 1 ]; then
+	# Files a second the Gluster writer makes: what a fault leaves to heal,
+	# and so the heal time, grows with it.
+	FILE_RATE=${CLUSTER_FILE_RATE:-10}
+	[ $quick -eq 0 ] || FILE_RATE=${CLUSTER_FILE_RATE:-3}
 	flist=${CLUSTER_FAULTS:-kill9 powerloss enospc restart}
 	[ $quick -eq 0 ] || flist=${CLUSTER_FAULTS:-kill9 powerloss}
 	for k in $kinds; do
@@ -668,3 +677,107 @@ if [ $faults -eq 1 ]; then
 	for r in "${RESULTS[@]}"; do echo "$r"; done
 	[ $bench -eq 1 ] || exit $status
 fi
+
+# ---- bench ---------------------------------------------------------------
+declare -A NUM=() # "workload|kind" -> value
+ROWS=()           # workload names in order, with units
+
+note() { # WORKLOAD KIND VALUE
+	[[ " ${ROWS[*]} " == *" $1 "* ]] || ROWS+=("$1")
+	NUM["$1|$2"]=$3
+	say "bench $2: $1 = $3"
+}
+
+fio_json() { # KIND NAME fio args...: prints "write_bw_MiBs write_iops"
+	local k=$1 name=$2 d
+	shift 2
+	d=$(client_of "$k")/fio-$name
+	mkdir -p "$d"
+	fio --name="$name" --directory="$d" --output-format=json --output="$W/fio-$k-$name.json" \
+		--ioengine=psync --verify=crc32c --do_verify=1 --end_fsync=1 "$@" >/dev/null ||
+		fail "fio $name on $k"
+	python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+if j.get("error"): sys.exit("fio error %d" % j["error"])
+print("%.1f %.0f %.1f" % (j["write"]["bw"] / 1024, j["write"]["iops"], j["read"]["bw"] / 1024))' "$W/fio-$k-$name.json"
+	rm -rf "$d"
+}
+
+bench_gluster() { # KIND WORKLOAD
+	local k=$1 c r t0 t1
+	c=$(client_of "$k")
+	case $2 in
+	seq)
+		read -r w _ v < <(fio_json "$k" seq --rw=write --bs=1M --size="$SEQ_MB"M)
+		note "Gluster: fio 1 MiB sequential write, MiB/s" "$k" "$w"
+		note "Gluster: its crc32c verify read, MiB/s" "$k" "$v" ;;
+	rand)
+		read -r _ i _ < <(fio_json "$k" rand --rw=randwrite --bs=4k --size="$RAND_MB"M)
+		note "Gluster: fio 4 KiB random write, IOPS" "$k" "$i" ;;
+	untar)
+		mkdir -p "$c/untar"
+		t0=$(date +%s.%N)
+		tar -xf "$W/src.tar" -C "$c/untar"
+		sync -f "$c/untar"
+		t1=$(date +%s.%N)
+		r=$(cd "$c/untar" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+		[ "$r" = "$SRC_SUM" ] || fail "untar on $k: checksums differ from the source tree"
+		note "Gluster: untar of /usr/include ($SRC_FILES files, $SRC_MB MiB) + sync, s" "$k" \
+			"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
+		rm -rf "$c/untar" ;;
+	dbbench)
+		db_bench --db="$c/db" --benchmarks=fillrandom,readrandom --num="$DB_NUM" --value_size=400 \
+			--compression_type=none --threads=1 --statistics=0 >"$W/db_bench-$k.log" 2>&1 ||
+			fail "db_bench on $k: $(tail -n 3 "$W/db_bench-$k.log")"
+		note "Gluster: db_bench fillrandom ($DB_NUM x 400 B), ops/s" "$k" \
+			"$(awk '$1 == "fillrandom" { print $5 }' "$W/db_bench-$k.log")"
+		note "Gluster: db_bench readrandom, ops/s" "$k" \
+			"$(awk '$1 == "readrandom" { print $5 }' "$W/db_bench-$k.log")"
+		rm -rf "$c/db" ;;
+	esac
+}
+
+bench_etcd() { # KIND
+	local k=$1 i urls=() line
+	for i in 1 2 3; do urls+=("$(eurl "$k-$i" metrics)"); done
+	python3 "$LOAD" etcd-bench --endpoints "$(endpoints "$k")" --clients 8 --seconds "$ETCD_S" >"$W/etcd-bench-$k.log" ||
+		fail "etcd-bench on $k"
+	while read -r line; do
+		set -- $line
+		note "etcd: ${1} (8 clients, 256 B values), ops/s" "$k" "${3#ops_s=}"
+		note "etcd: ${1} latency p50 / p99, ms" "$k" "${4#p50_ms=} / ${5#p99_ms=}"
+	done <"$W/etcd-bench-$k.log"
+	line=$(python3 "$LOAD" wal-fsync "${urls[@]}")
+	set -- $line
+	note "etcd: WAL fsyncs (3 members): count, mean ms, p99 bucket ms" "$k" "${2#count=}, ${3#mean_ms=}, <= ${5#p99_le_ms=}"
+}
+
+if [ $bench -eq 1 ]; then
+	SEQ_MB=512 RAND_MB=32 DB_NUM=200000 ETCD_S=20
+	if [ $quick -eq 1 ]; then SEQ_MB=64 RAND_MB=8 DB_NUM=20000 ETCD_S=5; fi
+	if use_gluster; then
+		tar -C /usr -cf "$W/src.tar" include
+		SRC_FILES=$(tar -tf "$W/src.tar" | grep -vc '/$')
+		SRC_MB=$(( $(stat -c %s "$W/src.tar") >> 20 ))
+		SRC_SUM=$(cd /usr/include && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+		for w in seq rand untar dbbench; do
+			# One kind after the other for each workload, the order swapped
+			# each time, so that a busy moment of the shared machine does not
+			# fall on one kind only.
+			order="zonefuse ext4"
+			[ $((${#ROWS[@]} % 2)) -eq 0 ] || order="ext4 zonefuse"
+			for k in $order; do sync; echo 3 >/proc/sys/vm/drop_caches; bench_gluster "$k" "$w"; done
+		done
+	fi
+	if use_etcd; then
+		for k in zonefuse ext4; do bench_etcd "$k"; done
+	fi
+	check_zonefuse_logs
+	echo
+	echo "== bench ($(nproc) CPUs, $(date -u '+%F %H:%M UTC'); zonefuse options: ${ZF_OPTS:-none}) =="
+	echo "| workload | zonefuse | ext4 on loop |"
+	echo "|---|---:|---:|"
+	for r in "${ROWS[@]}"; do echo "| $r | ${NUM["$r|zonefuse"]:--} | ${NUM["$r|ext4"]:--} |"; done
+fi
+exit $status
