@@ -16,13 +16,16 @@ probe() { # expected: "write-ok fsync-ENOSPC" or "write-ENOSPC fsync-ok"
 	python3 - "$ZF_MNT" "$1" <<'PY' || zf_fail "ENOSPC with $2: expected $1"
 import errno, os, sys
 m, want = sys.argv[1], sys.argv[2]
-with open(os.path.join(m, "fill"), "wb") as f:   # fill the device
-    try:
-        while True:
-            f.write(b"z" * (1 << 20))
-            f.flush()
-    except OSError as e:
-        assert e.errno == errno.ENOSPC, e
+fd = os.open(os.path.join(m, "fill"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+try:                                             # fill the device
+    while True:
+        os.write(fd, b"z" * (1 << 20))
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+try:
+    os.close(fd)
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
 fd = os.open(os.path.join(m, "probe"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 out = []
 for what, call in (("write", lambda: os.write(fd, b"p" * 65536)), ("fsync", lambda: os.fsync(fd))):
