@@ -625,7 +625,9 @@ fault() {
 	# -- one node down: the others go on
 	local g1 e1 g2 e2 leader=-
 	g1=$(acks "$gack") e1=$(acks "$eack")
-	sleep 4
+	# Long enough for an election (1 s timeout) and a put that went to the
+	# stopped member to time out (2 s) and be retried on another.
+	sleep 8
 	g2=$(acks "$gack") e2=$(acks "$eack")
 	if use_etcd; then
 		leader=$(etcd_leader "$(endpoints "$k" "$n")")

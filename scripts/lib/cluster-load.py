@@ -190,7 +190,7 @@ def value_of(key):
 
 def etcd_put(a):
     eps = a.endpoints.split(",")
-    gws = [Gw(u) for u in eps]
+    gws = [Gw(u, timeout=2.0) for u in eps]
     cur = [0]  # the endpoint in use; the next one after a failure
 
     def one(i):
