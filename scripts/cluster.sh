@@ -183,8 +183,8 @@ teardown() {
 		cp /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glustershd.log "$W/gluster-logs/" 2>/dev/null
 	fi
 	rm -f /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glfsheal-zc*.log
-	for f in $(ls /var/run/gluster/ 2>/dev/null); do
-		[[ $f == *.socket ]] && ! grep -qx "$f" <<<"$pre_socks" && rm -f "/var/run/gluster/$f"
+	for f in /var/run/gluster/*.socket; do
+		[ -e "$f" ] && ! grep -qx "${f##*/}" <<<"$pre_socks" && rm -f "$f"
 	done
 	[ $rc -eq 0 ] && [ $status -ne 0 ] && rc=$status
 	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $keep -eq 1 ]; then
@@ -546,7 +546,7 @@ acks() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 # fault KIND NAME: one fault on one node while both writers run, recovery,
 # checks.  Appends a line to RESULTS.
 fault() {
-	local k=$1 name=$2 n stop gack eack wg we t i
+	local k=$1 name=$2 n stop gack eack wg we i
 	case $name in
 	kill9 | powerloss) n=$k-2 ;;
 	enospc) n=$k-3 ;;
@@ -654,7 +654,7 @@ fault() {
 	[ -z "${we:-}" ] || wait "$we" || fail "$k/$name: the etcd writer failed: $(tail -n 3 "$out")"
 	BG=()
 	if use_etcd; then
-		t=$(etcd_wait_caught_up "$n" 120) || fail "$k/$name: member ${n##*-} did not catch up in 120 s"
+		etcd_wait_caught_up "$n" 120 >/dev/null || fail "$k/$name: member ${n##*-} did not catch up in 120 s"
 		catch=$(($(date +%s) - t_start))
 		python3 "$LOAD" etcd-verify "$eack" --endpoints "$(endpoints "$k")" | tee -a "$out" ||
 			fail "$k/$name: acknowledged puts lost"
@@ -708,7 +708,7 @@ fio_json() { # KIND NAME fio args...: prints "write_bw_MiBs write_iops"
 	d=$(client_of "$k")/fio-$name
 	mkdir -p "$d"
 	fio --name="$name" --directory="$d" --output-format=json --output="$W/fio-$k-$name.json" \
-		--ioengine=psync --verify=crc32c --do_verify=1 --end_fsync=1 "$@" >/dev/null ||
+		--ioengine=psync --verify=crc32c --do_verify=1 --end_fsync=1 --verify_state_save=0 "$@" >/dev/null ||
 		fail "fio $name on $k"
 	python3 -c '
 import json, sys
