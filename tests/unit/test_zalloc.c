@@ -782,6 +782,26 @@ START_TEST(enospc_when_full)
 }
 END_TEST
 
+/* Four zones, no FREE one left: three full of LONG data, the fourth a
+ * SHORT zone with 64 KiB written and valid through *h, still leased. */
+static void four_zones_three_full(struct tdev *t, const struct zalloc_params *p,
+				  struct zalloc_lease *h)
+{
+	struct zalloc_lease l;
+
+	tdev_make(t, 4, ZCAP, 0, 0);
+	tdev_alloc(t, p);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(zalloc_acquire(t->za, LIFETIME_LONG, ZCAP, &l), 0);
+		lwrite(t, &l, l.len);
+		zalloc_valid_add(t->za, l.offset, l.len);
+		zalloc_release(t->za, &l, l.len, 0);
+	}
+	ck_assert_int_eq(zalloc_acquire(t->za, LIFETIME_SHORT, 64 * KiB, h), 0);
+	lwrite(t, h, h->len);
+	zalloc_valid_add(t->za, h->offset, h->len);
+}
+
 /* No FREE zone, nothing pending: a class whose zone is leased waits for it
  * (the lease may come back with room), any other class gets -ENOSPC. */
 START_TEST(full_device_waits_for_own_class)
@@ -792,17 +812,7 @@ START_TEST(full_device_waits_for_own_class)
 	struct waiter w = { 0 };
 	pthread_t th;
 
-	tdev_make(&t, 4, ZCAP, 0, 0);
-	tdev_alloc(&t, &p);
-	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &l), 0);
-		lwrite(&t, &l, l.len);
-		zalloc_valid_add(t.za, l.offset, l.len);
-		zalloc_release(t.za, &l, l.len, 0);
-	}
-	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &h), 0);
-	lwrite(&t, &h, h.len);
-	zalloc_valid_add(t.za, h.offset, h.len);
+	four_zones_three_full(&t, &p, &h);
 	w.za = t.za;
 	w.cls = LIFETIME_SHORT;
 	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
@@ -834,17 +844,7 @@ START_TEST(full_device_uses_other_class_room)
 	struct zalloc_lease l, h;
 	struct zalloc_stats st;
 
-	tdev_make(&t, 4, ZCAP, 0, 0);
-	tdev_alloc(&t, &p);
-	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &l), 0);
-		lwrite(&t, &l, l.len);
-		zalloc_valid_add(t.za, l.offset, l.len);
-		zalloc_release(t.za, &l, l.len, 0);
-	}
-	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &h), 0);
-	lwrite(&t, &h, h.len);
-	zalloc_valid_add(t.za, h.offset, h.len);
+	four_zones_three_full(&t, &p, &h);
 	zalloc_release(t.za, &h, h.len, 0);
 	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &l), 0);
 	ck_assert_uint_eq(l.zone, h.zone);
