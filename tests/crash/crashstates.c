@@ -87,6 +87,7 @@ static struct {
 } opt = { .sample = 37, .max_subsets = 256 };
 
 static unsigned long n_workloads, n_states, n_violations;
+static unsigned long n_cuts, n_cuts_bounded;	/* cuts; of them past --max-subsets */
 
 /* ---- images ---- */
 
@@ -717,6 +718,7 @@ static void enumerate_cut(struct run *r, long k)
 		}
 	}
 	uint64_t combos = 1;
+	n_cuts++;
 	for (int z = 0; z < ZONES; z++) {
 		if (!known[z])
 			c.vstart[z] = wp[z];
@@ -747,6 +749,7 @@ static void enumerate_cut(struct run *r, long k)
 		}
 	}
 	/* bounded: all, none, stream-order prefixes, single zones */
+	n_cuts_bounded++;
 	for (int full = 0; full <= 1; full++) {
 		for (int z = 0; z < ZONES; z++)
 			c.keep[z] = nch[z] && full ? ch[z][nch[z] - 1] : 0;
@@ -970,8 +973,9 @@ int main(int argc, char **argv)
 		run_workload(&wls[i], base);
 	unlink(base);
 	rmdir(opt.dir);
-	printf("zf-crashstates: %lu workloads, %lu crash states checked, %lu violations "
-	       "(%.1f s)\n", n_workloads, n_states, n_violations,
+	printf("zf-crashstates: %lu workloads, %lu crash states checked (%lu cuts, %lu of them "
+	       "past %u combinations: bounded set), %lu violations (%.1f s)\n", n_workloads,
+	       n_states, n_cuts, n_cuts_bounded, opt.max_subsets, n_violations,
 	       (double)(zf_now_ns() - t0) / 1e9);
 	if (opt.only && n_workloads == 0) {
 		fprintf(stderr, "zf-crashstates: no workload named %s\n", opt.only);
