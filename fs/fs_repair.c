@@ -23,9 +23,13 @@
  *
  * fs_fsck runs a check pass (read-only mount with the repairs in memory:
  * what they change is what -y would write), and for -p/-y, if needed, a
- * read-write mount with them, then a check pass again.  When nothing at
- * all can be read (no valid zone header, or no epoch that even began), -y
- * re-creates an empty file system with the superblock's layout.
+ * read-write mount with them, then a check pass again.  The check and the
+ * repair replay with MLOG_OPEN_SALVAGE (past damaged stretches, lost zone
+ * headers made again from their SNAP_BEGIN, the newest epoch that began
+ * when none is complete) and skip each record they cannot apply; a plain
+ * mount stops at the first and falls back to read-only.  When nothing at
+ * all can be read (no header, record or epoch), -y re-creates an empty
+ * file system with the superblock's layout.
  */
 #include "fs/fs_repair.h"
 

@@ -7,7 +7,7 @@
  *
  * Progress: on a terminal (stderr), a watcher thread compares the bytes the
  * device has read so far with the bytes written in the meta zones (what the
- * replay reads) and shows a percentage; fs_check() itself is unchanged. */
+ * replay reads) and shows a percentage; fs_fsck() itself knows nothing of it. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
