@@ -308,7 +308,9 @@ int fs_log_truncate(struct fs *fs, uint64_t ino, uint64_t size)
 	return emit_flags(fs, FS_REC_TRUNCATE, &r, frees_extents(fs, ino, tail, UINT64_MAX));
 }
 
-int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
+/* A record of (ino, off, len): PREALLOC and PUNCH. */
+static int emit_range(struct fs *fs, uint16_t type, uint64_t ino, uint64_t off, uint64_t len,
+		      unsigned int fl)
 {
 	struct rbuf r;
 
@@ -316,19 +318,18 @@ int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	put_u64(&r, ino);
 	put_u64(&r, off);
 	put_u64(&r, len);
-	return emit(fs, FS_REC_PREALLOC, &r);
+	return emit_flags(fs, type, &r, fl);
+}
+
+int fs_log_prealloc(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
+{
+	return emit_range(fs, FS_REC_PREALLOC, ino, off, len, 0);
 }
 
 int fs_log_punch(struct fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 {
-	struct rbuf r;
-
-	rbuf_init(&r);
-	put_u64(&r, ino);
-	put_u64(&r, off);
-	put_u64(&r, len);
 	uint64_t end = off + len < off ? UINT64_MAX : off + len;
-	return emit_flags(fs, FS_REC_PUNCH, &r, frees_extents(fs, ino, off, end));
+	return emit_range(fs, FS_REC_PUNCH, ino, off, len, frees_extents(fs, ino, off, end));
 }
 
 /* A payload buffer on the heap (records of many runs are too big for the

@@ -23,9 +23,13 @@
  *
  * fs_fsck runs a check pass (read-only mount with the repairs in memory:
  * what they change is what -y would write), and for -p/-y, if needed, a
- * read-write mount with them, then a check pass again.  When nothing at
- * all can be read (no valid zone header, or no epoch that even began), -y
- * re-creates an empty file system with the superblock's layout.
+ * read-write mount with them, then a check pass again.  The check and the
+ * repair replay with MLOG_OPEN_SALVAGE (past damaged stretches, lost zone
+ * headers made again from their SNAP_BEGIN, the newest epoch that began
+ * when none is complete) and skip each record they cannot apply; a plain
+ * mount stops at the first and falls back to read-only.  When nothing at
+ * all can be read (no header, record or epoch), -y re-creates an empty
+ * file system with the superblock's layout.
  */
 #include "fs/fs_repair.h"
 
@@ -47,7 +51,7 @@ static const struct {
 	const char *fix;
 } prob[FS_PR_NR] = {
 	[FS_PR_LOG_CUT] = { "log-cut", false,
-		"the log is cut there: that record and the later ones are dropped" },
+		"that record is dropped, and every later one that depends on it" },
 	[FS_PR_SALVAGE] = { "snapshot-damaged", false,
 		"the records before the damage are kept, the rest dropped" },
 	[FS_PR_LOG_DAMAGED] = { "log-damaged", false,
@@ -88,8 +92,9 @@ static void problem(struct fs_repair *r, enum fs_problem p, const char *fmt, ...
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	r->report(r->arg, "[%s] %s: %s%s", prob[p].name, msg,
-		  r->mode == FS_FSCK_CHECK ? "would be fixed: " : "", prob[p].fix);
+	const char *how = r->asked == FS_FSCK_CHECK ? "would be fixed: " :
+			  r->asked == FS_FSCK_PREEN && !prob[p].preen ? "needs -y: " : "fixing: ";
+	r->report(r->arg, "[%s] %s: %s%s", prob[p].name, msg, how, prob[p].fix);
 }
 
 /* ---- reporting helpers ---- */
@@ -120,6 +125,28 @@ static void name_path(struct fs *fs, const struct fs_dirent *d, char *buf, size_
 	char dir[512];
 	dir_path(fs, d->parent, dir, sizeof(dir));
 	snprintf(buf, size, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", d->name);
+}
+
+/* A path of inode `in` ("inode N" when it has no name): its first name
+ * found.  O(names): only for the problems reported one by one. */
+static const char *ino_path(struct fs *fs, const struct fs_repair *r,
+			    const struct fs_inode *in, char *buf, size_t size)
+{
+	snprintf(buf, size, "inode %llu", (unsigned long long)in->ino);
+	if (r->quiet || r->found >= MAX_DETAIL_REPORTS)
+		return buf;
+	if (in->dir) {
+		if (in->ino == FS_ROOT_INO || in->dir->self)
+			dir_path(fs, in->ino, buf, size);
+		return buf;
+	}
+	for (size_t b = 0; b < fs->dtab_size; b++)
+		for (struct fs_dirent *d = fs->dtab[b]; d; d = d->hnext)
+			if (d->ino == in->ino) {
+				name_path(fs, d, buf, size);
+				return buf;
+			}
+	return buf;
 }
 
 static const char *kind(const struct fs_inode *in)
@@ -456,8 +483,9 @@ static int fix_links(struct fs *fs, struct fs_repair *r)
 			continue;	/* unlinked while open: freed by the mount */
 		}
 		if (in->nlink != want) {
-			problem(r, FS_PR_NLINK, "%s %llu: link count %u, %u expected", kind(in),
-				(unsigned long long)in->ino, in->nlink, want);
+			char path[1024];
+			problem(r, FS_PR_NLINK, "%s %s: link count %u, %u expected", kind(in),
+				ino_path(fs, r, in, path, sizeof(path)), in->nlink, want);
 			in->nlink = want;
 		}
 	}
@@ -530,16 +558,19 @@ static int fix_extents(struct fs *fs, struct fs_repair *r)
 		     e = extmap_next(&in->map, &c)) {
 			uint64_t keep_to, end = e->off + e->len;
 			extent_keep(fs, &zs, e, &keep_to);
+			char path[1024];
 			if (keep_to < end) {
-				problem(r, FS_PR_EXTENT_BAD, "%s %llu: bytes %llu-%llu at device "
+				problem(r, FS_PR_EXTENT_BAD, "%s %s: bytes %llu-%llu at device "
 					"offset %llu lie outside the written data zones", kind(in),
-					(unsigned long long)in->ino, (unsigned long long)keep_to,
-					(unsigned long long)end, (unsigned long long)e->dev);
+					ino_path(fs, r, in, path, sizeof(path)),
+					(unsigned long long)keep_to, (unsigned long long)end,
+					(unsigned long long)e->dev);
 				r->lost_bytes += end - keep_to;
 			}
 			if (end > limit && keep_to > limit)
-				problem(r, FS_PR_EXTENT_PAST_SIZE, "%s %llu: extent up to %llu "
-					"beyond its size %llu", kind(in), (unsigned long long)in->ino,
+				problem(r, FS_PR_EXTENT_PAST_SIZE, "%s %s: extent up to %llu "
+					"beyond its size %llu", kind(in),
+					ino_path(fs, r, in, path, sizeof(path)),
 					(unsigned long long)end, (unsigned long long)in->size);
 			uint64_t from = ZF_MIN(keep_to, ZF_MAX(limit, e->off));
 			if (from >= end)
@@ -729,7 +760,8 @@ static int recreate(struct zdev *dev, struct fs_repair *r)
 int fs_fsck(struct zdev *dev, enum fs_fsck_mode mode, bool verbose, fs_report_fn report,
 	    void *arg, struct fs_fsck_result *res)
 {
-	struct fs_repair pass = { .mode = FS_FSCK_CHECK, .report = report, .arg = arg };
+	struct fs_repair pass = { .mode = FS_FSCK_CHECK, .asked = mode, .report = report,
+				  .arg = arg };
 	int ret;
 
 	memset(res, 0, sizeof(*res));
@@ -743,8 +775,8 @@ int fs_fsck(struct zdev *dev, enum fs_fsck_mode mode, bool verbose, fs_report_fn
 		return ret;
 	if (unreadable) {
 		report(arg, "[%s] the metadata log cannot be read at all: %s%s",
-		       prob[FS_PR_RECREATE].name, mode == FS_FSCK_CHECK ? "would be fixed: " : "",
-		       prob[FS_PR_RECREATE].fix);
+		       prob[FS_PR_RECREATE].name, mode == FS_FSCK_CHECK ? "would be fixed: " :
+		       mode == FS_FSCK_PREEN ? "needs -y: " : "fixing: ", prob[FS_PR_RECREATE].fix);
 		res->found++;
 	}
 	if (mode == FS_FSCK_CHECK || res->found == 0)

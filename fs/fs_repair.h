@@ -55,6 +55,7 @@ enum fs_problem {
 /* One repair run: what it may change and what it found. */
 struct fs_repair {
 	enum fs_fsck_mode mode;	/* FS_FSCK_CHECK: change memory only, to report */
+	enum fs_fsck_mode asked;	/* what the user asked (the wording of reports) */
 	bool quiet;		/* the mount's fallback: no report lines */
 	fs_report_fn report;
 	void *arg;

@@ -52,8 +52,8 @@ struct fusefs_loop_conf {
 				 * mount gone (ENODEV); 0 = not unmounted */
 };
 
-/* Serves se until it is unmounted or exited (a signal).  0, or -errno of
- * the read that failed. */
+/* Serves se until it is unmounted or exited (a signal), and sets
+ * c->unmount_ns.  0, or -errno of the read that failed. */
 int fusefs_loop_run(struct fuse_session *se, struct fusefs_loop_conf *c);
 
 #endif

@@ -30,7 +30,7 @@
 #               and kept acknowledging puts; the restarted member caught up.
 #   --bench     workloads on zonefuse and ext4 nodes, one kind after the
 #               other per workload: fio 1 MiB sequential and 4 KiB random
-#               writes with verify, untar of /usr/include + checksums,
+#               writes with verify, untar of /usr/include/linux + checksums,
 #               db_bench through the Gluster client; etcd put/get rate and
 #               latency, and the WAL fsync histogram
 #   --quick     smaller: kill9 and powerloss only, fewer files (CI)
@@ -183,8 +183,8 @@ teardown() {
 		cp /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glustershd.log "$W/gluster-logs/" 2>/dev/null
 	fi
 	rm -f /var/log/glusterfs/bricks/"$tag"-*.log /var/log/glusterfs/glfsheal-zc*.log
-	for f in $(ls /var/run/gluster/ 2>/dev/null); do
-		[[ $f == *.socket ]] && ! grep -qx "$f" <<<"$pre_socks" && rm -f "/var/run/gluster/$f"
+	for f in /var/run/gluster/*.socket; do
+		[ -e "$f" ] && ! grep -qx "${f##*/}" <<<"$pre_socks" && rm -f "$f"
 	done
 	[ $rc -eq 0 ] && [ $status -ne 0 ] && rc=$status
 	if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ $keep -eq 1 ]; then
@@ -205,6 +205,10 @@ trap 'exit 143' TERM
 # from the brick's fsync(), which AFR counts as done when another copy's
 # fsync succeeded, so a full brick would silently keep zeros (docs/cluster.md).
 ZF_OPTS=${CLUSTER_ZF_OPTS--o writeback_cache=off}
+# The emulator's flush is bookkeeping only unless ZONEFUSE_EMU_SYNC=1, which
+# makes it fdatasync its file as the loop device under ext4 does: on for the
+# numbers, so that an fsync costs a real disk flush on both kinds.
+[ $bench -eq 0 ] || export ZONEFUSE_EMU_SYNC=${ZONEFUSE_EMU_SYNC:-1}
 ZONES=${CLUSTER_ZONES:-64}   # 16 MiB zones: 1 GiB per node for the faults
 [ $bench -eq 0 ] || ZONES=${CLUSTER_ZONES:-192}
 
@@ -399,19 +403,23 @@ gl_brick_stop() {
 	return 0
 }
 
-# Seconds until the brick process of NODE exits by itself (health check), or
-# "none" after $2 s.
-gl_brick_wait_exit() {
-	local n=$1 f p t0
-	f=$(brick_pidfile "$(vol_of "$(kind_of "$n")")" "$n")
-	[ -n "$f" ] || { echo none; return; }
-	p=$(cat "$f")
-	t0=$(date +%s)
-	while kill -0 "$p" 2>/dev/null; do
-		(($(date +%s) - t0 < $2)) || { echo none; return; }
+brick_log() { echo "/var/log/glusterfs/bricks/$(brick_of "$1" | sed 's|^/||; s|/|-|g').log"; }
+health_fails() {
+	local c
+	c=$(grep -c 'health-check failed, going down' "$(brick_log "$1")" 2>/dev/null || true)
+	echo "${c:-0}"
+}
+
+# gl_brick_wait_health NODE TIMEOUT COUNT T0: seconds from T0 until the brick
+# of NODE finds by itself that its file system is gone (its health check
+# logs "health-check failed, going down" for the COUNT+1st time, and the
+# brick signals itself), or "none" after TIMEOUT s.
+gl_brick_wait_health() {
+	while [ "$(health_fails "$1")" -le "$3" ]; do
+		(($(date +%s) - $4 < $2)) || { echo none; return; }
 		sleep 0.5
 	done
-	echo $(($(date +%s) - t0))
+	echo $(($(date +%s) - $4))
 }
 
 gl_brick_start() { G volume start "$(vol_of "$(kind_of "$1")")" force >/dev/null || fail "volume start force"; }
@@ -538,7 +546,7 @@ acks() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 # fault KIND NAME: one fault on one node while both writers run, recovery,
 # checks.  Appends a line to RESULTS.
 fault() {
-	local k=$1 name=$2 n stop gack eack wg we t i
+	local k=$1 name=$2 n stop gack eack wg we i
 	case $name in
 	kill9 | powerloss) n=$k-2 ;;
 	enospc) n=$k-3 ;;
@@ -555,7 +563,8 @@ fault() {
 	: >"$out"
 	say "$k/$name: node $n, writers started"
 	if use_gluster; then
-		python3 "$LOAD" files-write "$(client_of "$k")/w-$name" "$gack" --stop "$stop" --seed "$RANDOM" >>"$out" 2>&1 &
+		python3 "$LOAD" files-write "$(client_of "$k")/w-$name" "$gack" --stop "$stop" --seed "$RANDOM" \
+			--rate "$FILE_RATE" >>"$out" 2>&1 &
 		wg=$!
 		BG+=("$wg")
 	fi
@@ -567,11 +576,13 @@ fault() {
 	sleep 3
 
 	# -- the fault
-	local before_g before_e health=none
+	local before_g before_e health=- member=-
 	before_g=$(acks "$gack") before_e=$(acks "$eack")
 	case $name in
 	kill9 | powerloss)
 		if [ "$k" = zonefuse ]; then
+			local hc t_kill
+			hc=$(health_fails "$n") t_kill=$(date +%s)
 			node_kill9 "$n"
 			if [ "$name" = powerloss ]; then
 				"$BUILD/zonefuse-emu" powerloss "$(node_dir "$n")/dev.img" >>"$out" 2>&1 ||
@@ -579,7 +590,7 @@ fault() {
 			fi
 			# Gluster's brick health check should stop the brick on the dead
 			# mount by itself; otherwise it serves ENOTCONN until stopped.
-			use_gluster && health=$(gl_brick_wait_exit "$n" 15)
+			use_gluster && health=$(gl_brick_wait_health "$n" 20 "$hc" "$t_kill")
 		else
 			use_gluster && stop_pid "$(cat "$(brick_pidfile "$(vol_of "$k")" "$n")")" KILL
 			use_etcd && stop_pid "${EPID[$n]}" KILL
@@ -603,14 +614,20 @@ fault() {
 			kill -0 "${EPID[$n]}" 2>/dev/null || break
 			sleep 0.5
 		done
-		kill -0 "${EPID[$n]}" 2>/dev/null && say "$k/$name: etcd member ${n##*-} still running, stopping it"
+		member=exited
+		if kill -0 "${EPID[$n]}" 2>/dev/null; then
+			member=stopped
+			say "$k/$name: etcd member ${n##*-} still running, stopping it"
+		fi
 		etcd_stop "$n"
 	fi
 
 	# -- one node down: the others go on
 	local g1 e1 g2 e2 leader=-
 	g1=$(acks "$gack") e1=$(acks "$eack")
-	sleep 4
+	# Long enough for an election (1 s timeout) and a put that went to the
+	# stopped member to time out (2 s) and be retried on another.
+	sleep 8
 	g2=$(acks "$gack") e2=$(acks "$eack")
 	if use_etcd; then
 		leader=$(etcd_leader "$(endpoints "$k" "$n")")
@@ -637,7 +654,7 @@ fault() {
 	[ -z "${we:-}" ] || wait "$we" || fail "$k/$name: the etcd writer failed: $(tail -n 3 "$out")"
 	BG=()
 	if use_etcd; then
-		t=$(etcd_wait_caught_up "$n" 120) || fail "$k/$name: member ${n##*-} did not catch up in 120 s"
+		etcd_wait_caught_up "$n" 120 >/dev/null || fail "$k/$name: member ${n##*-} did not catch up in 120 s"
 		catch=$(($(date +%s) - t_start))
 		python3 "$LOAD" etcd-verify "$eack" --endpoints "$(endpoints "$k")" | tee -a "$out" ||
 			fail "$k/$name: acknowledged puts lost"
@@ -650,13 +667,17 @@ fault() {
 		gl_verify "$k" "w-$name" "$gack" | tee -a "$out" || fail "$k/$name: acknowledged files lost or bricks differ"
 		rm -rf "$(client_of "$k")/w-$name"
 	fi
-	RESULTS+=("$(printf '%-9s %-9s files %5s (%4s while down)  puts %5s (%4s while down)  brick-self-stop %4s  heal %4s s  catch-up %4s s' \
-		"$k" "$name" "$(acks "$gack")" "$((g2 - before_g))" "$(acks "$eack")" "$((e2 - before_e))" \
-		"$health" "$heal" "$catch")")
+	RESULTS+=("$(printf '| %s | %s | %s (%s) | %s | %s s | %s (%s) | %s | %s s |' \
+		"$k" "$name" "$(acks "$gack")" "$((g2 - before_g))" "$health" "$heal" \
+		"$(acks "$eack")" "$((e2 - before_e))" "$member" "$catch")")
 	say "$k/$name: ok: ${RESULTS[-1]}"
 }
 
 if [ $faults -eq 1 ]; then
+	# Files a second the Gluster writer makes: what a fault leaves to heal,
+	# and so the heal time, grows with it.
+	FILE_RATE=${CLUSTER_FILE_RATE:-10}
+	[ $quick -eq 0 ] || FILE_RATE=${CLUSTER_FILE_RATE:-3}
 	flist=${CLUSTER_FAULTS:-kill9 powerloss enospc restart}
 	[ $quick -eq 0 ] || flist=${CLUSTER_FAULTS:-kill9 powerloss}
 	for k in $kinds; do
@@ -664,7 +685,114 @@ if [ $faults -eq 1 ]; then
 	done
 	check_zonefuse_logs
 	echo
-	echo "== faults (acknowledged: files through Gluster, puts through etcd; seconds from the restart) =="
+	echo "== faults: all checks passed for these =="
+	echo "| nodes | fault | files acked (during the fault) | brick health check fired after | heal info 0 after | puts acked (during the fault) | etcd member | caught up after |"
+	echo "|---|---|---:|---:|---:|---:|---|---:|"
 	for r in "${RESULTS[@]}"; do echo "$r"; done
 	[ $bench -eq 1 ] || exit $status
 fi
+
+# ---- bench ---------------------------------------------------------------
+declare -A NUM=() # "workload|kind" -> value
+ROWS=()           # workload names in order, with units
+
+note() { # WORKLOAD KIND VALUE
+	[[ " ${ROWS[*]} " == *" $1 "* ]] || ROWS+=("$1")
+	NUM["$1|$2"]=$3
+	say "bench $2: $1 = $3"
+}
+
+fio_json() { # KIND NAME fio args...: prints "write_bw_MiBs write_iops"
+	local k=$1 name=$2 d
+	shift 2
+	d=$(client_of "$k")/fio-$name
+	mkdir -p "$d"
+	fio --name="$name" --directory="$d" --output-format=json --output="$W/fio-$k-$name.json" \
+		--ioengine=psync --verify=crc32c --do_verify=1 --end_fsync=1 --verify_state_save=0 "$@" >/dev/null ||
+		fail "fio $name on $k"
+	python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+if j.get("error"): sys.exit("fio error %d" % j["error"])
+print("%.1f %.0f %.1f" % (j["write"]["bw"] / 1024, j["write"]["iops"], j["read"]["bw"] / 1024))' "$W/fio-$k-$name.json"
+	rm -rf "$d"
+}
+
+bench_gluster() { # KIND WORKLOAD
+	local k=$1 c r t0 t1 wbw rbw iops
+	c=$(client_of "$k")
+	case $2 in
+	seq)
+		read -r wbw _ rbw < <(fio_json "$k" seq --rw=write --bs=1M --size="$SEQ_MB"M)
+		note "Gluster: fio 1 MiB sequential write, MiB/s" "$k" "$wbw"
+		note "Gluster: its crc32c verify read, MiB/s" "$k" "$rbw" ;;
+	rand)
+		read -r _ iops _ < <(fio_json "$k" rand --rw=randwrite --bs=4k --size="$RAND_MB"M)
+		note "Gluster: fio 4 KiB random write, IOPS" "$k" "$iops" ;;
+	untar)
+		mkdir -p "$c/untar"
+		t0=$(date +%s.%N)
+		tar -xf "$W/src.tar" -C "$c/untar"
+		sync -f "$c/untar"
+		t1=$(date +%s.%N)
+		r=$(cd "$c/untar/linux" && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+		[ "$r" = "$SRC_SUM" ] || fail "untar on $k: checksums differ from the source tree"
+		note "Gluster: untar of /usr/include/linux ($SRC_FILES files, $SRC_MB MiB) + sync, s" "$k" \
+			"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')"
+		rm -rf "$c/untar" ;;
+	dbbench)
+		db_bench --db="$c/db" --benchmarks=fillrandom,readrandom --num="$DB_NUM" --value_size=400 \
+			--compression_type=none --threads=1 --statistics=0 >"$W/db_bench-$k.log" 2>&1 ||
+			fail "db_bench on $k: $(tail -n 3 "$W/db_bench-$k.log")"
+		note "Gluster: db_bench fillrandom ($DB_NUM x 400 B), ops/s" "$k" \
+			"$(awk '$1 == "fillrandom" { print $5 }' "$W/db_bench-$k.log")"
+		note "Gluster: db_bench readrandom, ops/s" "$k" \
+			"$(awk '$1 == "readrandom" { print $5 }' "$W/db_bench-$k.log")"
+		rm -rf "$c/db" ;;
+	esac
+}
+
+bench_etcd() { # KIND
+	local k=$1 i urls=() line
+	for i in 1 2 3; do urls+=("$(eurl "$k-$i" metrics)"); done
+	python3 "$LOAD" etcd-bench --endpoints "$(endpoints "$k")" --clients 8 --seconds "$ETCD_S" >"$W/etcd-bench-$k.log" ||
+		fail "etcd-bench on $k"
+	while read -r line; do
+		set -- $line
+		note "etcd: ${1} (8 clients, 256 B values), ops/s" "$k" "${3#ops_s=}"
+		note "etcd: ${1} latency p50 / p99, ms" "$k" "${4#p50_ms=} / ${5#p99_ms=}"
+	done <"$W/etcd-bench-$k.log"
+	line=$(python3 "$LOAD" wal-fsync "${urls[@]}")
+	set -- $line
+	note "etcd: WAL fsyncs (3 members): count, mean ms, p99 bucket ms" "$k" "${2#count=}, ${3#mean_ms=}, <= ${5#p99_le_ms=}"
+}
+
+if [ $bench -eq 1 ]; then
+	SEQ_MB=512 RAND_MB=32 DB_NUM=200000 ETCD_S=20
+	if [ $quick -eq 1 ]; then SEQ_MB=64 RAND_MB=8 DB_NUM=20000 ETCD_S=5; fi
+	if use_gluster; then
+		# A source tree: the kernel's UAPI headers (~760 files).
+		tar -C /usr/include -cf "$W/src.tar" linux
+		SRC_FILES=$(tar -tf "$W/src.tar" | grep -vc '/$')
+		SRC_MB=$(( $(stat -c %s "$W/src.tar") >> 20 ))
+		SRC_SUM=$(cd /usr/include/linux && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+		for wl in seq rand untar dbbench; do
+			# One kind after the other for each workload, the order swapped
+			# each time, so that a busy moment of the shared machine does not
+			# fall on one kind only.
+			order="zonefuse ext4"
+			[ $((${#ROWS[@]} % 2)) -eq 0 ] || order="ext4 zonefuse"
+			for k in $order; do sync; echo 3 >/proc/sys/vm/drop_caches; bench_gluster "$k" "$wl"; done
+		done
+	fi
+	if use_etcd; then
+		for k in zonefuse ext4; do bench_etcd "$k"; done
+	fi
+	check_zonefuse_logs
+	echo
+	echo "== bench ($(nproc) CPUs, $(date -u '+%F %H:%M UTC'); zonefuse options: ${ZF_OPTS:-none}) =="
+	echo "| workload | zonefuse | ext4 on loop |"
+	echo "|---|---:|---:|"
+	for r in "${ROWS[@]}"; do echo "| $r | ${NUM["$r|zonefuse"]:--} | ${NUM["$r|ext4"]:--} |"; done
+fi
+exit $status

@@ -23,8 +23,9 @@
 #                  zf-crashstates --all: every single operation and every
 #                  pair on two files in one and in two directories, each
 #                  followed by fsync / fdatasync / fsync of the directory /
-#                  syncfs, and 90-step rollovers of the log across zones and
-#                  epochs; every crash state of the recorded device requests
+#                  syncfs, 90-step rollovers of the log across zones and
+#                  epochs, and the collector moving a zone; every crash
+#                  state of the recorded device requests
 #                  (cuts at flushes, resets, finishes; per-zone prefixes of
 #                  the writes in flight, torn ones included) checked with
 #                  fsck and against the oracle; no root; about 2 minutes)

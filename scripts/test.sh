@@ -12,8 +12,9 @@ quick=0
 
 # The QEMU packages let the integration suite run the guest tests on a real
 # kernel zoned device (NVMe ZNS); set ZF_NO_QEMU=1 to skip installing them.
-if [ -n "${ZF_NO_QEMU:-}" ]; then scripts/deps.sh
-else scripts/deps.sh qemu-system-x86 busybox-static cpio kmod; fi
+# glusterfs-* and etcd-*: the cluster test (scripts/cluster.sh).
+if [ -n "${ZF_NO_QEMU:-}" ]; then scripts/deps.sh glusterfs-server glusterfs-client etcd-server etcd-client
+else scripts/deps.sh qemu-system-x86 busybox-static cpio kmod glusterfs-server glusterfs-client etcd-server etcd-client; fi
 
 build() { # dir, extra meson args...
   local dir=$1; shift

@@ -7,7 +7,7 @@
  *
  * Progress: on a terminal (stderr), a watcher thread compares the bytes the
  * device has read so far with the bytes written in the meta zones (what the
- * replay reads) and shows a percentage; fs_check() itself is unchanged. */
+ * replay reads) and shows a percentage; fs_fsck() itself knows nothing of it. */
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -206,7 +206,11 @@ int main(int argc, char **argv)
 	if (watching)
 		active_progress = &prog;
 	struct fs_fsck_result res;
+	/* the library's error lines repeat what the problems say: kept back,
+	 * the first one shown only when fsck itself fails */
+	zf_capture_start(&cap);
 	ret = fs_fsck(dev, mode, verbose, report, NULL, &res);
+	zf_capture_stop();
 	if (watching) {
 		progress_stop(&prog);
 		active_progress = NULL;
@@ -218,13 +222,14 @@ int main(int argc, char **argv)
 		return 8;
 	}
 	if (ret < 0) {
-		fprintf(stderr, "fsck.zonefuse: %s: %s\n", path, strerror(-ret));
+		fprintf(stderr, "fsck.zonefuse: %s: %s\n", path,
+			cap.first_err[0] ? zf_capture_detail(&cap) : strerror(-ret));
 		return 8;
 	}
 	char b1[32];
 	if (res.found && (res.lost_bytes || res.lost_names || res.lost_records))
 		printf("%s: %s: %llu log record(s), %llu name(s), %s of file data\n", path,
-		       mode == FS_FSCK_CHECK ? "a repair would drop" : "dropped",
+		       mode == FS_FSCK_CHECK || res.needs_yes ? "a repair would drop" : "dropped",
 		       (unsigned long long)res.lost_records, (unsigned long long)res.lost_names,
 		       zf_fmt_bytes(res.lost_bytes, b1, sizeof(b1)));
 	if (res.found == 0) {

@@ -945,6 +945,26 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 	return z ? 0 : -EAGAIN;
 }
 
+int za_try_other_class(struct zalloc *za, unsigned int cls, uint64_t want,
+		       struct zalloc_lease *out)
+{
+	struct za_zone *best = NULL;
+
+	za_assert_held(za);
+	if (unclaimed_reserve(za))
+		return -ENOMEM;
+	for (unsigned int c = 0; c < ZALLOC_NR_CLASSES; c++) {
+		struct za_zone *z = c == cls ? NULL : pick_open(za, c, ZA_USER);
+		if (z && (!best || za_zremain(z) < za_zremain(best)))
+			best = z;
+	}
+	if (!best)
+		return -ENOSPC;
+	lease_zone(za, best, cls, want, false, out);
+	za->class_fallbacks++;
+	return 0;
+}
+
 static int check_acquire_args(struct zalloc *za, unsigned int cls,
 			      uint64_t want, const void *out)
 {
@@ -1360,6 +1380,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	       sizeof(st->class_bytes_written));
 	st->zone_resets = za->zone_resets;
 	st->zone_finishes = za->zone_finishes;
+	st->class_fallbacks = za->class_fallbacks;
 	st->pending_resets = za->lists[ZA_L_PENDING].count + za->nr_resetting;
 	st->gc_bytes_written = za->gc_bytes;
 	memcpy(st->gc_class_bytes_written, za->gc_class_bytes,

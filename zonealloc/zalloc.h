@@ -359,6 +359,8 @@ struct zalloc_stats {
 	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];	/* idem, per class */
 	uint64_t zone_resets;
 	uint64_t zone_finishes;
+	uint64_t class_fallbacks;	/* leases given a zone of another class
+					 * because the class had none left */
 	uint64_t pending_resets;	/* zones waiting for a commit to reset */
 	/* garbage collection (zalloc_set_gc) and per-class counters */
 	uint64_t gc_bytes_written;	/* bytes written through GC leases (part

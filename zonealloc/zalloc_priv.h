@@ -183,6 +183,8 @@ struct zalloc {
 	uint32_t nur, cap_ur;		/* [mu] */
 	uint64_t dev_bytes, class_bytes[ZALLOC_NR_CLASSES];	/* [mu] */
 	uint64_t zone_resets, zone_finishes;			/* [mu] */
+	uint64_t class_fallbacks;	/* [mu] leases in another class's zone
+					 * (za_try_other_class) */
 
 	void (*need_space_cb)(void *arg);	/* [mu] called without it */
 	void *need_space_arg;			/* [mu] */
@@ -247,6 +249,14 @@ struct za_zone *za_zone_of(struct zalloc *za, uint32_t zone);	/* NULL: no data z
 bool za_zone_usable(const struct za_zone *z, enum za_who who);
 bool za_class_has_closed(struct zalloc *za, unsigned int cls, enum za_who who);
 /* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */
+/* The last resort of a user's acquire that would fail with -ENOSPC: an
+ * unleased open zone of another class with room, the fullest.  Placement
+ * is a hint: free_bytes and the write admission count the room left in
+ * every class's open zones, so admitted data must be able to use it, or
+ * it could never be written out (ENOSPC while space is left).  0 (out is
+ * leased; out->cls is the zone's class), -ENOSPC or -ENOMEM.  [mu] */
+int za_try_other_class(struct zalloc *za, unsigned int cls, uint64_t want,
+		       struct zalloc_lease *out);
 int za_try_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 		   bool may_finish, enum za_who who, struct zalloc_lease *out);
 

@@ -62,43 +62,50 @@ def sha(path):
             h.update(b)
 
 
-def files_write(a):
-    os.makedirs(a.dir, exist_ok=True)
-    done = fails = 0
-    i = 0
-    t0 = time.monotonic()
+def ack_loop(a, what, attempt, pause):
+    """Calls attempt(i) for i = 0, 1, ... until a.max acknowledgements or
+    a.stop exists; a call that returns appends its line to a.ack, one that
+    raises OSError or ValueError is counted, reported (the first five) and
+    followed by a pause of that many seconds."""
+    done = fails = i = 0
     with open(a.ack, "a") as log:
         while (a.max is None or done < a.max) and not (a.stop and os.path.exists(a.stop)):
-            ahead = i / a.rate - (time.monotonic() - t0)
-            if ahead > 0:
-                time.sleep(ahead)
-            data = file_bytes(a.seed, i)
-            name = f"f{i:06d}"
             i += 1
-            fd = -1
             try:
-                fd = os.open(os.path.join(a.dir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-                os.close(fd)
-                fd = -1
-            except OSError as e:
+                line = attempt(i - 1)
+            except (OSError, ValueError) as e:
                 fails += 1
-                if fd >= 0:
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
                 if fails <= 5:
-                    print(f"files-write: {name}: {e.strerror}", file=sys.stderr)
-                time.sleep(0.2)
+                    print(f"{what}: #{i - 1}: {e}", file=sys.stderr)
+                time.sleep(pause)
                 continue
-            log.write(f"{hashlib.sha256(data).hexdigest()}  {name}\n")
+            log.write(line + "\n")
             log.flush()
             done += 1
-    print(f"files-write: {done} files acknowledged, {fails} failed calls")
+    print(f"{what}: {done} acknowledged, {fails} failed calls")
+
+
+def files_write(a):
+    os.makedirs(a.dir, exist_ok=True)
+    t0 = time.monotonic()
+
+    def one(i):
+        ahead = i / a.rate - (time.monotonic() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
+        data = file_bytes(a.seed, i)
+        name = f"f{i:06d}"
+        fd = os.open(os.path.join(a.dir, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # its error, too, means not acknowledged
+        return f"{hashlib.sha256(data).hexdigest()}  {name}"
+
+    ack_loop(a, "files-write", one, 0.2)
 
 
 def read_ack(path):
@@ -183,26 +190,19 @@ def value_of(key):
 
 def etcd_put(a):
     eps = a.endpoints.split(",")
-    gws = [Gw(u) for u in eps]
-    cur = done = fails = 0
-    i = 0
-    with open(a.ack, "a") as log:
-        while (a.max is None or done < a.max) and not (a.stop and os.path.exists(a.stop)):
-            key = f"{a.prefix}/{i:07d}"
-            i += 1
-            try:
-                r = gws[cur].call("kv/put", {"key": b64(key), "value": b64(value_of(key))})
-            except (OSError, ValueError) as e:
-                fails += 1
-                if fails <= 5:
-                    print(f"etcd-put: {key} via {eps[cur]}: {e}", file=sys.stderr)
-                cur = (cur + 1) % len(gws)
-                time.sleep(0.1)
-                continue
-            log.write(f"{key} {r['header']['revision']}\n")
-            log.flush()
-            done += 1
-    print(f"etcd-put: {done} puts acknowledged, {fails} failed calls")
+    gws = [Gw(u, timeout=2.0) for u in eps]
+    cur = [0]  # the endpoint in use; the next one after a failure
+
+    def one(i):
+        key = f"{a.prefix}/{i:07d}"
+        try:
+            r = gws[cur[0]].call("kv/put", {"key": b64(key), "value": b64(value_of(key))})
+        except (OSError, ValueError):
+            cur[0] = (cur[0] + 1) % len(gws)
+            raise
+        return f"{key} {r['header']['revision']}"
+
+    ack_loop(a, "etcd-put", one, 0.1)
 
 
 def range_all(gw, prefix):

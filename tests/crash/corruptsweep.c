@@ -20,7 +20,10 @@
  * the end, with the writes in flight since the last flush all dropped and
  * all kept, the image is built again from the damaged one and fsck -y is
  * run again: it must end with the same number of inodes, writable and
- * clean (a crash during a repair is safe: run it again).
+ * clean (a crash during a repair is safe: run it again).  A re-creation
+ * (no metadata could be read at all) is not crashed: it resets every zone
+ * first, and a crash leaves a blank device that mkfs.zonefuse formats to the
+ * same empty file system.
  * Any failure is a violation.  Prints blocks x damage kinds, how many
  * cases fsck found damaged and what it reported dropped.  --every N takes
  * every N-th block (the CI sample); the default is every block.
@@ -48,7 +51,7 @@ enum damage { D_FLIP, D_RANDOM64, D_ZERO, D_TRUNCATE, D_NR };
 static const char *const damage_name[D_NR] = { "flip", "random64", "zero", "truncate" };
 
 static unsigned every = 1, repair_crashes;
-static unsigned long n_rc_cases, n_rc_states;
+static unsigned long n_rc_cases, n_rc_states, n_rc_recreated;
 static bool verbose;
 static unsigned long n_cases, n_violations, n_found, n_ro_fallback, n_clean, n_nothing_left;
 static unsigned long n_found_kind[D_NR], n_kind[D_NR];
@@ -366,7 +369,12 @@ static void one_case(const char *base, const char *img, uint32_t z, uint64_t blk
 		TC_CHECK(zdev_open(cimg, NULL, &cdev));
 		int r2 = mount_write(cdev, &ref);
 		zdev_close(cdev);
-		if (!r2 && nops >= 0)
+		/* a re-created file system resets every zone first: a crash
+		 * then leaves a blank device, which mkfs.zonefuse formats to the
+		 * same empty file system (nothing could be salvaged anyway) */
+		if (res.recreated)
+			n_rc_recreated++;
+		else if (!r2 && nops >= 0)
 			repair_crash_states(dmg, cimg, ops, nops, ref, z, blk, k);
 		zdev_record_stop(dev);
 		unlink(dmg);
@@ -454,7 +462,8 @@ int main(int argc, char **argv)
 		       n_kind[k]);
 	if (repair_crashes)
 		printf("  crashes during fsck -y: %lu repairs, %lu crash states, each repaired "
-		       "again\n", n_rc_cases, n_rc_states);
+		       "again (%lu re-creations not crashed)\n", n_rc_cases, n_rc_states,
+		       n_rc_recreated);
 	char lb[32];
 	printf("zf-corruptsweep: %lu metadata blocks x %d damage kinds = %lu cases; fsck found "
 	       "damage in %lu (%lu harmless); plain mount read-only in %lu, refused with no "

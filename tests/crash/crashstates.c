@@ -39,8 +39,10 @@
  * second's object (pairs); and on a device of 128 KiB zones, 90 steps of
  * create + write + fsync (or fdatasync, or syncfs) of a new file, so that
  * the log crosses meta zones, a snapshot starts a new epoch and resets the
- * old one (rollover).  The default runs every single, every --sample-th
- * pair and the rollovers; --all runs every pair.
+ * old one (rollover); and the collector (gc): a full zone of 20 files of
+ * which 15 were deleted is collected (the live files moved, the victim
+ * reset), then the unmount or a syncfs.  The default runs every single,
+ * every --sample-th pair, the rollovers and gc; --all runs every pair.
  *
  * Exit status: 0 with no violation, 1 with violations, 2 on a usage or
  * setup error.  Prints the numbers of workloads and crash states checked.
@@ -59,6 +61,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
+#include "fs/fs_internal.h"	/* fs_gc_run_once: collect one zone now */
 #include "zoned/zdev.h"
 #include "tc_util.h"
 
@@ -87,6 +90,7 @@ static struct {
 } opt = { .sample = 37, .max_subsets = 256 };
 
 static unsigned long n_workloads, n_states, n_violations;
+static unsigned long n_cuts, n_cuts_bounded;	/* cuts; of them past --max-subsets */
 
 /* ---- images ---- */
 
@@ -258,6 +262,7 @@ struct wl {
 	int slot[2];		/* 1 or 2: which file and names */
 	enum synck sync;
 	int roll;		/* rollover: this many create+write+sync steps */
+	bool gc;		/* the collector moves the live files of a zone */
 };
 
 static void pattern(uint8_t *b, size_t n, uint32_t seed)
@@ -717,6 +722,7 @@ static void enumerate_cut(struct run *r, long k)
 		}
 	}
 	uint64_t combos = 1;
+	n_cuts++;
 	for (int z = 0; z < ZONES; z++) {
 		if (!known[z])
 			c.vstart[z] = wp[z];
@@ -747,6 +753,7 @@ static void enumerate_cut(struct run *r, long k)
 		}
 	}
 	/* bounded: all, none, stream-order prefixes, single zones */
+	n_cuts_bounded++;
 	for (int full = 0; full <= 1; full++) {
 		for (int z = 0; z < ZONES; z++)
 			c.keep[z] = nch[z] && full ? ch[z][nch[z] - 1] : 0;
@@ -791,6 +798,25 @@ static void run_workload(const struct wl *w, const char *base_img)
 	struct fs *fs = tc_mount(dev, false, &err);
 	if (!fs)
 		tc_die("%s: mount: %s", w->name, strerror(-err));
+	if (w->gc) {	/* a full zone of 20 files, 3 in 4 deleted: a victim */
+		static uint8_t gb[STRIPE];
+		uint64_t d2 = look(fs, FS_ROOT_INO, "d2");
+		for (int i = 0; i < 20; i++) {
+			char n[16];
+			snprintf(n, sizeof(n), "g%02d", i);
+			uint64_t f = tc_mk(fs, d2, n, S_IFREG | 0644);
+			pattern(gb, sizeof(gb), (uint32_t)(500 + i));
+			TC_CHECK(fs_write(fs, f, 0, gb, sizeof(gb), false));
+			TC_CHECK(fs_fsync(fs, f, false));
+		}
+		for (int i = 0; i < 20; i++) {
+			char n[16];
+			snprintf(n, sizeof(n), "g%02d", i);
+			if (i % 4)
+				TC_CHECK(fs_unlink(fs, d2, n));
+		}
+		TC_CHECK(fs_sync(fs));
+	}
 	TC_CHECK(zdev_flush(dev));
 	tc_copy_image(work, r.base);
 	TC_CHECK(take_state(fs, &r.st[0]));
@@ -812,6 +838,15 @@ static void run_workload(const struct wl *w, const char *base_img)
 		r.step[s].synced = w->sync == SY_SYNCFS ? 0 : obj;
 		TC_CHECK(take_state(fs, &r.st[s]));
 	}
+	if (w->gc) {
+		int got = fs_gc_run_once(fs);
+		if (got != 1)
+			tc_die("%s: the collector collected %d zones, 1 expected", w->name, got);
+		s++;
+		r.step[s].pos = zdev_record_get(dev, &r.ops);
+		TC_CHECK(take_state(fs, &r.st[s]));
+		obj = dir = FS_ROOT_INO;
+	}
 	for (int i = 0; i < w->nops; i++) {
 		err = run_op(fs, w->op[i], w->dir[i], w->slot[i], &obj, &dir);
 		if (err)
@@ -820,7 +855,7 @@ static void run_workload(const struct wl *w, const char *base_img)
 		r.step[s].pos = zdev_record_get(dev, &r.ops);
 		TC_CHECK(take_state(fs, &r.st[s]));
 	}
-	if (!w->roll) {
+	if (!w->roll && !(w->gc && w->sync != SY_SYNCFS)) {
 		TC_CHECK(run_sync(fs, w->sync, obj, dir));
 		s++;
 		r.step[s].pos = zdev_record_get(dev, &r.ops);
@@ -918,7 +953,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* build the workload list */
-	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR) + SY_NR];
+	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR) + SY_NR + 2];
 	size_t nw = 0, npairs = 0;
 	for (int a = 0; a < OP_NR; a++)
 		for (int k = 0; k < SY_NR; k++) {
@@ -940,6 +975,11 @@ int main(int argc, char **argv)
 					snprintf(w->name, sizeof(w->name), "%s,%s%s+%s", op_name[a],
 						 op_name[b], two ? "(2dirs)" : "", sync_name[k]);
 				}
+	for (int k = 0; k < 2; k++) {	/* the collector, then unmount or syncfs first */
+		struct wl *w = &wls[nw++];
+		*w = (struct wl){ .gc = true, .sync = k ? SY_SYNCFS : SY_FSYNC };
+		snprintf(w->name, sizeof(w->name), "gc%s", k ? "+syncfs" : "");
+	}
 	size_t nsmall = nw;
 	for (int k = 0; k < SY_NR; k++) {
 		if (k == SY_FSYNC_DIR)
@@ -970,8 +1010,9 @@ int main(int argc, char **argv)
 		run_workload(&wls[i], base);
 	unlink(base);
 	rmdir(opt.dir);
-	printf("zf-crashstates: %lu workloads, %lu crash states checked, %lu violations "
-	       "(%.1f s)\n", n_workloads, n_states, n_violations,
+	printf("zf-crashstates: %lu workloads, %lu crash states checked (%lu cuts, %lu of them "
+	       "past %u combinations: bounded set), %lu violations (%.1f s)\n", n_workloads,
+	       n_states, n_cuts, n_cuts_bounded, opt.max_subsets, n_violations,
 	       (double)(zf_now_ns() - t0) / 1e9);
 	if (opt.only && n_workloads == 0) {
 		fprintf(stderr, "zf-crashstates: no workload named %s\n", opt.only);

@@ -2,7 +2,8 @@
 # Warnings a person sees (issue 48, item 5): on a small device filled by a
 # writer that never syncs, the daemon logs, at level warning,
 #   - a refused write-back ("write-back of inode N refused (No space left
-#     on device)"), once per file;
+#     on device)"), once per file, when a writer that never syncs meets a
+#     device that synchronous writes filled;
 #   - a garbage-collector stall ("gc stall: a write waited ... s");
 #   - a metadata log that is nearly full: the device full of data leaves
 #     the log room for less than two snapshots ("metadata log is nearly
@@ -37,15 +38,22 @@ rm -f "$ZF_MNT"/f* "$ZF_MNT/g"
 sync -f "$ZF_MNT" 2>/dev/null || sync
 sleep 1
 
-# ---- ENOSPC: a refused write-back; the log nearly full at the snapshot ----------
+# ---- ENOSPC: the device filled by synchronous writes (nothing stays
+# buffered), then a writer that never syncs: a refused write-back ---------------
 rc=0
-dd if=/dev/zero of="$ZF_MNT/fill" bs=1M count=256 status=none 2>"$ZF_WORK/dd.err" || rc=$?
+dd if=/dev/zero of="$ZF_MNT/fill" bs=1M count=256 oflag=sync status=none 2>"$ZF_WORK/dd.err" || rc=$?
 [ "$rc" -ne 0 ] || zf_fail "dd of 256 MiB onto a 128 MiB device succeeded"
 grep -q "No space left on device" "$ZF_WORK/dd.err" || zf_fail "dd: $(cat "$ZF_WORK/dd.err")"
+rc=0
+dd if=/dev/zero of="$ZF_MNT/more" bs=1M count=16 status=none 2>"$ZF_WORK/dd2.err" || rc=$?
+[ "$rc" -ne 0 ] || zf_fail "16 MiB more onto a full device succeeded"
 grep -qE "warning: write-back of inode [0-9]+ refused \(No space left on device\)" "$ZF_LOG" ||
 	zf_fail "no warning for the refused write-back"
 n=$(grep -c "warning: write-back of inode" "$ZF_LOG" || true)
-[ "$n" -eq 1 ] || zf_fail "$n write-back warnings for one file"
+files=$(grep -o "warning: write-back of inode [0-9]*" "$ZF_LOG" | sort -u | wc -l)
+[ "$n" -eq "$files" ] || zf_fail "$n write-back warnings for $files files"
+# Its refused bytes are gone; what it still holds goes with it.
+rm -f "$ZF_MNT/more"
 zf_umount
 # Which of the two the last snapshot meets depends on the room the refused
 # write-back left: nearly full, or full.

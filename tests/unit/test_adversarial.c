@@ -31,16 +31,6 @@ static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
-static void quiet_report(void *arg, const char *fmt, ...)
-{
-	va_list ap;
-	(*(int *)arg)++;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static void make(uint32_t zones, uint64_t zone_size, uint32_t meta_zones)
 {
 	tl_dev_create(&td, "adv", zones, zone_size, 8);
@@ -63,26 +53,16 @@ static void teardown(void)
 /* Unmount, fsck (no finding), mount read-write. */
 static void remount(void)
 {
-	int problems = 0;
 	ck_assert_int_eq(fs_unmount(fs), 0);
 	fs = NULL;
-	ck_assert_int_eq(fs_check(dev, false, quiet_report, &problems), 0);
-	ck_assert_int_eq(problems, 0);
+	tl_fsck_clean(dev);
 	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
 }
 
 /* kill -9 and power loss: only what was committed survives. */
 static void crash_remount(void)
 {
-	int problems = 0;
-	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
-	fs_unmount(fs);		/* fails: the device is dead; frees */
-	fs = NULL;
-	zdev_close(dev);
-	tl_dev_open(&td, &dev);
-	ck_assert_int_eq(fs_check(dev, false, quiet_report, &problems), 0);
-	ck_assert_int_eq(problems, 0);
-	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
+	tl_power_cycle(&td, &dev, &fs, 16ull << 20);
 }
 
 static uint64_t lookup(uint64_t parent, const char *name)

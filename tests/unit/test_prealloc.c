@@ -25,16 +25,6 @@ static struct tl_dev td;
 static struct zdev *dev;
 static struct fs *fs;
 
-static void report(void *arg, const char *fmt, ...)
-{
-	va_list ap;
-	(*(int *)arg)++;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static void setup(void)
 {
 	tl_dev_make(&td, "pa", 24, 4u << 20, 8);
@@ -47,25 +37,15 @@ static void teardown(void)
 	tl_teardown(&td, &dev, &fs);
 }
 
-static void fsck_clean(void)
-{
-	int problems = 0;
-	ck_assert_int_eq(fs_check(dev, false, report, &problems), 0);
-	ck_assert_int_eq(problems, 0);
-}
-
 static void remount(bool crash)
 {
 	if (crash) {
-		ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
-		fs_unmount(fs);
-		zdev_close(dev);
-		tl_dev_open(&td, &dev);
-	} else {
-		ck_assert_int_eq(fs_unmount(fs), 0);
+		tl_power_cycle(&td, &dev, &fs, 16ull << 20);
+		return;
 	}
+	ck_assert_int_eq(fs_unmount(fs), 0);
 	fs = NULL;
-	fsck_clean();
+	tl_fsck_clean(dev);
 	ck_assert_int_eq(tl_mount(dev, 16ull << 20, false, &fs), 0);
 }
 

@@ -303,6 +303,7 @@ START_TEST(classes_and_budget)
 	uint64_t resets_seen[NZ];
 	struct zalloc_lease held[3];
 	unsigned int nheld = 0;
+	uint64_t fallbacks = 0;
 	unsigned int seed = 12345 + (unsigned int)_i;
 	const uint32_t maxo = cfgs[_i].maxo, maxa = cfgs[_i].maxa;
 	const uint32_t obudget = maxo ? maxo - RES : NDATA;
@@ -334,6 +335,16 @@ START_TEST(classes_and_budget)
 		}
 		rc = zalloc_acquire(t.za, cls, want, &l);
 
+		/* The class had no zone left: the room of another class's open
+		 * zone (the last resort before ENOSPC), given back unused. */
+		if (rc == 0 && l.cls != cls) {
+			check_lease(&t, &l);
+			zalloc_get_stats(t.za, &st);
+			ck_assert_uint_gt(st.class_fallbacks, fallbacks);
+			fallbacks = st.class_fallbacks;
+			zalloc_release(t.za, &l, 0, 0);
+			rc = -ENOSPC;
+		}
 		if (rc == -ENOSPC) {
 			/* everything written: invalidate and reset all FULL zones */
 			for (uint32_t z = FIRST; z < NZ; z++) {
@@ -771,6 +782,26 @@ START_TEST(enospc_when_full)
 }
 END_TEST
 
+/* Four zones, no FREE one left: three full of LONG data, the fourth a
+ * SHORT zone with 64 KiB written and valid through *h, still leased. */
+static void four_zones_three_full(struct tdev *t, const struct zalloc_params *p,
+				  struct zalloc_lease *h)
+{
+	struct zalloc_lease l;
+
+	tdev_make(t, 4, ZCAP, 0, 0);
+	tdev_alloc(t, p);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(zalloc_acquire(t->za, LIFETIME_LONG, ZCAP, &l), 0);
+		lwrite(t, &l, l.len);
+		zalloc_valid_add(t->za, l.offset, l.len);
+		zalloc_release(t->za, &l, l.len, 0);
+	}
+	ck_assert_int_eq(zalloc_acquire(t->za, LIFETIME_SHORT, 64 * KiB, h), 0);
+	lwrite(t, h, h->len);
+	zalloc_valid_add(t->za, h->offset, h->len);
+}
+
 /* No FREE zone, nothing pending: a class whose zone is leased waits for it
  * (the lease may come back with room), any other class gets -ENOSPC. */
 START_TEST(full_device_waits_for_own_class)
@@ -781,17 +812,7 @@ START_TEST(full_device_waits_for_own_class)
 	struct waiter w = { 0 };
 	pthread_t th;
 
-	tdev_make(&t, 4, ZCAP, 0, 0);
-	tdev_alloc(&t, &p);
-	for (int i = 0; i < 3; i++) {
-		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP, &l), 0);
-		lwrite(&t, &l, l.len);
-		zalloc_valid_add(t.za, l.offset, l.len);
-		zalloc_release(t.za, &l, l.len, 0);
-	}
-	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, 64 * KiB, &h), 0);
-	lwrite(&t, &h, h.len);
-	zalloc_valid_add(t.za, h.offset, h.len);
+	four_zones_three_full(&t, &p, &h);
 	w.za = t.za;
 	w.cls = LIFETIME_SHORT;
 	ck_assert_int_eq(pthread_create(&th, NULL, waiter_main, &w), 0);
@@ -806,6 +827,35 @@ START_TEST(full_device_waits_for_own_class)
 	ck_assert_uint_eq(w.l.offset, h.offset + h.len);
 	check_lease(&t, &w.l);
 	zalloc_release(t.za, &w.l, 0, 0);
+	check_sync(&t, 0, 4);
+	check_stats(&t, 0, 4);
+	tdev_free(&t);
+}
+END_TEST
+
+
+/* No FREE zone and nothing to wait for, but another class's open zone has
+ * room (which free_bytes counts, so writes were admitted against it): a
+ * lease goes there rather than -ENOSPC; a leased one is not taken. */
+START_TEST(full_device_uses_other_class_room)
+{
+	struct tdev t;
+	struct zalloc_params p = tparams(0, 4, 0, 1);
+	struct zalloc_lease l, h;
+	struct zalloc_stats st;
+
+	four_zones_three_full(&t, &p, &h);
+	zalloc_release(t.za, &h, h.len, 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &l), 0);
+	ck_assert_uint_eq(l.zone, h.zone);
+	ck_assert_uint_eq(l.offset, h.offset + h.len);
+	ck_assert_uint_eq(l.cls, LIFETIME_SHORT);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.class_fallbacks, 1);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &h), -ENOSPC);	/* leased */
+	lwrite(&t, &l, BS);
+	zalloc_valid_add(t.za, l.offset, BS);
+	zalloc_release(t.za, &l, BS, 0);
 	check_sync(&t, 0, 4);
 	check_stats(&t, 0, 4);
 	tdev_free(&t);
@@ -2341,6 +2391,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, acquire_blocks_until_release);
 	tcase_add_test(tc, enospc_when_full);
 	tcase_add_test(tc, full_device_waits_for_own_class);
+	tcase_add_test(tc, full_device_uses_other_class_room);
 	tcase_add_test(tc, reset_after_commit);
 	tcase_add_test(tc, reset_failure_retried);
 	tcase_add_test(tc, unclaimed_bytes_pin_zone);

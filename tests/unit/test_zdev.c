@@ -269,6 +269,56 @@ END_TEST
 
 /* ---- write rules --------------------------------------------------------- */
 
+/* The recording (zdev_record_start): writes with their bytes, a batch's
+ * writes, flushes, resets and finishes in order (not reads, opens,
+ * closes); past max_bytes it stops and says so; stop frees it. */
+START_TEST(test_record)
+{
+	uint32_t z = seqz(0), z2 = seqz(1);
+	uint32_t bs = g->block_size;
+	const struct zdev_rec_op *ops;
+	uint8_t *buf = zdev_buf_alloc(bs);
+
+	ck_assert_int_eq(zdev_record_get(dev, &ops), -ENOENT);
+	ck_assert_int_eq(zdev_record_start(dev, 3 * (uint64_t)bs), 0);
+	ck_assert_int_eq(wr(dev, zstart(z), bs, 7), bs);
+	ck_assert_int_eq(zdev_read(dev, zstart(z), buf, bs), bs);
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	ck_assert_int_eq(zdev_zone_open(dev, z2), 0);
+	struct zdev_req rq = { .op = ZDEV_OP_WRITE, .offset = zstart(z2), .buf = buf, .len = bs };
+	ck_assert_int_eq(zdev_io_batch(dev, &rq, 1), 1);
+	ck_assert_int_eq(zdev_zone_finish(dev, z2), 0);
+	ck_assert_int_eq(zdev_zone_reset(dev, z), 0);
+	ck_assert_int_eq(zdev_record_get(dev, &ops), 5);
+	ck_assert_int_eq(ops[0].kind, ZDEV_REC_WRITE);
+	ck_assert_uint_eq(ops[0].off, zstart(z));
+	ck_assert_uint_eq(ops[0].len, bs);
+	ck_assert_int_eq(memcmp(ops[0].data, buf, bs), 0);	/* the bytes read back */
+	ck_assert_int_eq(ops[1].kind, ZDEV_REC_FLUSH);
+	ck_assert_int_eq(ops[2].kind, ZDEV_REC_WRITE);
+	ck_assert_uint_eq(ops[2].zone, z2);
+	ck_assert_int_eq(ops[3].kind, ZDEV_REC_FINISH);
+	ck_assert_uint_eq(ops[3].zone, z2);
+	ck_assert_int_eq(ops[4].kind, ZDEV_REC_RESET);
+	ck_assert_uint_eq(ops[4].zone, z);
+	/* a failed write is not recorded; past max_bytes: -E2BIG from then on */
+	ck_assert_int_lt(wr(dev, zstart(z) + bs, bs, 1), 0);
+	ck_assert_int_eq(zdev_record_get(dev, &ops), 5);
+	ck_assert_int_eq(wr(dev, zstart(z), bs, 1), bs);
+	ck_assert_int_eq(wr(dev, zstart(z) + bs, bs, 1), bs);	/* the fourth block */
+	ck_assert_int_eq(zdev_record_get(dev, &ops), -E2BIG);
+	ck_assert_int_eq(zdev_flush(dev), 0);
+	ck_assert_int_eq(zdev_record_get(dev, &ops), -E2BIG);
+	/* start again: empty */
+	ck_assert_int_eq(zdev_record_start(dev, 1u << 20), 0);
+	ck_assert_int_eq(zdev_record_get(dev, &ops), 0);
+	zdev_record_stop(dev);
+	ck_assert_int_eq(zdev_record_get(dev, &ops), -ENOENT);
+	ck_assert_int_eq(zdev_record_start(dev, 1u << 20), 0);	/* freed by close */
+	zdev_buf_free(buf);
+}
+END_TEST
+
 START_TEST(test_write_at_wp)
 {
 	uint32_t z = seqz(0);
@@ -1779,6 +1829,7 @@ static Suite *zdev_suite(void)
 	tcase_add_test(tc, test_io_batch_many);
 	tcase_add_test(tc, test_concurrent_zones);
 	tcase_add_test(tc, test_fault_injection);
+	tcase_add_test(tc, test_record);
 	tcase_add_test(tc, test_read_fd);
 	tcase_add_test(tc, test_reset_punches_at_close);
 	tcase_add_test(tc, test_reset_then_kill_punched_by_next_close);

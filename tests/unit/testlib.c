@@ -111,6 +111,37 @@ void tl_fsck_print(void *arg, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+static void count_print(void *arg, const char *fmt, ...)
+{
+	va_list ap;
+
+	(*(int *)arg)++;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void tl_fsck_clean(struct zdev *dev)
+{
+	int problems = 0;
+
+	ck_assert_int_eq(fs_check(dev, false, count_print, &problems), 0);
+	ck_assert_int_eq(problems, 0);
+}
+
+void tl_power_cycle(const struct tl_dev *t, struct zdev **dev, struct fs **fs,
+		    uint64_t buffer_bytes)
+{
+	ck_assert_int_eq(zdev_emu_power_loss(*dev, 0), 0);
+	fs_unmount(*fs);	/* fails: the device is dead; frees */
+	*fs = NULL;
+	zdev_close(*dev);
+	tl_dev_open(t, dev);
+	tl_fsck_clean(*dev);
+	ck_assert_int_eq(tl_mount(*dev, buffer_bytes, false, fs), 0);
+}
+
 void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_count)
 {
 	const struct zdev_geometry *g = zdev_geometry(dev);

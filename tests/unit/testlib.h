@@ -61,6 +61,12 @@ void tl_write_behind_log(struct zdev *dev, uint32_t meta_first, uint32_t meta_co
 uint64_t tl_mk(struct fs *fs, uint64_t parent, const char *name, mode_t mode);
 /* fs_check() report callback: prints each finding to stderr. */
 void tl_fsck_print(void *arg, const char *fmt, ...);
+/* fs_check of the unmounted dev finds nothing (each finding printed). */
+void tl_fsck_clean(struct zdev *dev);
+/* kill -9 and power loss: the volatile cache dropped, *fs freed, the
+ * device reopened, fsck clean, mounted again as tl_mount does. */
+void tl_power_cycle(const struct tl_dev *t, struct zdev **dev, struct fs **fs,
+		    uint64_t buffer_bytes);
 /* Run every test of s (and free the runner): main()'s exit status. */
 struct Suite;
 int tl_run(struct Suite *s);
