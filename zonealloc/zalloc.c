@@ -304,8 +304,13 @@ void za_unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo,
 void za_queue_reset(struct zalloc *za, struct za_zone *z)
 {
 	za_assert_held(za);
-	if (z->cond != ZDEV_COND_FULL || z->valid != 0 || z->leased ||
-	    z->busy || z->resetting || z->retired || z->gc ||
+	/* A FULL zone, or a CLOSED one that was written and whose data all
+	 * died: its class may never reopen it, and no collector picks a zone
+	 * that is not FULL, so its dead bytes would stay until a remount.  An
+	 * open zone is its class's append point and is reset once full. */
+	bool closed = z->cond == ZDEV_COND_CLOSED && z->wp > z->start;
+	if ((z->cond != ZDEV_COND_FULL && !closed) || z->valid != 0 || z->leased ||
+	    z->busy || z->resetting || z->retired || z->gc || z->lent ||
 	    z->list == ZA_L_PENDING || !za->mounted)
 		return;
 	/* Bytes written through a lease but not yet accounted may still be
@@ -533,8 +538,8 @@ static void mgmt_io(struct zalloc *za, struct za_zone *z, bool close)
 		}
 	} else if (rc < 0) {
 		retire(za, z, ZDEV_COND_FULL);
-	} else if (!close) {
-		za_queue_reset(za, z);
+	} else {
+		za_queue_reset(za, z);	/* finished or closed with no valid byte */
 	}
 	pthread_cond_broadcast(&za->cv);
 }
