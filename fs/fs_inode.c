@@ -352,8 +352,11 @@ void fs_dirent_replace(struct fs *fs, struct fs_inode *dir, struct fs_dirent *ol
 		*pp = old->hnext;
 	d->cookie = old->cookie;
 	d->slot = old->slot;
-	if (old->slot < dd->n && dd->ents[old->slot] == old)
+	if (old->slot < dd->n && dd->ents[old->slot] == old) {
 		dd->ents[old->slot] = d;
+		dd->name_bytes += fs_snap_name_bytes(d->name) - fs_snap_name_bytes(old->name);
+		fs_snap_account(fs, dir);
+	}
 	d->hnext = fs->dtab[d->hash & (fs->dtab_size - 1)];
 	fs->dtab[d->hash & (fs->dtab_size - 1)] = d;
 	struct fs_inode *in = fs_inode_get(fs, d->ino);
