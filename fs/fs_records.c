@@ -134,11 +134,11 @@ static void put_inode_attr(struct rbuf *r, const struct fs_inode *in)
  * (we hold fs->lock, as mlog_snapshot requires) and the append is retried
  * once, unless the state itself fills the device (a snapshot would not
  * help: -ENOSPC at once, never a snapshot per record).
- * fl: MLOG_APPEND_FREES for a record that shrinks the next snapshot by at
- * least its own bytes (an unlink, an xattr removal, a truncate or punch
- * that drops two extents or more): on a full device such records may use
- * the room kept for appending, so that space can always be freed, and each
- * one brings the snapshot's room back by what it took.  A record that
+ * fl: MLOG_APPEND_FREES for a record that does not grow the next snapshot
+ * (an unlink, an xattr removal, a truncate or punch that drops two extents
+ * or more, an inode's new attributes): on a full device such records may
+ * use the room kept for appending, so that space can always be freed and
+ * what exists can be kept, never the room of the snapshot itself.  A record that
  * frees nothing in the log (a rename, a truncate that splits or grows)
  * must never take it, or a storm of them leaves no room for a snapshot. */
 static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int fl)
@@ -164,7 +164,12 @@ static int emit_flags(struct fs *fs, uint16_t type, struct rbuf *r, unsigned int
 
 static int emit(struct fs *fs, uint16_t type, struct rbuf *r)
 {
-	bool frees = type == FS_REC_UNLINK || type == FS_REC_XATTR_DEL;
+	/* An INODE record (live: attributes of an existing inode) does not
+	 * grow the snapshot either: a file's times and mode can always be
+	 * kept, also on a full log (each full append zone then costs a
+	 * snapshot, which the room kept for it always fits). */
+	bool frees = type == FS_REC_UNLINK || type == FS_REC_XATTR_DEL ||
+		     type == FS_REC_INODE;
 
 	return emit_flags(fs, type, r, frees ? MLOG_APPEND_FREES : 0);
 }

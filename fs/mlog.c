@@ -957,13 +957,21 @@ int mlog_append_flags(struct mlog *m, uint16_t type, const void *payload,
 		rc = -EINVAL;
 	else if (m->broken)
 		rc = m->broken;
-	else if (m->state_full && !(flags & MLOG_APPEND_FREES) &&
-		 (m->state_full = !room_for_growth(m)))	/* room again? */
+	else if (!(flags & MLOG_APPEND_FREES) && !room_for_growth(m)) {
+		/* The state may grow only while the next snapshot fits beside
+		 * the chain (checked at every record: the state grows inside a
+		 * zone too).  When a snapshot would give zones back, the caller
+		 * takes one (-ENOSPC with the state not full); else the state
+		 * is full until records that free space make room. */
+		m->state_full = m->chain_len <= next_snapshot_zones(m);
 		rc = -ENOSPC;
-	else {
+	} else {
+		m->state_full = m->state_full && !room_for_growth(m);
 		m->append_frees = flags & MLOG_APPEND_FREES;
 		rc = append_locked(m, type, payload, len, pcrc);
 		m->append_frees = false;
+		if (!rc)
+			tell_reserve(m);	/* the data zones kept for the log follow the state */
 	}
 	if (!rc) {
 		m->st.records++;
