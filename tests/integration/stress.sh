@@ -23,7 +23,7 @@
 #   ZF_STRESS_DEPTH    deep-chain levels (default 6000: past the 4096 parent steps
 #                      replay once allowed; scripts/stress.sh: 10000)
 #   ZF_STRESS_SCALE    multiplies every phase's operation count (default 1)
-#   ZF_STRESS_PHASES   phases, in order (default: all but fulldata, below)
+#   ZF_STRESS_PHASES   phases, in order (default: all of them)
 #   ZF_STRESS_MODES    after-phase cycles, in turn (default
 #                      "remount kill9 powerloss remount tear")
 #   ZF_STRESS_KEEP_JOURNAL  copy the journal of every operation there at
@@ -51,12 +51,7 @@ zones=${ZF_STRESS_ZONES:-32}
 zsize=${ZF_STRESS_ZONE_SIZE:-2M}
 depth=${ZF_STRESS_DEPTH:-6000}
 scale=${ZF_STRESS_SCALE:-1}
-# The fulldata phase still finds an open bug: a fsync'ed 3 MiB file with a
-# wrong size after a clean remount (seed 426564, phases "random wide rename
-# link xattr longnames copy falloc random fill fulldata drain fulldata",
-# modes remount).  It stays out of the CI run until that is fixed;
-# ZF_STRESS_PHASES runs it.
-read -r -a phases <<<"${ZF_STRESS_PHASES:-random deep wide rename link xattr longnames sparse copy falloc setid random fill meta fullmeta drain}"
+read -r -a phases <<<"${ZF_STRESS_PHASES:-random deep wide rename link xattr longnames sparse copy falloc setid random fill meta fullmeta drain fulldata drain}"
 read -r -a modes <<<"${ZF_STRESS_MODES:-remount kill9 powerloss remount tear}"
 replay="ZF_STRESS_SEED=$seed ZF_STRESS_ZONES=$zones ZF_STRESS_ZONE_SIZE=$zsize ZF_STRESS_DEPTH=$depth ZF_STRESS_SCALE=$scale ZF_STRESS_OPS=$ops_goal ZF_STRESS_PHASES='${phases[*]}' ZF_STRESS_MODES='${modes[*]}' tests/integration/stress.sh"
 
