@@ -148,7 +148,7 @@ brick_pidfile() { # VOL NODE
 
 teardown() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM ERR
 	set +e
 	cd /
 	local p n m f
@@ -196,6 +196,9 @@ teardown() {
 	exit $rc
 }
 trap teardown EXIT
+# A command that stops the script under set -e says which it was.
+set -E
+trap 'echo "cluster: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
