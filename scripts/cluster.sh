@@ -45,7 +45,9 @@
 # Env: ZF_BUILD_DIR (default ./build), CLUSTER_TMP (default $TMPDIR or /tmp),
 # CLUSTER_PORT (first etcd port, default 23790; each node kind takes 100),
 # CLUSTER_FAULTS (the faults to run, e.g. "enospc"), CLUSTER_ZONES (16 MiB
-# zones per node: default 64, 192 with --bench).
+# zones per node: default 64, 192 with --bench), CLUSTER_FILE_RATE (files a
+# second of the Gluster writer: default 10, 3 with --quick), CLUSTER_ZF_OPTS
+# (zonefuse options; default "-o writeback_cache=off", see docs/cluster.md).
 # Exit: 0 all checks passed, 1 a check failed, 2 usage, 77 a facility missing.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
