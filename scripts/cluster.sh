@@ -138,7 +138,10 @@ stop_pid() {
 		[ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" = Z ] && break
 		sleep 0.1
 	done
-	kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p" | cut -c1)" != Z ] && kill -KILL "$p" 2>/dev/null
+	# The process may exit between the test and the kill: not an error.
+	if kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p" | cut -c1)" != Z ]; then
+		kill -KILL "$p" 2>/dev/null || true
+	fi
 	wait "$p" 2>/dev/null || true
 }
 
