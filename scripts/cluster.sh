@@ -45,7 +45,9 @@
 # Env: ZF_BUILD_DIR (default ./build), CLUSTER_TMP (default $TMPDIR or /tmp),
 # CLUSTER_PORT (first etcd port, default 23790; each node kind takes 100),
 # CLUSTER_FAULTS (the faults to run, e.g. "enospc"), CLUSTER_ZONES (16 MiB
-# zones per node: default 64, 192 with --bench).
+# zones per node: default 64, 192 with --bench), CLUSTER_FILE_RATE (files a
+# second of the Gluster writer: default 10, 3 with --quick), CLUSTER_ZF_OPTS
+# (zonefuse options; default "-o writeback_cache=off", see docs/cluster.md).
 # Exit: 0 all checks passed, 1 a check failed, 2 usage, 77 a facility missing.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -136,7 +138,10 @@ stop_pid() {
 		[ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" = Z ] && break
 		sleep 0.1
 	done
-	kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p" | cut -c1)" != Z ] && kill -KILL "$p" 2>/dev/null
+	# The process may exit between the test and the kill: not an error.
+	if kill -0 "$p" 2>/dev/null && [ "$(ps -o stat= -p "$p" | cut -c1)" != Z ]; then
+		kill -KILL "$p" 2>/dev/null || true
+	fi
 	wait "$p" 2>/dev/null || true
 }
 
@@ -148,7 +153,7 @@ brick_pidfile() { # VOL NODE
 
 teardown() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM ERR
 	set +e
 	cd /
 	local p n m f
@@ -196,6 +201,9 @@ teardown() {
 	exit $rc
 }
 trap teardown EXIT
+# A command that stops the script under set -e says which it was.
+set -E
+trap 'echo "cluster: line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 trap 'exit 130' INT
 trap 'exit 143' TERM
 

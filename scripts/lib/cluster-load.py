@@ -113,9 +113,28 @@ def read_ack(path):
         return [line.split() for line in f if line.strip()]
 
 
+class Tally:
+    """The mismatches of one check: the first ten are printed, and finish()
+    ends the program with status 1 if there was any."""
+
+    def __init__(self, what):
+        self.what, self.n = what, 0
+
+    def miss(self, msg):
+        self.n += 1
+        if self.n <= 10:
+            print(f"{self.what}: {msg}", file=sys.stderr)
+
+    def finish(self, bad, ok):
+        if self.n:
+            print(f"{self.what}: {self.n} {bad}", file=sys.stderr)
+            sys.exit(1)
+        print(f"{self.what}: {ok}")
+
+
 def files_verify(a):
     ack = read_ack(a.ack)
-    bad = 0
+    t = Tally("files-verify")
     for root in a.roots:
         for digest, name in ack:
             p = os.path.join(root, name)
@@ -124,13 +143,9 @@ def files_verify(a):
             except OSError as e:
                 got = e.strerror
             if got != digest:
-                bad += 1
-                if bad <= 10:
-                    print(f"files-verify: {p}: {got}, acknowledged {digest}", file=sys.stderr)
-    if bad:
-        print(f"files-verify: {bad} acknowledged files differ or are missing", file=sys.stderr)
-        sys.exit(1)
-    print(f"files-verify: {len(ack)} acknowledged files ok under {len(a.roots)} roots")
+                t.miss(f"{p}: {got}, acknowledged {digest}")
+    t.finish("acknowledged files differ or are missing",
+             f"{len(ack)} acknowledged files ok under {len(a.roots)} roots")
 
 
 def tree(d):
@@ -145,17 +160,14 @@ def tree(d):
 
 def files_agree(a):
     trees = [tree(d) for d in a.dirs]
-    bad = 0
-    for d, t in zip(a.dirs[1:], trees[1:]):
-        for name in sorted(set(t) | set(trees[0])):
-            if t.get(name) != trees[0].get(name):
-                bad += 1
-                if bad <= 10:
-                    print(f"files-agree: {name}: {a.dirs[0]} {trees[0].get(name, 'missing')}"
-                          f" vs {d} {t.get(name, 'missing')}", file=sys.stderr)
-    if bad:
-        sys.exit(1)
-    print(f"files-agree: {len(trees[0])} files, the same checksums on {len(a.dirs)} bricks")
+    t = Tally("files-agree")
+    for d, other in zip(a.dirs[1:], trees[1:]):
+        for name in sorted(set(other) | set(trees[0])):
+            if other.get(name) != trees[0].get(name):
+                t.miss(f"{name}: {a.dirs[0]} {trees[0].get(name, 'missing')}"
+                       f" vs {d} {other.get(name, 'missing')}")
+    t.finish("files differ between bricks",
+             f"{len(trees[0])} files, the same checksums on {len(a.dirs)} bricks")
 
 
 class Gw:
@@ -223,22 +235,18 @@ def etcd_verify(a):
     with open(a.ack) as f:
         keys = [line.split()[0] for line in f if line.strip()]
     prefixes = sorted({k.rsplit("/", 1)[0] for k in keys})
-    bad = 0
-    for url in a.endpoints.split(","):
+    urls = a.endpoints.split(",")
+    t = Tally("etcd-verify")
+    for url in urls:
         gw = Gw(url, timeout=30)
         got = {}
         for p in prefixes:
             got.update(range_all(gw, p))
         for k in keys:
             if got.get(k) != value_of(k):
-                bad += 1
-                if bad <= 10:
-                    print(f"etcd-verify: {url}: {k} = {got.get(k)!r}", file=sys.stderr)
-    if bad:
-        print(f"etcd-verify: {bad} acknowledged puts missing or wrong", file=sys.stderr)
-        sys.exit(1)
-    print(f"etcd-verify: {len(keys)} acknowledged puts read back (linearizable) "
-          f"through {len(a.endpoints.split(','))} members")
+                t.miss(f"{url}: {k} = {got.get(k)!r}")
+    t.finish("acknowledged puts missing or wrong",
+             f"{len(keys)} acknowledged puts read back (linearizable) through {len(urls)} members")
 
 
 def etcd_status(a):
