@@ -119,9 +119,12 @@ void fz_load(struct zdev *dev, const uint8_t *data, size_t size)
 		pos += n;
 		if (flags & FZ_FIX_CRC)
 			fz_fix_crcs(zbuf, (size_t)blocks * FZ_BLOCK);
+		/* A zone the emulator will not take as described (its rules
+		 * refuse the write) is left empty: the input's business, not a
+		 * bug of the code under test. */
 		if (blocks && zdev_write(dev, (uint64_t)z * g->zone_size, zbuf,
 					 (size_t)blocks * FZ_BLOCK) < 0)
-			abort();
+			continue;
 		if ((zf & FZ_FINISH) && zdev_zone_finish(dev, z))
 			abort();
 	}
