@@ -426,13 +426,11 @@ static bool snapshot_due(const struct mlog *m)
 		return 2ull * m->chain_len >= m->nmeta;
 	if (m->chain_len >= ZF_MIN(m->snap_zones, m->chain_len) + growth_allowed(m))
 		return true;
-	/* Also once a snapshot of the state as it is now would give back
-	 * borrowed zones, by half of that state and at least two: after mass
-	 * deletes the space is free at once, not after the log has grown by
-	 * half of a state that is gone. */
-	uint32_t next = m->state_bytes ? next_snapshot_zones(m) : 0;
-	return m->state_bytes && count_borrowed(m) > 0 &&
-	       m->chain_len >= next + ZF_MAX(2u, (next + 1) / 2);
+	/* Also once a snapshot would give back as many zones as growth
+	 * allows: after mass deletes the space is free at once, not after the
+	 * log has grown by half of a state that is gone. */
+	return m->state_bytes &&
+	       m->chain_len >= next_snapshot_zones(m) + growth_allowed(m);
 }
 
 /* Zones the next snapshot takes.  With the caller's size of its state
