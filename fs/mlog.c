@@ -966,7 +966,9 @@ int mlog_append_flags(struct mlog *m, uint16_t type, const void *payload,
 		m->state_full = m->chain_len <= next_snapshot_zones(m);
 		rc = -ENOSPC;
 	} else {
-		m->state_full = m->state_full && !room_for_growth(m);
+		/* a growing record just found room; one that frees rechecks */
+		m->state_full = (flags & MLOG_APPEND_FREES) && m->state_full &&
+				!room_for_growth(m);
 		m->append_frees = flags & MLOG_APPEND_FREES;
 		rc = append_locked(m, type, payload, len, pcrc);
 		m->append_frees = false;
