@@ -40,8 +40,10 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	/* the collector's floor zone never holds user data */
 	uint64_t floor = zs.gc_reserve_zones && zs.nr_zones ?
 			 ZALLOC_GC_FLOOR * (zs.capacity_bytes / zs.nr_zones) : 0;
-	/* nor do the metadata log's zones and the reserve kept for it */
-	uint64_t cap = zs.capacity_bytes - ZF_MIN(zs.capacity_bytes, floor + zs.log_bytes);
+	/* nor do the metadata log's zones and the reserve kept for it; the
+	 * zones lent to the log are in log_bytes, not in capacity_bytes */
+	uint64_t all = zs.capacity_bytes + zs.log_lent_bytes;
+	uint64_t cap = all - ZF_MIN(all, floor + zs.log_bytes);
 	st->f_blocks = cap / fs->bs;
 	uint64_t used = zs.valid_bytes + fs->buffered + fs->pa_bytes;
 	uint64_t avail = cap > used ? cap - used : 0;

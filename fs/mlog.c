@@ -453,12 +453,30 @@ static uint32_t next_snapshot_zones(const struct mlog *m)
 	return (uint32_t)ZF_MIN(next / room + 1, (uint64_t)m->zcap);
 }
 
-/* Borrowed zones the log may need at its peak: the chain it has, one more
- * zone to go on appending, and the next snapshot written beside it.
- * Whatever the meta zones hold is not borrowed. */
+/* Zones the chain reaches before its next snapshot is due (snapshot_due),
+ * or has reached already. */
+static uint64_t chain_peak(const struct mlog *m)
+{
+	uint64_t due = m->snap_zones;
+
+	if (!m->src.borrow)
+		return m->chain_len;
+	if (m->state_bytes)
+		due = ZF_MIN(due, (uint64_t)next_snapshot_zones(m));
+	return due + growth_allowed(m);
+}
+
+/* Borrowed zones the log may need at its peak: the chain at its longest
+ * in this epoch and one more zone to go on appending until the commit that
+ * writes the snapshot, and that snapshot beside it.  Whatever the meta
+ * zones hold is not borrowed.  The chain's whole growth is kept from the
+ * start of the epoch, so the space the data may use (statfs) stays level
+ * while the chain grows, and the log never finds its growth taken by data
+ * written early in an epoch. */
 static uint32_t reserve_needed(const struct mlog *m)
 {
-	uint64_t peak = (uint64_t)m->chain_len + 1 + next_snapshot_zones(m);
+	uint64_t peak = ZF_MAX(chain_peak(m), (uint64_t)m->chain_len) + 1 +
+			next_snapshot_zones(m);
 
 	return peak > m->nmeta ? (uint32_t)ZF_MIN(peak - m->nmeta, (uint64_t)m->zcap)
 			       : 0;

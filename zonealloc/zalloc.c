@@ -1380,6 +1380,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	st->log_zones = za->nr_lent;
 	st->log_reserve_zones = za->log_reserve;
 	st->log_bytes = za->sums.lent_cap + log_keep_bytes(za);
+	st->log_lent_bytes = za->sums.lent_cap;
 	st->device_bytes_written = za->dev_bytes;
 	memcpy(st->class_bytes_written, za->class_bytes,
 	       sizeof(st->class_bytes_written));

@@ -388,6 +388,8 @@ struct zalloc_stats {
 	uint64_t log_bytes;		/* capacity of the lent zones and of the
 					 * FREE zones kept for the rest of the
 					 * reserve (not in free_bytes) */
+	uint64_t log_lent_bytes;	/* capacity of the lent zones alone
+					 * (not in capacity_bytes either) */
 	uint32_t space_waiters;		/* writers in zalloc_wait_room() now */
 	uint64_t space_need_bytes;	/* bytes the largest of them needs */
 	uint64_t room_held_bytes;	/* admitted, not yet zalloc_room_done() */

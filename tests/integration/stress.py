@@ -200,6 +200,7 @@ class Model:
         self.tail = None                      # (ops, states) of the last sync point's tail
         self.tail_from = None                 # tail state the crash left (check sets it)
         self.fill_free0 = None                # statvfs free bytes before an undrained fill
+        self.fill_stats0 = {}                 # user.zonefuse.stats read with fill_free0
         self.cut_pending = []                 # files cut into a block, committed by another's fsync
         self.notes = []
 
@@ -307,6 +308,14 @@ def stats(mnt):
         k, _, x = line.partition("=")
         out[k] = x
     return out
+
+
+def stats_diff(a, b):
+    """The space and log counters that differ between two stats reads."""
+    keys = ("capacity", "used", "free", "valid", "reclaim", "log_", "meta_", "buffer",
+            "prealloc", "pending", "zones_")
+    return ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b))
+                     if k.startswith(keys) and a.get(k) != b.get(k)) or "none"
 
 
 def open_at(root_fd, comps, flags=os.O_RDONLY, mode=0o644):
@@ -1635,6 +1644,7 @@ def ph_fill(R, ops, meta=False, drain=True):
     sv0 = os.statvfs(R.mnt)
     free0 = sv0.f_bavail * sv0.f_frsize
     m.fill_free0 = free0
+    m.fill_stats0 = stats(R.mnt)
     d = R.op_mkdir(top, R.new_name("F"))
     if d is None:
         R.fail("fill: cannot make the fill directory")
@@ -1805,7 +1815,10 @@ def drain_fill(R):
         R.log(f"after delete: statvfs free {free1}, before the fill {free0}")
         if free1 + zone < free0:
             R.fail(f"after deleting everything the fill wrote, statvfs free is {free1} bytes, "
-                   f"before the fill {free0}: {free0 - free1} bytes (> one zone, {zone}) did not come back")
+                   f"before the fill {free0}: {free0 - free1} bytes (> one zone, {zone}) did not come back; "
+                   f"stats that changed: {stats_diff(m.fill_stats0, stats(R.mnt))}; log now: "
+                   + ", ".join(f"{k} {v}" for k, v in stats(R.mnt).items()
+                               if k.startswith(("log_", "meta_"))))
     errs = check_space(m, R.mnt, zone)
     m.states += 1
     if errs:
