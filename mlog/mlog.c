@@ -21,8 +21,8 @@
  *   - stats.records counts user records appended (snapshots included);
  *     stats.commits counts device commit rounds (a group of callers is one).
  */
-#include "fs/mlog.h"
-#include "fs/mlog_format.h"
+#include "mlog/mlog.h"
+#include "mlog/mlog_format.h"
 
 #include <errno.h>
 #include <pthread.h>

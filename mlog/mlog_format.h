@@ -103,7 +103,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 
 #define MLOG_ZHDR_MAGIC "ZFMETA01"
 #define MLOG_ZHDR_VERSION 1u
