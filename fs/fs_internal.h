@@ -20,7 +20,7 @@
 #include "fs/extmap.h"
 #include "fs/fs.h"
 #include "fs/fs_repair.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "lsm/lifetime.h"
 #include "zonealloc/zalloc.h"
 #include "zoned/zdev.h"

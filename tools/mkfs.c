@@ -16,7 +16,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "tools/zf_tool.h"
 
 /* ---- progress ---- */

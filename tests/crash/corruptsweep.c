@@ -39,7 +39,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "zoned/zdev.h"
 #include "tc_util.h"
 

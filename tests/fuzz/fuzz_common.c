@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
-#include "fs/mlog.h"
-#include "fs/mlog_format.h"
+#include "mlog/mlog.h"
+#include "mlog/mlog_format.h"
 
 static struct zdev *g_dev;
 static char g_dir[256], g_path[300];

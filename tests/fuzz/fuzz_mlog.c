@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/zf_common.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "tests/fuzz/fuzz_common.h"
 
 struct acc { uint64_t n, h; };

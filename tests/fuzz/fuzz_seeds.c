@@ -15,7 +15,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "tests/fuzz/fuzz_common.h"
 
 static char out[512], devpath[600];

@@ -305,8 +305,8 @@ truncate -s 1M "$BAD/trunc.img"
 tools_bad "truncated emulator file" "$BAD/trunc.img"
 
 zf_log "bad input: corrupted zonefuse metadata"
-# The meta zone headers ("ZFMETA01" at a 4 KiB boundary, see fs/mlog.c) are
-# found by scanning the emulator file; every header in use is damaged the
+# The meta zone headers ("ZFMETA01" at a 4 KiB boundary, mlog/mlog_format.h)
+# are found by scanning the emulator file; every header in use is damaged the
 # same way, so no intact epoch is left to fall back to.
 python3 - "$ZF_DEV" "$BAD" <<'PY' || zf_fail "could not build the corrupted images"
 import os, shutil, sys

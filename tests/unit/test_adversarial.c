@@ -23,7 +23,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "zonealloc/zalloc.h"
 #include "testlib.h"
 

@@ -16,7 +16,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "testlib.h"
 
 #define MiB (1024ull * 1024ull)

@@ -1,4 +1,4 @@
-/* Unit tests for fs/mlog (the metadata log) on emulated zoned devices in a
+/* Unit tests for mlog/ (the metadata log) on emulated zoned devices in a
  * temporary directory: format/probe, replay exactness, snapshots (multi-zone,
  * -ENOSPC, interrupted), zone rolling with the 2-active-zone bound, power
  * loss with torn writes, injected I/O faults, corruption (never a crash,
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 #include "zoned/zdev.h"
 #include "testlib.h"
 

@@ -24,7 +24,7 @@
 #include "fs/fs.h"
 #include "testlib.h"
 #include "fs/fs_internal.h"
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 
 static struct tl_dev td;
 static struct zdev *dev;

@@ -1,5 +1,5 @@
 /* mlog_format — the metadata log's ON-DISK FORMAT (version 2), shared by
- * the log (mlog.c) and the tools that build or damage logs on purpose (the
+ * the log (mlog/) and the tools that build or damage logs on purpose (the
  * fuzzers).  The API is in mlog.h.
  * Version 1 is the same but for chains that leave the meta zones; it is
  * read as is, and the first snapshot of a read-write mount writes 2.
@@ -103,7 +103,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fs/mlog.h"
+#include "mlog/mlog.h"
 
 #define MLOG_ZHDR_MAGIC "ZFMETA01"
 #define MLOG_ZHDR_VERSION 1u
