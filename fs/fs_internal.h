@@ -19,6 +19,11 @@
 #include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "fs/fs.h"
+#include "fs/fs_commit.h"
+#include "fs/fs_copy.h"
+#include "fs/fs_lifetime.h"
+#include "fs/fs_prealloc.h"
+#include "fs/fs_prefetch.h"
 #include "fs/fs_repair.h"
 #include "fs/mlog.h"
 #include "lsm/lifetime.h"
@@ -49,9 +54,6 @@ enum fs_rec_type {
 	FS_REC_PREALLOC,	/* ino: [off, off+len) fallocated: its holes
 				 * are held (fs_prealloc.c) */
 };
-
-/* A fallocated range not written yet (fs_prealloc.c), bytes. */
-struct fs_pa { uint64_t off, len; };
 
 struct fs_xattr {
 	struct fs_xattr *next;
@@ -120,27 +122,6 @@ struct fs_chunk {
 					 * read-only until it ends (fs_data.c) */
 };
 
-/* Prefetch state of one file (fs_prefetch.c).  A buffer's bytes are a
- * refcounted struct fs_pf_data: the buffer holds one reference, a fill in
- * flight one, and every READ reply served from it one, so a buffer dropped
- * while a reply still sends its bytes is freed by the last reply. */
-#define FS_PF_NBUF 4
-struct fs_pf_data;
-struct fs_pf_buf {
-	uint64_t off, len;	/* file bytes covered */
-	struct fs_pf_data *data;	/* [pf->lock] one reference, or NULL */
-	int state;		/* empty, filling, ready */
-};
-
-struct fs_prefetch {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uint64_t last_end;	/* end of the previous read (bytes) */
-	uint32_t seq;		/* consecutive sequential reads */
-	uint64_t gen;		/* bumped by writes/truncates: stale fills die */
-	struct fs_pf_buf b[FS_PF_NBUF];
-};
-
 struct fs_inode {
 	struct fs_inode *hnext;		/* [L] inode hash chain */
 	uint64_t ino;
@@ -200,62 +181,6 @@ struct fs_inode {
 	 * table until it is destroyed) */
 	uint64_t snap_bytes;
 	bool snap_counted;
-};
-
-/* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
- * by a few threads, and the window buffers kept for reuse. */
-#define FS_PF_SPARE FS_PF_NBUF
-struct fs_pf_pool {
-	uint64_t window;		/* bytes per buffer (FS_PF_NBUF per file),
-					 * 0 = off; set at start */
-	_Atomic uint64_t bytes, hits, fills;	/* counters; bytes: of windows
-						 * in use, not of spares */
-	/* Buffers of window bytes no window uses, for the next one; NULL =
-	 * an empty slot.  Lock-free: taken by exchange, given by
-	 * compare-exchange into an empty slot. */
-	_Atomic(uint8_t *) spare[FS_PF_SPARE];
-	_Atomic bool spare_off;		/* set by stop: a released buffer is
-					 * freed, not kept */
-	_Atomic uint64_t fill_errors;	/* fills a device error ended */
-	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
-	pthread_cond_t qcond;
-	struct pf_job *queue;		/* [qlock] */
-	bool stop;			/* [qlock] */
-	pthread_t threads[4];
-	int nthreads;			/* set by start/stop only */
-};
-
-/* The commit thread (fs_commit.c): wakes every commit_interval_ms, or when
- * kicked, writes out aged buffers and commits. */
-struct fs_committer {
-	pthread_t thread;
-	bool running;			/* set and cleared by start/stop only */
-	pthread_mutex_t lock;		/* leaf; protects the three flags */
-	pthread_cond_t cond;
-	bool stop, kick, commit_only;	/* [lock] */
-};
-
-/* Shared extents (fs_copy.c): device blocks referenced by more than one
- * extent (of one file or several).  Kept per data zone, only for zones that
- * hold such blocks, so unshared data costs one NULL pointer per zone.  A
- * block's entry is its number of references beyond the first; valid bytes
- * (zalloc) count every block once, added with the first reference and
- * subtracted with the last.  Built from the extent maps at mount
- * (fs_share_rebuild), then kept up to date by the drop callback and the
- * records that add references (COPY, REMAP).  All fields [L]. */
-struct fs_share {
-	uint16_t **refs;		/* per device zone: refs per block, or NULL */
-	uint32_t *nshared;		/* per device zone: blocks whose refs > 0 */
-	uint32_t nzones;		/* device zones (0 = not set up yet) */
-	uint32_t zone_blocks;		/* blocks per zone */
-	uint64_t zone_size;		/* bytes */
-	uint64_t shared_blocks;		/* blocks with refs > 0 */
-	uint64_t extra_refs;		/* sum of refs: blocks a copy did not write */
-	/* counters since mount (any thread reads them) */
-	_Atomic uint64_t copies;	/* fs_copy_file_range calls that copied bytes */
-	_Atomic uint64_t copy_shared_bytes;	/* bytes given to copies by sharing */
-	_Atomic uint64_t copy_written_bytes;	/* bytes copies wrote through the buffer */
-	_Atomic uint64_t gc_shared_moves;	/* shared ranges the collector moved */
 };
 
 struct fs {
