@@ -1,9 +1,23 @@
-/* fs_internal — structures shared by the files of the fs core (fs.c,
- * fs_records.c, fs_data.c, fs_xattr.c).  Not an interface for other modules.
+/* fs_internal — what the files of the fs core share, not an interface for
+ * other modules: the log record types, struct fs and struct fs_inode with
+ * the structures they hold (names, directories, xattrs, write-buffer
+ * chunks), the locks, and the functions one file of the core calls in
+ * another, grouped by the file that defines them.
+ *
+ * The state one file owns is in that file's private header, with its
+ * invariants and locks; struct fs and struct fs_inode hold it:
+ *   fs_commit.h    the commit thread (fs->cmt)
+ *   fs_copy.h      the share table of shared extents (fs->share)
+ *   fs_lifetime.h  lifetime placement (fs->lt, opaque)
+ *   fs_prealloc.h  fallocated, unwritten ranges (in->pa, fs->pa_bytes)
+ *   fs_prefetch.h  read-ahead (in->pf, fs->pf)
  *
  * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc, and
  * inode->rw -> inode->wb_lock (a leaf, held only to wait for or announce the
- * end of a write-out; a waiter takes wb_lock, then releases in->rw).
+ * end of a write-out; a waiter takes wb_lock, then releases in->rw).  The
+ * owners' locks fit in as their headers say: in->pf->lock between
+ * inode->rw and fs->lock; the committer's and the read-ahead queue's locks
+ * are leaves.
  * Fields marked [L] need fs->lock; [RW] need inode->rw (shared to read,
  * exclusive to change); [L+RW] need both to change, either to read.
  * A data write-out (fs_data.c) drops in->rw for its device I/O: whoever
@@ -259,6 +273,36 @@ struct fs {
 					 * file's class (counted by fs_data.c) */
 };
 
+/* Defined here: helpers every file of the core uses. */
+/* Is the write-behind on (a delay set and the commit thread, which does
+ * it, running)?  The release (fs_namei.c) and a write's hold of a small
+ * file (fs_data.c) both ask.  [any] */
+static inline bool fs_write_behind_on(const struct fs *fs)
+{
+	return fs->opts.write_behind_ms && fs->cmt.running;
+}
+/* One file's share of the write buffer (bytes): past it a writer writes
+ * everything out, and neither the write-behind nor the hold takes it. */
+static inline uint64_t fs_file_share(const struct fs *fs)
+{
+	return fs->opts.buffer_bytes / 8;
+}
+/* Take in->rw exclusive.  Its holder may be a collector's move or a
+ * write-out's bookkeeping, so a wait for it gets the blocking notice
+ * first (zf_will_block, zf_common.h).  [any; no fs lock held] */
+static inline void fs_rw_wrlock(struct fs_inode *in)
+{
+	if (pthread_rwlock_trywrlock(&in->rw) != 0) {
+		zf_will_block();
+		pthread_rwlock_wrlock(&in->rw);
+	}
+}
+/* See struct fs_dir. */
+static inline bool fs_dir_rooted(const struct fs_inode *dir)
+{
+	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
+}
+
 /* fs_inode.c: the inode and name tables, the dirty list. [L] */
 int64_t fs_now(void);				/* ns since the epoch */
 struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);
@@ -285,32 +329,19 @@ void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
 /* The write-behind list: (re)join it at its tail, now; leave it. [L] */
 void fs_behind_add(struct fs *fs, struct fs_inode *in);
 void fs_behind_unlink(struct fs *fs, struct fs_inode *in);
-/* Is the write-behind on (a delay set and the commit thread, which does
- * it, running)?  The release (fs_namei.c) and a write's hold of a small
- * file (fs_data.c) both ask.  [any] */
-static inline bool fs_write_behind_on(const struct fs *fs)
-{
-	return fs->opts.write_behind_ms && fs->cmt.running;
-}
-/* One file's share of the write buffer (bytes): past it a writer writes
- * everything out, and neither the write-behind nor the hold takes it. */
-static inline uint64_t fs_file_share(const struct fs *fs)
-{
-	return fs->opts.buffer_bytes / 8;
-}
-/* Take in->rw exclusive.  Its holder may be a collector's move or a
- * write-out's bookkeeping, so a wait for it gets the blocking notice
- * first (zf_will_block, zf_common.h).  [any; no fs lock held] */
-static inline void fs_rw_wrlock(struct fs_inode *in)
-{
-	if (pthread_rwlock_trywrlock(&in->rw) != 0) {
-		zf_will_block();
-		pthread_rwlock_wrlock(&in->rw);
-	}
-}
 /* The mode after a write or chown by someone else: no set-user-id bit, no
  * set-group-id bit where group execute is set (as the kernel does). */
 uint32_t fs_mode_kill_suidgid(uint32_t mode);
+/* Preallocation: an inode or a name that is not linked in yet:
+ * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
+ * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
+ * at most one outstanding reservation per directory. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
+void fs_inode_insert(struct fs *fs, struct fs_inode *in);
+void fs_inode_discard(struct fs *fs, struct fs_inode *in);
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino);
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
 
 /* fs_namei.c */
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
@@ -382,17 +413,13 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);
 
-/* Preallocation (fs_inode.c; fs_inode_prepare and fs_rename_check:
- * fs_apply.c).  An inode or a name that is not linked in yet:
- * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
- * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
- * at most one outstanding reservation per directory. */
-struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
-void fs_inode_insert(struct fs *fs, struct fs_inode *in);
-void fs_inode_discard(struct fs *fs, struct fs_inode *in);
-struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
-				  uint64_t ino);
-void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* fs_apply.c: apply functions, one per record type, shared by the live
+ * operation (after its append) and replay (after decoding and validation).
+ * fs_block_size: the block size, also while replaying (before fs->bs is
+ * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
+ * as below; depth is not limited). */
+uint32_t fs_block_size(const struct fs *fs);
+bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
 /* A new inode with attributes a, not in the table: its directory (parent
  * for '..') when a is a directory, a copy of target when not NULL.
  * 0 or -ENOMEM. */
@@ -402,18 +429,6 @@ int fs_inode_prepare(struct fs *fs, const struct fs_attr *a, uint64_t parent,
  * means a corrupt record): 1 = same inode, nothing to do; 0 = apply. */
 int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
-
-/* fs_apply.c: apply functions, one per record type, shared by the live
- * operation (after its append) and replay (after decoding and validation).
- * fs_block_size: the block size, also while replaying (before fs->bs is
- * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
- * as below; depth is not limited).  fs_dir_rooted: see struct fs_dir. */
-uint32_t fs_block_size(const struct fs *fs);
-bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
-static inline bool fs_dir_rooted(const struct fs_inode *dir)
-{
-	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
-}
 void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
 void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d);
