@@ -1,13 +1,14 @@
 /* fs_internal — what the files of the fs core share, not an interface for
  * other modules: the log record types, struct fs and struct fs_inode with
- * the structures they hold (names, directories, xattrs, write-buffer
- * chunks), the locks, and the functions one file of the core calls in
- * another, grouped by the file that defines them.
+ * the structures they hold (names, directories, xattrs), the locks, and
+ * the functions one file of the core calls in another, grouped by the file
+ * that defines them.
  *
  * The state one file owns is in that file's private header, with its
  * invariants and locks; struct fs and struct fs_inode hold it:
  *   fs_commit.h    the commit thread (fs->cmt)
  *   fs_copy.h      the share table of shared extents (fs->share)
+ *   fs_data.h      the write buffer's chunks (in->chunks)
  *   fs_lifetime.h  lifetime placement (fs->lt, opaque)
  *   fs_prealloc.h  fallocated, unwritten ranges (in->pa, fs->pa_bytes)
  *   fs_prefetch.h  read-ahead (in->pf, fs->pf)
@@ -35,6 +36,7 @@
 #include "fs/fs.h"
 #include "fs/fs_commit.h"
 #include "fs/fs_copy.h"
+#include "fs/fs_data.h"
 #include "fs/fs_lifetime.h"
 #include "fs/fs_prealloc.h"
 #include "fs/fs_prefetch.h"
@@ -112,28 +114,6 @@ struct fs_dir {
 					 * (fs->snap_gen when it did) */
 	uint64_t name_bytes;		/* [L] log bytes of its names' DIRENT
 					 * records in a snapshot */
-};
-
-/* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
- * contiguous aligned buffer that grows by powers of two up to the chunk
- * (small files stay small; a full chunk is written straight from it).
- * Every page in a chunk is newer than the device: a present page is one
- * still to be written. */
-struct fs_chunk {
-	uint64_t idx;			/* file offset / stripe_unit */
-	uint64_t seq;			/* creation order (in->chunk_seq) */
-	uint32_t npresent;		/* pages present */
-	uint32_t cap;			/* page slots the buffer holds */
-	uint32_t nslots;		/* slots handed out (<= cap) */
-	uint8_t *buf;			/* cap * bs bytes: pages in slots */
-	struct fs_donor *donor;		/* [RW] buf lies in this donated WRITE
-					 * payload (one reference), or NULL:
-					 * buf is the chunk's own */
-	uint32_t *slot;			/* per page of the chunk: its slot in
-					 * buf, if present (fs_data.c) */
-	uint64_t *present;		/* bitmap over pages_per_chunk */
-	bool busy;			/* [RW] in the write-out in flight:
-					 * read-only until it ends (fs_data.c) */
 };
 
 struct fs_inode {
