@@ -16,9 +16,10 @@
  * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc, and
  * inode->rw -> inode->wb_lock (a leaf, held only to wait for or announce the
  * end of a write-out; a waiter takes wb_lock, then releases in->rw).  The
- * owners' locks fit in as their headers say: in->pf->lock between
- * inode->rw and fs->lock; the committer's and the read-ahead queue's locks
- * are leaves.
+ * owners' locks fit in as their headers say: lt->tail_lock before
+ * inode->rw, in->pf->lock between inode->rw and fs->lock, lt->mf_lock
+ * after fs->lock; the committer's and the read-ahead queue's locks are
+ * leaves.
  * Fields marked [L] need fs->lock; [RW] need inode->rw (shared to read,
  * exclusive to change); [L+RW] need both to change, either to read.
  * A data write-out (fs_data.c) drops in->rw for its device I/O: whoever
