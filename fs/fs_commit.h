@@ -25,7 +25,7 @@
 #include <stdbool.h>
 
 struct fs_committer {
-	pthread_t thread;
+	pthread_t thread;		/* set by start, joined by stop */
 	bool running;			/* set and cleared by start/stop only */
 	pthread_mutex_t lock;		/* leaf; protects the three flags */
 	pthread_cond_t cond;

@@ -33,7 +33,7 @@
 struct fs_pf_data;
 struct pf_job;
 
-/* Prefetch state of one file. */
+/* Prefetch state of one file.  Every field of a buffer is [pf->lock]. */
 #define FS_PF_NBUF 4
 struct fs_pf_buf {
 	uint64_t off, len;	/* file bytes covered */
@@ -42,12 +42,13 @@ struct fs_pf_buf {
 };
 
 struct fs_prefetch {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uint64_t last_end;	/* end of the previous read (bytes) */
-	uint32_t seq;		/* consecutive sequential reads */
-	uint64_t gen;		/* bumped by writes/truncates: stale fills die */
-	struct fs_pf_buf b[FS_PF_NBUF];
+	pthread_mutex_t lock;	/* between in->rw and fs->lock (above) */
+	pthread_cond_t cond;	/* [lock] broadcast when a fill ends */
+	uint64_t last_end;	/* [lock] end of the previous read (bytes) */
+	uint32_t seq;		/* [lock] consecutive sequential reads */
+	uint64_t gen;		/* [lock] bumped by writes/truncates: stale
+				 * fills die */
+	struct fs_pf_buf b[FS_PF_NBUF];	/* [lock] */
 };
 
 /* The read-ahead workers: a queue of buffer fills served by a few
