@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_commit.h"
 #include "fs/fs_internal.h"
 
 /* ---- commit ---- */

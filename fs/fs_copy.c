@@ -1,6 +1,6 @@
 /* fs_copy — shared extents and copy_file_range.
  *
- * The share table (struct fs_share, fs_internal.h): for every data zone
+ * The share table (struct fs_share, fs_copy.h): for every data zone
  * that holds blocks referenced by more than one extent, one counter per
  * block of the references beyond the first.  Zones without such blocks
  * have no table, so unshared data costs nothing but a NULL test.  The
@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_copy.h"
 #include "fs/fs_internal.h"
 
 #define SHARE_MAX UINT16_MAX

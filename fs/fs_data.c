@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "fs/fs_data.h"
 #include "fs/fs_internal.h"
 
 

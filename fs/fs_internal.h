@@ -1,9 +1,25 @@
-/* fs_internal — structures shared by the files of the fs core (fs.c,
- * fs_records.c, fs_data.c, fs_xattr.c).  Not an interface for other modules.
+/* fs_internal — what the files of the fs core share, not an interface for
+ * other modules: the log record types, struct fs and struct fs_inode with
+ * the structures they hold (names, directories, xattrs), the locks, and
+ * the functions one file of the core calls in another, grouped by the file
+ * that defines them.
+ *
+ * The state one file owns is in that file's private header, with its
+ * invariants and locks; struct fs and struct fs_inode hold it:
+ *   fs_commit.h    the commit thread (fs->cmt)
+ *   fs_copy.h      the share table of shared extents (fs->share)
+ *   fs_data.h      the write buffer's chunks (in->chunks)
+ *   fs_lifetime.h  lifetime placement (fs->lt, opaque)
+ *   fs_prealloc.h  fallocated, unwritten ranges (in->pa, fs->pa_bytes)
+ *   fs_prefetch.h  read-ahead (in->pf, fs->pf)
  *
  * Locking is described in fs.h: inode->rw -> fs->lock -> mlog/zalloc, and
  * inode->rw -> inode->wb_lock (a leaf, held only to wait for or announce the
- * end of a write-out; a waiter takes wb_lock, then releases in->rw).
+ * end of a write-out; a waiter takes wb_lock, then releases in->rw).  The
+ * owners' locks fit in as their headers say: lt->tail_lock before
+ * inode->rw, in->pf->lock between inode->rw and fs->lock, lt->mf_lock
+ * after fs->lock; the committer's and the read-ahead queue's locks are
+ * leaves.
  * Fields marked [L] need fs->lock; [RW] need inode->rw (shared to read,
  * exclusive to change); [L+RW] need both to change, either to read.
  * A data write-out (fs_data.c) drops in->rw for its device I/O: whoever
@@ -19,6 +35,12 @@
 #include "common/zf_common.h"
 #include "fs/extmap.h"
 #include "fs/fs.h"
+#include "fs/fs_commit.h"
+#include "fs/fs_copy.h"
+#include "fs/fs_data.h"
+#include "fs/fs_lifetime.h"
+#include "fs/fs_prealloc.h"
+#include "fs/fs_prefetch.h"
 #include "fs/fs_repair.h"
 #include "mlog/mlog.h"
 #include "lsm/lifetime.h"
@@ -49,9 +71,6 @@ enum fs_rec_type {
 	FS_REC_PREALLOC,	/* ino: [off, off+len) fallocated: its holes
 				 * are held (fs_prealloc.c) */
 };
-
-/* A fallocated range not written yet (fs_prealloc.c), bytes. */
-struct fs_pa { uint64_t off, len; };
 
 struct fs_xattr {
 	struct fs_xattr *next;
@@ -96,49 +115,6 @@ struct fs_dir {
 					 * (fs->snap_gen when it did) */
 	uint64_t name_bytes;		/* [L] log bytes of its names' DIRENT
 					 * records in a snapshot */
-};
-
-/* A write-buffer chunk: stripe_unit bytes of file.  Its pages live in one
- * contiguous aligned buffer that grows by powers of two up to the chunk
- * (small files stay small; a full chunk is written straight from it).
- * Every page in a chunk is newer than the device: a present page is one
- * still to be written. */
-struct fs_chunk {
-	uint64_t idx;			/* file offset / stripe_unit */
-	uint64_t seq;			/* creation order (in->chunk_seq) */
-	uint32_t npresent;		/* pages present */
-	uint32_t cap;			/* page slots the buffer holds */
-	uint32_t nslots;		/* slots handed out (<= cap) */
-	uint8_t *buf;			/* cap * bs bytes: pages in slots */
-	struct fs_donor *donor;		/* [RW] buf lies in this donated WRITE
-					 * payload (one reference), or NULL:
-					 * buf is the chunk's own */
-	uint32_t *slot;			/* per page of the chunk: its slot in
-					 * buf, if present (fs_data.c) */
-	uint64_t *present;		/* bitmap over pages_per_chunk */
-	bool busy;			/* [RW] in the write-out in flight:
-					 * read-only until it ends (fs_data.c) */
-};
-
-/* Prefetch state of one file (fs_prefetch.c).  A buffer's bytes are a
- * refcounted struct fs_pf_data: the buffer holds one reference, a fill in
- * flight one, and every READ reply served from it one, so a buffer dropped
- * while a reply still sends its bytes is freed by the last reply. */
-#define FS_PF_NBUF 4
-struct fs_pf_data;
-struct fs_pf_buf {
-	uint64_t off, len;	/* file bytes covered */
-	struct fs_pf_data *data;	/* [pf->lock] one reference, or NULL */
-	int state;		/* empty, filling, ready */
-};
-
-struct fs_prefetch {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	uint64_t last_end;	/* end of the previous read (bytes) */
-	uint32_t seq;		/* consecutive sequential reads */
-	uint64_t gen;		/* bumped by writes/truncates: stale fills die */
-	struct fs_pf_buf b[FS_PF_NBUF];
 };
 
 struct fs_inode {
@@ -200,62 +176,6 @@ struct fs_inode {
 	 * table until it is destroyed) */
 	uint64_t snap_bytes;
 	bool snap_counted;
-};
-
-/* The read-ahead workers (fs_prefetch.c): a queue of buffer fills served
- * by a few threads, and the window buffers kept for reuse. */
-#define FS_PF_SPARE FS_PF_NBUF
-struct fs_pf_pool {
-	uint64_t window;		/* bytes per buffer (FS_PF_NBUF per file),
-					 * 0 = off; set at start */
-	_Atomic uint64_t bytes, hits, fills;	/* counters; bytes: of windows
-						 * in use, not of spares */
-	/* Buffers of window bytes no window uses, for the next one; NULL =
-	 * an empty slot.  Lock-free: taken by exchange, given by
-	 * compare-exchange into an empty slot. */
-	_Atomic(uint8_t *) spare[FS_PF_SPARE];
-	_Atomic bool spare_off;		/* set by stop: a released buffer is
-					 * freed, not kept */
-	_Atomic uint64_t fill_errors;	/* fills a device error ended */
-	pthread_mutex_t qlock;		/* leaf; protects queue and stop */
-	pthread_cond_t qcond;
-	struct pf_job *queue;		/* [qlock] */
-	bool stop;			/* [qlock] */
-	pthread_t threads[4];
-	int nthreads;			/* set by start/stop only */
-};
-
-/* The commit thread (fs_commit.c): wakes every commit_interval_ms, or when
- * kicked, writes out aged buffers and commits. */
-struct fs_committer {
-	pthread_t thread;
-	bool running;			/* set and cleared by start/stop only */
-	pthread_mutex_t lock;		/* leaf; protects the three flags */
-	pthread_cond_t cond;
-	bool stop, kick, commit_only;	/* [lock] */
-};
-
-/* Shared extents (fs_copy.c): device blocks referenced by more than one
- * extent (of one file or several).  Kept per data zone, only for zones that
- * hold such blocks, so unshared data costs one NULL pointer per zone.  A
- * block's entry is its number of references beyond the first; valid bytes
- * (zalloc) count every block once, added with the first reference and
- * subtracted with the last.  Built from the extent maps at mount
- * (fs_share_rebuild), then kept up to date by the drop callback and the
- * records that add references (COPY, REMAP).  All fields [L]. */
-struct fs_share {
-	uint16_t **refs;		/* per device zone: refs per block, or NULL */
-	uint32_t *nshared;		/* per device zone: blocks whose refs > 0 */
-	uint32_t nzones;		/* device zones (0 = not set up yet) */
-	uint32_t zone_blocks;		/* blocks per zone */
-	uint64_t zone_size;		/* bytes */
-	uint64_t shared_blocks;		/* blocks with refs > 0 */
-	uint64_t extra_refs;		/* sum of refs: blocks a copy did not write */
-	/* counters since mount (any thread reads them) */
-	_Atomic uint64_t copies;	/* fs_copy_file_range calls that copied bytes */
-	_Atomic uint64_t copy_shared_bytes;	/* bytes given to copies by sharing */
-	_Atomic uint64_t copy_written_bytes;	/* bytes copies wrote through the buffer */
-	_Atomic uint64_t gc_shared_moves;	/* shared ranges the collector moved */
 };
 
 struct fs {
@@ -334,6 +254,36 @@ struct fs {
 					 * file's class (counted by fs_data.c) */
 };
 
+/* Defined here: helpers every file of the core uses. */
+/* Is the write-behind on (a delay set and the commit thread, which does
+ * it, running)?  The release (fs_namei.c) and a write's hold of a small
+ * file (fs_data.c) both ask.  [any] */
+static inline bool fs_write_behind_on(const struct fs *fs)
+{
+	return fs->opts.write_behind_ms && fs->cmt.running;
+}
+/* One file's share of the write buffer (bytes): past it a writer writes
+ * everything out, and neither the write-behind nor the hold takes it. */
+static inline uint64_t fs_file_share(const struct fs *fs)
+{
+	return fs->opts.buffer_bytes / 8;
+}
+/* Take in->rw exclusive.  Its holder may be a collector's move or a
+ * write-out's bookkeeping, so a wait for it gets the blocking notice
+ * first (zf_will_block, zf_common.h).  [any; no fs lock held] */
+static inline void fs_rw_wrlock(struct fs_inode *in)
+{
+	if (pthread_rwlock_trywrlock(&in->rw) != 0) {
+		zf_will_block();
+		pthread_rwlock_wrlock(&in->rw);
+	}
+}
+/* See struct fs_dir. */
+static inline bool fs_dir_rooted(const struct fs_inode *dir)
+{
+	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
+}
+
 /* fs_inode.c: the inode and name tables, the dirty list. [L] */
 int64_t fs_now(void);				/* ns since the epoch */
 struct fs_inode *fs_inode_get(struct fs *fs, uint64_t ino);
@@ -360,32 +310,19 @@ void fs_dirty_unlink(struct fs *fs, struct fs_inode *in);
 /* The write-behind list: (re)join it at its tail, now; leave it. [L] */
 void fs_behind_add(struct fs *fs, struct fs_inode *in);
 void fs_behind_unlink(struct fs *fs, struct fs_inode *in);
-/* Is the write-behind on (a delay set and the commit thread, which does
- * it, running)?  The release (fs_namei.c) and a write's hold of a small
- * file (fs_data.c) both ask.  [any] */
-static inline bool fs_write_behind_on(const struct fs *fs)
-{
-	return fs->opts.write_behind_ms && fs->cmt.running;
-}
-/* One file's share of the write buffer (bytes): past it a writer writes
- * everything out, and neither the write-behind nor the hold takes it. */
-static inline uint64_t fs_file_share(const struct fs *fs)
-{
-	return fs->opts.buffer_bytes / 8;
-}
-/* Take in->rw exclusive.  Its holder may be a collector's move or a
- * write-out's bookkeeping, so a wait for it gets the blocking notice
- * first (zf_will_block, zf_common.h).  [any; no fs lock held] */
-static inline void fs_rw_wrlock(struct fs_inode *in)
-{
-	if (pthread_rwlock_trywrlock(&in->rw) != 0) {
-		zf_will_block();
-		pthread_rwlock_wrlock(&in->rw);
-	}
-}
 /* The mode after a write or chown by someone else: no set-user-id bit, no
  * set-group-id bit where group execute is set (as the kernel does). */
 uint32_t fs_mode_kill_suidgid(uint32_t mode);
+/* Preallocation: an inode or a name that is not linked in yet:
+ * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
+ * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
+ * at most one outstanding reservation per directory. */
+struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
+void fs_inode_insert(struct fs *fs, struct fs_inode *in);
+void fs_inode_discard(struct fs *fs, struct fs_inode *in);
+struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
+				  uint64_t ino);
+void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
 
 /* fs_namei.c */
 void fs_fill_stat(struct fs *fs, const struct fs_inode *in, struct stat *st);
@@ -457,17 +394,13 @@ int fs_replay_record(void *arg, uint16_t type, const void *payload,
 		     uint32_t len, uint64_t lsn);
 int fs_emit_snapshot(void *arg, struct mlog *m);
 
-/* Preallocation (fs_inode.c; fs_inode_prepare and fs_rename_check:
- * fs_apply.c).  An inode or a name that is not linked in yet:
- * fs_inode_insert / fs_dirent_insert cannot fail; an unused one is freed
- * with fs_inode_discard / free().  fs_dirent_alloc reserves a slot in dir:
- * at most one outstanding reservation per directory. */
-struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino);
-void fs_inode_insert(struct fs *fs, struct fs_inode *in);
-void fs_inode_discard(struct fs *fs, struct fs_inode *in);
-struct fs_dirent *fs_dirent_alloc(struct fs *fs, struct fs_inode *dir, const char *name,
-				  uint64_t ino);
-void fs_dirent_insert(struct fs *fs, struct fs_inode *dir, struct fs_dirent *d);
+/* fs_apply.c: apply functions, one per record type, shared by the live
+ * operation (after its append) and replay (after decoding and validation).
+ * fs_block_size: the block size, also while replaying (before fs->bs is
+ * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
+ * as below; depth is not limited). */
+uint32_t fs_block_size(const struct fs *fs);
+bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
 /* A new inode with attributes a, not in the table: its directory (parent
  * for '..') when a is a directory, a copy of target when not NULL.
  * 0 or -ENOMEM. */
@@ -477,18 +410,6 @@ int fs_inode_prepare(struct fs *fs, const struct fs_attr *a, uint64_t parent,
  * means a corrupt record): 1 = same inode, nothing to do; 0 = apply. */
 int fs_rename_check(struct fs *fs, uint64_t p, const char *n, uint64_t np,
 		    const char *nn, unsigned int flags);
-
-/* fs_apply.c: apply functions, one per record type, shared by the live
- * operation (after its append) and replay (after decoding and validation).
- * fs_block_size: the block size, also while replaying (before fs->bs is
- * set), 0 if unknown.  fs_is_below: ino is anc or below it (a loop counts
- * as below; depth is not limited).  fs_dir_rooted: see struct fs_dir. */
-uint32_t fs_block_size(const struct fs *fs);
-bool fs_is_below(struct fs *fs, uint64_t ino, uint64_t anc);
-static inline bool fs_dir_rooted(const struct fs_inode *dir)
-{
-	return dir->ino == FS_ROOT_INO || dir->dir->rooted;
-}
 void fs_apply_attr(struct fs *fs, struct fs_inode *in, const struct fs_attr *a);
 void fs_apply_create(struct fs *fs, struct fs_inode *dir, struct fs_inode *in,
 		     struct fs_dirent *d);

@@ -42,6 +42,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
+#include "fs/fs_lifetime.h"
 
 #define HINTS_MAX_BYTES (1u << 20)
 #define LT_MANIFESTS_MAX 8	/* MANIFEST files followed at once */

@@ -32,6 +32,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
+#include "fs/fs_prealloc.h"
 
 int fs_pa_room(struct fs_inode *in, uint32_t extra)
 {

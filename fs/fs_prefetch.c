@@ -43,6 +43,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
+#include "fs/fs_prefetch.h"
 
 #define PF_WORKERS 4
 #define PF_MAX_REQS 256
