@@ -6,7 +6,7 @@ installed executable stands on top, and a row lists the folders its sources
 come from and the libraries it names in its `dependencies :` / `link_with :`
 (a declare_dependency() stands for the libraries it links).  A library sits
 in the highest row below everything that links it, so the rows read top-down
-as "uses only what is below".  External packages follow a "+".
+as "uses only what is below".  External packages follow in parentheses.
 
 Reads meson.build and the subdir()s it names (not tests/: tests link what
 they test, they are no layer), and lists each source folder on disk to say
@@ -54,8 +54,9 @@ TOKEN = re.compile(r"""
 
 
 def tokens(text, path):
-    """(kind, value) pairs; newlines only where a statement can end."""
-    out, depth, pos = [], 0, 0
+    """(kind, value) pairs, newlines only where a statement can end; and
+    each pair's line number."""
+    out, lines, depth, pos = [], [], 0, 0
     while pos < len(text):
         m = TOKEN.match(text, pos)
         if not m:
@@ -66,9 +67,11 @@ def tokens(text, path):
         val = m.group(kind)
         if kind in ("ws", "comment"):
             continue
+        line = text.count("\n", 0, m.start()) + 1
         if kind == "nl":
             if depth == 0 and out and out[-1][0] != "nl":
                 out.append(("nl", "\n"))
+                lines.append(line)
             continue
         if kind in ("str", "mstr"):
             body = val[1:] if val.startswith("f") else val
@@ -76,6 +79,7 @@ def tokens(text, path):
             if kind == "str":
                 body = re.sub(r"\\(.)", r"\1", body)
             out.append(("str", body))
+            lines.append(line)
             continue
         if kind == "op":
             if val in "([{":
@@ -83,9 +87,9 @@ def tokens(text, path):
             elif val in ")]}":
                 depth = max(0, depth - 1)
         out.append((kind, val))
-    out.append(("nl", "\n"))
-    out.append(("eof", ""))
-    return out
+        lines.append(line)
+    end = text.count("\n") + 1
+    return out + [("nl", "\n"), ("eof", "")], lines + [end, end]
 
 
 # ---------------------------------------------------------------- values --
@@ -132,7 +136,7 @@ class Interp:
                 text = f.read()
         except OSError as e:
             raise MesonError(f"{path}: {e.strerror}") from e
-        self.toks = tokens(text, path)
+        self.toks, self.lines = tokens(text, path)
         self.i = 0
         self.path = path
         self.subdir = subdir
@@ -146,8 +150,8 @@ class Interp:
     def take(self, kind=None, val=None):
         t = self.toks[self.i]
         if (kind and t[0] != kind) or (val is not None and t[1] != val):
-            line = sum(1 for x in self.toks[:self.i] if x[0] == "nl") + 1
-            raise MesonError(f"{self.path}: statement {line}: expected {val or kind}, got {t[1]!r}")
+            raise MesonError(f"{self.path}:{self.lines[self.i]}: expected {val or kind}, "
+                             f"got {t[1]!r}")
         self.i += 1
         return t
 
@@ -199,19 +203,19 @@ class Interp:
             return None
         return v
 
-    def or_expr(self):
-        v = self.and_expr()
-        while self.accept("or"):
-            self.and_expr()
+    def logic(self, word, operand):
+        """operand (word operand)*: a truth value, which no target needs"""
+        v = operand()
+        while self.accept(word):
+            operand()
             v = None
         return v
 
+    def or_expr(self):
+        return self.logic("or", self.and_expr)
+
     def and_expr(self):
-        v = self.cmp_expr()
-        while self.accept("and"):
-            self.cmp_expr()
-            v = None
-        return v
+        return self.logic("and", self.cmp_expr)
 
     def cmp_expr(self):
         v = self.add_expr()
@@ -355,9 +359,9 @@ class Interp:
             sub = os.path.normpath(os.path.join(self.subdir, args[0]))
             if sub.split(os.sep)[0] in SKIP_SUBDIRS:
                 return None
-            saved = (self.toks, self.i, self.path, self.subdir)
+            saved = (self.toks, self.lines, self.i, self.path, self.subdir)
             self.run_file(os.path.join(self.root, sub, "meson.build"), sub)
-            self.toks, self.i, self.path, self.subdir = saved
+            self.toks, self.lines, self.i, self.path, self.subdir = saved
         return None
 
     def method(self, obj, meth, args, kw):
@@ -423,11 +427,13 @@ def folders(sources, root):
 
 
 def rows(interp):
-    """[(row, [(label, names, links)])], top row first."""
+    """[(rank, [(folders, name, links)])], the top row (the programs) first."""
     libs = interp.libs
+    progs = [e for e in interp.exes if e.install]
     edges = {id(l): direct(l)[0] for l in libs}
-    # each library as high as what links it allows: rank = 1 + the highest
-    # rank of what it links, then pulled up under its lowest user
+    # Each library as high as its users allow: first 1 + the highest rank
+    # of what it links, then pulled up to just below its lowest user (the
+    # programs' row counts as a user), users first.
     rank = {}
 
     def up(l):   # meson names a target only once it is defined: no cycles
@@ -436,14 +442,17 @@ def rows(interp):
         return rank[id(l)]
     for l in libs:
         up(l)
+    top = 1 + max(rank.values())
     users = {id(l): [] for l in libs}
     for l in libs:
         for d in edges[id(l)]:
-            users[id(d)].append(l)
+            users[id(d)].append(lambda u=l: rank[id(u)])
+    for e in progs:
+        for d in direct(e)[0]:
+            users[id(d)].append(lambda: top)
     for l in sorted(libs, key=lambda x: -rank[id(x)]):
         if users[id(l)]:
-            rank[id(l)] = min(rank[id(u)] for u in users[id(l)]) - 1
-    top = 1 + max(rank.values(), default=-1)
+            rank[id(l)] = min(u() for u in users[id(l)]) - 1
 
     def links(t):
         ls, ex = direct(t)
@@ -455,18 +464,13 @@ def rows(interp):
     for l in libs:
         table.setdefault(rank[id(l)], []).append(
             (", ".join(folders(l.sources, interp.root)), "lib" + l.name, links(l)))
-    # the programs, grouped by the folder their sources share
-    groups = {}
-    for e in interp.exes:
-        if e.install:
-            key = ", ".join(folders(e.sources, interp.root))
-            key = key if len(key.split(", ")) == 1 and key.endswith("/") else os.path.dirname(
-                e.sources[0].path) + "/" if e.sources else "./"
-            groups.setdefault(key, []).append(e)
-    for key, es in sorted(groups.items()):
-        merged = Target("exe", deps=[d for e in es for d in e.deps], link=[d for e in es for d in e.link])
-        allsrc = [s for e in es for s in e.sources]
-        label = ", ".join(folders(allsrc, interp.root))
+    groups = {}   # the programs, one entry per folder of their first source
+    for e in progs:
+        groups.setdefault(os.path.dirname(e.sources[0].path) if e.sources else "", []).append(e)
+    for _, es in sorted(groups.items()):
+        merged = Target("exe", deps=[d for e in es for d in e.deps],
+                        link=[d for e in es for d in e.link])
+        label = ", ".join(folders([s for e in es for s in e.sources], interp.root))
         table.setdefault(top, []).append((label, ", ".join(e.name for e in es), links(merged)))
     return [(r, sorted(table[r])) for r in sorted(table, reverse=True)]
 

@@ -88,6 +88,12 @@ class Tree:
     def close(self):
         shutil.rmtree(self.root)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 def after49():
     with open(AFTER49, encoding="utf-8") as f:
@@ -96,48 +102,62 @@ def after49():
 
 class Picture(unittest.TestCase):
     def test_after49_layers(self):
-        t = Tree(after49())
-        try:
-            rc, out, err = run("--root", t.root)
-            self.assertEqual((rc, err), (0, ""))
-            self.assertEqual(out, PICTURE)
-        finally:
-            t.close()
+        with Tree(after49()) as t:
+            self.assertEqual(run("--root", t.root), (0, PICTURE, ""))
 
     def test_library_in_its_own_subdir(self):
         text = after49()
         self.assertIn(MLOG_LINES, text)
-        t = Tree(text.replace(MLOG_LINES, "subdir('mlog')\n"))
-        try:
+        with Tree(text.replace(MLOG_LINES, "subdir('mlog')\n")) as t:
             t.write("mlog/meson.build", MLOG_SUBDIR)
             for n in ("mlog_append.c", "mlog_snap.c", "mlog_recover.c"):
                 t.write("mlog/" + n, "")
-            rc, out, err = run("--root", t.root)
-            self.assertEqual((rc, err), (0, ""))
-            self.assertEqual(out, PICTURE)
-        finally:
-            t.close()
+            self.assertEqual(run("--root", t.root), (0, PICTURE, ""))
 
     def test_folder_split_between_libraries(self):
         # today's shape: the log's file in fs/, the policy in gc/
         text = after49().replace(MLOG_LINES, "zf_mlog = static_library('zf_mlog', 'fs/mlog.c', "
                                  "dependencies : zdev_dep)\n")
         text = text.replace("'zonealloc/gc_policy.c'", "'gc/gc_policy.c'")
-        t = Tree(text)
-        try:
+        with Tree(text) as t:
             rc, out, _ = run("--root", t.root)
-            self.assertEqual(rc, 0)
-            folders = {}
-            for line in out.splitlines():        # folders, library, → links
-                lib = [w for w in line.split("→")[0].split() if w.startswith("libzf_")]
-                if lib:
-                    folders[lib[0]] = line.split(lib[0])[0].strip()
-            self.assertEqual(folders["libzf_fs"], "fs/ (not mlog.c)")
-            self.assertEqual(folders["libzf_mlog"], "fs/mlog.c")
-            self.assertEqual(folders["libzf_gc"], "gc/gc.c")
-            self.assertEqual(folders["libzf_zalloc"], "zonealloc/, gc/gc_policy.c")
-        finally:
-            t.close()
+        self.assertEqual(rc, 0)
+        folders = {}
+        for line in out.splitlines():        # folders, library, → links
+            lib = [w for w in line.split("→")[0].split() if w.startswith("libzf_")]
+            if lib:
+                folders[lib[0]] = line.split(lib[0])[0].strip()
+        self.assertEqual(folders["libzf_fs"], "fs/ (not mlog.c)")
+        self.assertEqual(folders["libzf_mlog"], "fs/mlog.c")
+        self.assertEqual(folders["libzf_gc"], "gc/gc.c")
+        self.assertEqual(folders["libzf_zalloc"], "zonealloc/, gc/gc_policy.c")
+
+
+    def test_rows_by_use(self):
+        # t is linked by the program only: it sits just below it, beside h;
+        # a program that is not installed is no layer, so p/ is not all p's
+        build = ("c = static_library('c', 'c/c.c')\n"
+                 "c_dep = declare_dependency(link_with : c)\n"
+                 "m = static_library('m', 'm/m.c', dependencies : c_dep)\n"
+                 "t = static_library('t', 't/t.c', dependencies : c_dep)\n"
+                 "h = static_library('h', 'h/h.c', link_with : m)\n"
+                 "executable('p', 'p/p.c', install : true,\n"
+                 "  dependencies : [declare_dependency(link_with : h), dependency('fuse3')],\n"
+                 "  link_with : t)\n"
+                 "executable('helper', 'p/helper.c', link_with : c)\n")
+        with Tree(build) as t:
+            rc, out, err = run("--root", t.root)
+        self.assertEqual((rc, err), (0, ""))
+        rows = []
+        for line in out.splitlines()[2:-1]:     # inside the fence, past the heading
+            if line.startswith("─"):
+                rows.append([])
+            else:
+                rows[-1].append(line.split()[:2])
+        self.assertEqual(rows, [[["p/p.c", "p"]], [["h/", "libh"], ["t/", "libt"]],
+                                [["m/", "libm"]], [["c/", "libc"]]])
+        self.assertIn("\np/p.c  p     → libh, libt (fuse3)\n", out)
+        self.assertIn("\nc/     libc  → (nothing)\n", out)
 
 
 class Doc(unittest.TestCase):
@@ -196,12 +216,9 @@ class Doc(unittest.TestCase):
 
 class BadBuild(unittest.TestCase):
     def rc_err(self, text):
-        t = Tree(text)
-        try:
+        with Tree(text) as t:
             rc, _, err = run("--root", t.root)
-            return rc, err
-        finally:
-            t.close()
+        return rc, err
 
     def test_unreadable_syntax(self):
         rc, err = self.rc_err("project('x', 'c')\nzf = static_library('zf', 'a/a.c' ! )\n")
@@ -209,9 +226,10 @@ class BadBuild(unittest.TestCase):
         self.assertIn("meson.build:2: cannot read", err)
 
     def test_unbalanced_call(self):
-        rc, err = self.rc_err("zf = static_library('zf', 'a/a.c',\n  dependencies : [x]\n")
+        rc, err = self.rc_err("zf = static_library('zf', 'a/a.c',\n  dependencies : [x]\n"
+                              "zf_dep = declare_dependency(link_with : zf)\n")
         self.assertEqual(rc, 2)
-        self.assertIn("expected", err)
+        self.assertIn("meson.build:3: expected", err)
 
     def test_no_library(self):
         rc, err = self.rc_err("project('x', 'c')\nexecutable('x', 'a/x.c', install : true)\n")
