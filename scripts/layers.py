@@ -345,8 +345,10 @@ class Interp:
         if fn in ("static_library", "library", "shared_library", "both_libraries", "executable"):
             if not args or not isinstance(args[0], str):
                 return None
-            t = Target("exe" if fn == "executable" else "lib", args[0], self.srcs(args[1:]),
-                       list(flatten(kw.get("dependencies"))), list(flatten(kw.get("link_with"))),
+            t = Target("exe" if fn == "executable" else "lib", args[0],
+                       self.srcs([args[1:], kw.get("sources")]),
+                       list(flatten(kw.get("dependencies"))),
+                       list(flatten([kw.get("link_with"), kw.get("link_whole")])),
                        kw.get("install") is True)
             (self.exes if t.kind == "exe" else self.libs).append(t)
             return t
