@@ -51,7 +51,7 @@ struct zdev *fz_device(void)
 
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 
-/* Layouts: fs/mlog_format.h. */
+/* Layouts: mlog/mlog_format.h. */
 void fz_fix_crcs(uint8_t *z, size_t len)
 {
 	if (len < FZ_BLOCK || memcmp(z, MLOG_ZHDR_MAGIC, 8) != 0)
