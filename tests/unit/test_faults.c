@@ -765,6 +765,52 @@ static uint64_t seven_extents(const char *name, uint32_t blocks)
 	return ino;
 }
 
+/* Bytes ino holds preallocated, and its number of ranges. */
+static uint64_t pa_of(uint64_t ino, uint32_t *npa)
+{
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_ptr_nonnull(in);
+	uint64_t b = in->pa_bytes;
+	*npa = in->npa;
+	pthread_mutex_unlock(&fs->lock);
+	return b;
+}
+
+/* fallocate that needs one more preallocated range and finds no memory
+ * for it fails with -ENOMEM before its record: nothing is held beyond
+ * what was, in memory and after a replay of the log. */
+START_TEST(enomem_prealloc_range_log_first)
+{
+	uint64_t ino = mkfile("pa");
+	uint32_t n;
+	ck_assert_int_eq(fs_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, 0, BS), 0);
+	ck_assert_uint_eq(pa_of(ino, &n), BS);
+	ck_assert_uint_eq(n, 1);
+	pthread_mutex_lock(&fs->lock);
+	struct fs_inode *in = fs_inode_get(fs, ino);
+	ck_assert_uint_eq(in->pacap, 1);	/* the next range needs a realloc */
+	failalloc_arm(in->pa);
+	pthread_mutex_unlock(&fs->lock);
+	uint64_t held = fs->pa_bytes;
+	int r = fs_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, 4 * BS, 2 * BS);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_uint_eq(pa_of(ino, &n), BS);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(fs->pa_bytes, held);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	crash_remount();
+	ck_assert_uint_eq(pa_of(ino, &n), BS);
+	ck_assert_uint_eq(n, 1);
+	/* with memory, the same call works */
+	ck_assert_int_eq(fs_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, 4 * BS, 2 * BS), 0);
+	ck_assert_uint_eq(pa_of(ino, &n), 3 * BS);
+	ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
 /* An fsync whose write-out's extent finds no memory (armed) fails with
  * -ENOMEM; what the log holds is what memory maps. */
 static void fsync_enomem_log_agrees(uint64_t ino)
@@ -1314,6 +1360,7 @@ int main(void)
 	tcase_add_test(tc, failed_setid_drop_keeps_mode_and_data);
 	tcase_add_test(tc, failed_fsync_attr_stays_dirty);
 	tcase_add_test(tc, enomem_write_extent_log_agrees);
+	tcase_add_test(tc, enomem_prealloc_range_log_first);
 	tcase_add_test(tc, enomem_write_extent_block_split);
 	tcase_add_test(tc, enomem_punch_log_agrees);
 	tcase_add_test(tc, enomem_gc_repoint_log_agrees);
