@@ -1394,6 +1394,8 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	memcpy(st->class_zone_finishes, za->class_finishes,
 	       sizeof(st->class_zone_finishes));
 	st->gc_runs = za->gc_runs;
+	st->gc_zones_emptied = za->gc_emptied;
+	st->gc_skipped_bytes = za->gc_skipped;
 	st->gc_waits = za->gc_waits;
 	st->gc_wait_ns = za->gc_wait_ns;
 	st->gc_reserve_grants = za->gc_reserve_grants;

@@ -4,7 +4,8 @@
  *   zalloc_space.c  the one place an acquirer waits for space (reserve,
  *                   floor, patience);
  *   zalloc_gc.c     the allocator's side of the GC protocol (victim pick
- *                   and pin, the collector's room, discard).
+ *                   and pin, the collector's room, discard);
+ *   zalloc_victim.c the pure victim policy (zalloc_victim.h).
  * Nothing outside zonealloc/ includes this header (contract: zalloc.h).
  *
  * Zone state: one struct za_zone per data zone, on at most one intrusive
@@ -73,7 +74,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "gc/gc_policy.h"
+#include "zonealloc/zalloc_victim.h"
 #include "zonealloc/zalloc.h"
 
 #define ZA_NIL UINT32_MAX
@@ -202,6 +203,8 @@ struct zalloc {
 	uint32_t gc_active;		/* [mu] victims being collected */
 	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];		/* [mu] */
 	uint64_t gc_runs;					/* [mu] */
+	uint64_t gc_emptied;		/* [mu] victims unpinned with no valid byte */
+	uint64_t gc_skipped;		/* [mu] bytes zalloc_gc_skipped() */
 	uint64_t gc_waits, gc_wait_ns;	/* [mu] waits for the collector (both kinds) */
 	uint64_t gc_reserve_grants;	/* [mu] */
 	uint64_t gc_evacuated;		/* [mu] valid bytes that left zones being collected */

@@ -398,6 +398,7 @@ END_TEST
  * after deleting. */
 START_TEST(device_full)
 {
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);	/* as the daemon: GC, committer */
 	uint8_t *buf = malloc(1 << 20);
 	memset(buf, 0x3C, 1 << 20);
@@ -422,6 +423,7 @@ START_TEST(device_full)
 	fs = NULL;
 	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
 	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);
 	for (int i = 0; i < files; i += 2) {
 		snprintf(name, sizeof(name), "big%d", i);
@@ -577,7 +579,7 @@ static void fill_meta_log(void)
 /* A set-id file (mode 06775) with DIRTY bytes in the write buffer only
  * (3 blocks and a part), then the metadata log made full. */
 #define DIRTY (3 * BS + 1000)
-/* Bytes admitted by the space check of writes (fs_gc_wait_space) that no
+/* Bytes admitted by the space check of writes (zalloc_wait_room) that no
  * write has given back: 0 whenever no write is in flight. */
 static uint64_t room_held(void)
 {
@@ -915,7 +917,7 @@ START_TEST(enomem_gc_repoint_log_agrees)
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "other"), 0);
 	ck_assert_int_eq(fs_commit(fs), 0);
 	arm_map(ino, 7);
-	int r = fs_gc_run_once(fs);
+	int r = gc_run_once(fs);
 	failalloc_disarm();
 	ck_assert_int_ge(r, 0);
 	ck_assert_uint_eq(failalloc_failed(), 1);
@@ -1007,6 +1009,7 @@ START_TEST(write_behind_error_reaches_fsync)
 	o.buffer_bytes = 32ull << 20;
 	o.write_behind_ms = 100;
 	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);	/* the committer runs the write-behind */
 	uint64_t ino = mkfile("behind");
 	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
