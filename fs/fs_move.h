@@ -65,10 +65,10 @@ uint64_t fs_move_buffered(struct fs *fs);
 struct fs_move_piece {
 	uint64_t ino, off, len, dev;
 };
-/* Every piece of a regular file's extent in device [start, start+len),
- * sorted by (ino, off); *out is malloc()ed (the caller frees it).  0 or
- * -ENOMEM. */
-int fs_move_owners(struct fs *fs, uint64_t start, uint64_t len,
+/* Every piece of a regular file's extent in device [start, start+zsize)
+ * (a zone), sorted by (ino, off); *out is malloc()ed (the caller frees
+ * it).  0 or -ENOMEM. */
+int fs_move_owners(struct fs *fs, uint64_t start, uint64_t zsize,
 		   struct fs_move_piece **out, size_t *nout);
 
 /* Bitmap over the data zones (bit i: zone data_first + i, `words` words):

@@ -105,7 +105,6 @@ struct gc {
 	uint64_t report_ns;		/* last periodic debug report */
 };
 
-
 static bool gc_urgent(struct gc *gc)
 {
 	return zalloc_space_waiters(gc->za) > 0 || zalloc_waiters(gc->za) > 0;
@@ -126,7 +125,6 @@ static void throttle(struct gc *gc, uint64_t n)
 		now = zf_now_ns();
 	}
 }
-
 
 /* Move one batch of one file: read parts (from the victim), write them to
  * leases of cls, re-point.  Returns bytes moved or -errno. */
@@ -208,14 +206,12 @@ static int64_t move_batch(struct gc *gc, uint64_t ino, enum lifetime_class cls,
 	return ret ? ret : moved;
 }
 
-
 static int piece_dev_cmp(const void *a, const void *b)
 {
 	const struct fs_move_piece *x = a, *y = b;
 
 	return x->dev < y->dev ? -1 : x->dev > y->dev;
 }
-
 
 /* Move the pieces out of pcs[0..*n) whose device ranges overlap another's
  * (shared bytes) into *shared, sorted by device offset; pcs keeps its
@@ -264,7 +260,6 @@ static int split_shared(struct fs_move_piece *pcs, size_t *n, struct fs_move_pie
 	*nshared = ns;
 	return 0;
 }
-
 
 /* Move the shared pieces sp[0..n) (sorted by dev): each cluster's bytes
  * once, batch by batch.  Bytes moved or -errno; *skipped: bytes left
@@ -324,7 +319,6 @@ static int64_t move_shared(struct gc *gc, struct fs_move_piece *sp, size_t n, bo
 	}
 	return moved;
 }
-
 
 /* Collect one victim.  1: one collected (moved or not), 0: no victim,
  * -errno. */
@@ -491,7 +485,6 @@ static void gc_report(struct gc *gc, const char *what)
 	       (unsigned long long)(zs.gc_wait_ns / 1000000),
 	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants);
 }
-
 
 static void *gc_main(void *arg)
 {
