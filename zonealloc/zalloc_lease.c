@@ -333,17 +333,24 @@ static uint64_t round_want(const struct zalloc *za, uint64_t want)
 	return ZF_ALIGN_UP(want, za->bs);
 }
 
-int zalloc_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
-		   struct zalloc_lease *out)
+/* One blocking acquire; gc: the collector's (zalloc_acquire_gc). */
+static int acquire_one(struct zalloc *za, unsigned int cls, uint64_t want, bool gc,
+		       struct zalloc_lease *out)
 {
 	int rc = check_acquire_args(za, cls, want, out);
 
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&za->mu);
-	rc = za_acquire_locked(za, cls, round_want(za, want), false, out);
+	rc = za_acquire_locked(za, cls, round_want(za, want), gc, out);
 	pthread_mutex_unlock(&za->mu);
 	return rc;
+}
+
+int zalloc_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
+		   struct zalloc_lease *out)
+{
+	return acquire_one(za, cls, want, false, out);
 }
 
 int zalloc_acquire_many(struct zalloc *za, unsigned int cls,
@@ -373,14 +380,7 @@ int zalloc_acquire_many(struct zalloc *za, unsigned int cls,
 int zalloc_acquire_gc(struct zalloc *za, unsigned int cls, uint64_t want,
 		      struct zalloc_lease *out)
 {
-	int rc = check_acquire_args(za, cls, want, out);
-
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&za->mu);
-	rc = za_acquire_locked(za, cls, round_want(za, want), true, out);
-	pthread_mutex_unlock(&za->mu);
-	return rc;
+	return acquire_one(za, cls, want, true, out);
 }
 
 /* Called with za->mu held; z leased, lease validated. */
