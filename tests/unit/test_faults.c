@@ -1021,6 +1021,29 @@ START_TEST(write_behind_error_reaches_fsync)
 }
 END_TEST
 
+/* No memory for the collector's copy buffer when fs_start starts it: the
+ * start fails with -ENOMEM and no thread runs (gc_run_once works); the
+ * unmount stops and frees the collector all the same (ASan: no leak, no
+ * double free); the next mount starts it. */
+START_TEST(enomem_collector_start)
+{
+	ck_assert_int_eq(gc_attach(fs), 0);
+	ck_assert_int_eq(gc_attach(fs), -EBUSY);	/* one per mount */
+	failalloc_arm_memalign(4u << 20);		/* GC_BATCH */
+	int r = fs_start(fs);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_int_ge(gc_run_once(fs), 0);		/* no thread */
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+	ck_assert_int_eq(gc_run_once(fs), -EBUSY);	/* the thread does it */
+}
+END_TEST
+
 /* No memory for the chunk a donated WRITE payload would become: the write
  * reports -ENOMEM, keeps no reference to the payload and leaves the file
  * as it was; with memory back the same payload is taken and kept. */
@@ -1323,6 +1346,7 @@ int main(void)
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
+	tcase_add_test(tc, enomem_collector_start);
 	tcase_add_test(tc, enomem_write_chunk_array);
 	tcase_add_test(tc, enomem_dir_cookies);
 	tcase_add_test(tc, enomem_prefetch);

@@ -135,6 +135,8 @@ START_TEST(fs_gc_moves_live_data)
 	ck_assert_uint_gt(st1.gc_bytes_written, 0);
 	ck_assert_uint_gt(st1.zone_resets, st0.zone_resets);
 	ck_assert_uint_gt(st1.gc_runs, 0);
+	ck_assert_uint_gt(st1.gc_zones_freed, 0);	/* the allocator counts them */
+	ck_assert_uint_le(st1.gc_zones_freed, st1.gc_runs);
 	ck_assert_uint_gt(st1.write_amp_milli, 1000);
 	ck_assert_uint_eq(st1.class_gc_bytes_written[LIFETIME_MEDIUM], st1.gc_bytes_written);
 	gc_files_check(&g, "after the collection");
