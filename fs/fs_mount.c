@@ -538,8 +538,8 @@ int fs_mount_repair(struct zdev *dev, const struct fs_opts *o, struct fs_repair 
 int fs_start(struct fs *fs)
 {
 	int ret = fs_pf_start(fs);
-	if (!ret)
-		ret = fs->collector ? fs->collector->start(fs->collector->arg) : 0;	/* fs_move.h */
+	if (!ret && fs->collector)	/* the collector (fs_move.h) */
+		ret = fs->collector->start(fs->collector->arg);
 	if (!ret)
 		ret = fs_committer_start(fs);
 	return ret;
