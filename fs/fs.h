@@ -344,7 +344,7 @@ struct fs_stats {
 	uint64_t inodes;
 	uint64_t commits;
 	uint64_t snapshots;
-	/* lifetime placement and GC (fs_gc_fill_stats).  Device data bytes =
+	/* lifetime placement and GC (the allocator's figures).  Device data bytes =
 	 * data_bytes_written + gc_bytes_written; write amplification =
 	 * (data + gc + meta bytes) / user bytes. */
 	uint64_t gc_bytes_written;	/* bytes the collector copied */

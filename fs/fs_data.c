@@ -1132,6 +1132,33 @@ static void settle(struct fs *fs, struct fs_inode *in)
 			(unsigned long long)in->ino, strerror(-fr));
 }
 
+/* Room for `bytes` more of buffered data, `keep` more left free beyond
+ * them: the allocator's one wait for space (zalloc_wait_room,
+ * zonealloc/zalloc_space.c), which counts what this fs has buffered and
+ * commits to reset zones that only wait for one.  0, or -ENOSPC.  No lock
+ * held.  On 0 the bytes stay held against other writers' admissions until
+ * zalloc_room_done(bytes), once fs->buffered counts them or the write gave
+ * up (any lock may be held then). */
+static uint64_t room_buffered(void *arg)
+{
+	return ((struct fs *)arg)->buffered;
+}
+
+static int room_commit(void *arg)
+{
+	return fs_commit(arg);
+}
+
+static int wait_room(struct fs *fs, uint64_t bytes, uint64_t keep)
+{
+	struct zalloc_room r = {
+		.bytes = bytes, .keep = keep, .buffered = room_buffered,
+		.commit = room_commit, .arg = fs,
+	};
+
+	return zalloc_wait_room(fs->za, &r);
+}
+
 static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const void *buf,
 			    struct fs_donor *donor, size_t size, unsigned int flags)
 {
@@ -1157,9 +1184,9 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		pthread_mutex_unlock(&fs->lock);
 	}
 	admitted = size - own;
-	ret = fs_gc_wait_space(fs, admitted,
-			       (flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs)) +
-			       (fs->pa_bytes - ZF_MIN(own, fs->pa_bytes)));
+	ret = wait_room(fs, admitted,
+			(flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs)) +
+			(fs->pa_bytes - ZF_MIN(own, fs->pa_bytes)));
 	if (ret)
 		goto unpin_out;
 	fs_rw_wrlock(in);
@@ -1171,7 +1198,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	if (((flags & FS_WRITE_PAGECACHE) && off + size > in->wb_cut && (ret = in->wb_cut_err)) ||
 	    ((flags & FS_WRITE_KILL_PRIV) && (ret = ZF_MIN(drop_priv(fs, in), 0))) ||
 	    (off > in->size && (ret = fs_data_zero_tail(fs, in)))) {
-		fs_gc_room_done(fs, admitted);
+		zalloc_room_done(fs->za, admitted);
 		goto unlock;
 	}
 	const uint8_t *src = buf;
@@ -1220,7 +1247,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		if (ret == 0)
 			ret = (ssize_t)(pos - off);
 	}
-	fs_gc_room_done(fs, admitted);	/* fs->buffered counts what was buffered */
+	zalloc_room_done(fs->za, admitted);	/* fs->buffered counts what was buffered */
 	settle(fs, in);
 unlock:
 	pthread_rwlock_unlock(&in->rw);
@@ -1486,7 +1513,7 @@ static int prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 	uint64_t need = b - a - ZF_MIN(held, b - a);
 	if (!need)
 		return 0;
-	int ret = fs_gc_wait_space(fs, need, fs_dirty_reserve(fs) + fs->pa_bytes);
+	int ret = wait_room(fs, need, fs_dirty_reserve(fs) + fs->pa_bytes);
 	if (ret)
 		return ret;
 	fs_rw_wrlock(in);
@@ -1498,7 +1525,7 @@ static int prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 		fs_apply_prealloc(fs, in, a, b - a);
 	pthread_mutex_unlock(&fs->lock);
 	pthread_rwlock_unlock(&in->rw);
-	fs_gc_room_done(fs, need);	/* fs->pa_bytes counts them now */
+	zalloc_room_done(fs->za, need);	/* fs->pa_bytes counts them now */
 	return ret;
 }
 

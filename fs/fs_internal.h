@@ -249,7 +249,7 @@ struct fs {
 	struct fs_lt *lt;		/* rules, inference, MANIFESTs followed:
 					 * fs_lifetime.c's, with its own locks;
 					 * NULL outside init..fini */
-	struct fs_gc *gc;		/* collector thread, or NULL */
+	const struct fs_collector *collector;	/* fs_move.h: fs_start starts it; or NULL */
 	_Atomic uint64_t class_user_bytes[LIFETIME_NR];	/* fs_write bytes by the
 					 * file's class (counted by fs_data.c) */
 };
@@ -533,23 +533,6 @@ void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st);
 /* The inferred LSM level of table ino, -1 if unknown or not a table
  * (tests, debugging).  Any thread, no locks. */
 int fs_lifetime_level(struct fs *fs, uint64_t ino);
-
-/* gc/gc.c: the garbage collector (thread started by fs_start). */
-int fs_gc_start(struct fs *fs);		/* no-op when read-only */
-void fs_gc_stop(struct fs *fs);		/* before the final commit */
-void fs_gc_kick(struct fs *fs);		/* wake it (any thread, no locks) */
-/* Room for `bytes` more of buffered data, `keep` more left free beyond
- * them (fs_write's reserve for the page cache): zalloc_wait_room() (the one wait
- * for space, zonealloc/zalloc_space.c) with fs->buffered and fs_commit.
- * 0, or -ENOSPC.  No locks held (fs_write, before buffering).  On 0 the
- * bytes stay held against other writers' admissions until
- * fs_gc_room_done(bytes), called once fs->buffered counts them or the
- * write gave up (any lock may be held). */
-int fs_gc_wait_space(struct fs *fs, uint64_t bytes, uint64_t keep);
-void fs_gc_room_done(struct fs *fs, uint64_t bytes);
-/* Collect one victim now (tests): 1 collected, 0 none, -errno. */
-int fs_gc_run_once(struct fs *fs);
-void fs_gc_fill_stats(struct fs *fs, struct fs_stats *st);	/* no locks */
 
 /* fs_prefetch.c */
 int fs_pf_start(struct fs *fs);

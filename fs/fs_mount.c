@@ -12,6 +12,7 @@
 
 #include "common/zf_common.h"
 #include "fs/fs_internal.h"
+#include "fs/fs_move.h"
 
 #define DEFAULT_META_ZONES 4
 #define ACTIVE_RESERVED 2	/* meta log: current zone + a snapshot's */
@@ -59,6 +60,37 @@ int fs_statfs(struct fs *fs, struct statvfs *st)
 	return 0;
 }
 
+/* The allocator's figures (GC, placement, zones), the share table's and
+ * the lifetime inference's, and the write amplification. */
+static void fill_zone_stats(struct fs *fs, struct fs_stats *st)
+{
+	struct zalloc_stats zs;
+	uint64_t dev;
+
+	zalloc_get_stats(fs->za, &zs);
+	st->gc_bytes_written = zs.gc_bytes_written;
+	st->gc_runs = zs.gc_runs;
+	st->gc_waits = zs.gc_waits;
+	st->gc_wait_ms = zs.gc_wait_ns / 1000000ull;
+	st->gc_zones_freed = zs.gc_zones_emptied;
+	st->gc_skipped_busy = zs.gc_skipped_bytes;
+	st->zone_resets = zs.zone_resets;
+	st->zone_finishes = zs.zone_finishes;
+	st->free_zones = zs.free_zones;
+	for (int c = 0; c < LIFETIME_NR; c++) {
+		st->class_user_bytes_written[c] = fs->class_user_bytes[c];
+		st->class_bytes_written[c] = zs.class_bytes_written[c];
+		st->class_gc_bytes_written[c] = zs.gc_class_bytes_written[c];
+		st->class_zone_resets[c] = zs.class_zone_resets[c];
+		st->class_zone_finishes[c] = zs.class_zone_finishes[c];
+	}
+	fs_share_fill_stats(fs, st);
+	dev = st->data_bytes_written + st->gc_bytes_written + st->meta_bytes_written;
+	st->write_amp_milli = st->user_bytes_written
+				      ? dev * 1000 / st->user_bytes_written : 0;
+	fs_lifetime_fill_stats(fs, st);
+}
+
 void fs_get_stats(struct fs *fs, struct fs_stats *st)
 {
 	struct mlog_stats ms;
@@ -82,7 +114,7 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	pthread_mutex_lock(&fs->lock);
 	st->inodes = fs->ninodes;
 	pthread_mutex_unlock(&fs->lock);
-	fs_gc_fill_stats(fs, st);	/* GC, placement, WA (fs_gc.c) */
+	fill_zone_stats(fs, st);	/* GC, placement, WA */
 }
 
 /* ---- mkfs, mount, unmount ---- */
@@ -508,8 +540,8 @@ int fs_mount_repair(struct zdev *dev, const struct fs_opts *o, struct fs_repair 
 int fs_start(struct fs *fs)
 {
 	int ret = fs_pf_start(fs);
-	if (!ret)
-		ret = fs_gc_start(fs);	/* lifetime GC thread (fs_gc.c) */
+	if (!ret && fs->collector)	/* the collector (fs_move.h) */
+		ret = fs->collector->start(fs->collector->arg);
 	if (!ret)
 		ret = fs_committer_start(fs);
 	return ret;
@@ -520,7 +552,9 @@ int fs_unmount(struct fs *fs)
 	int ret = 0;
 	uint64_t t0 = zf_now_ns(), t1, t2 = 0, t3 = 0;
 
-	fs_gc_stop(fs);	/* lifetime GC thread (fs_gc.c) */
+	if (fs->collector)	/* first: it commits, and moves data (fs_move.h) */
+		fs->collector->stop(fs->collector->arg);
+	fs->collector = NULL;
 	fs_committer_stop(fs);
 	fs_pf_stop(fs);
 	t1 = zf_now_ns();

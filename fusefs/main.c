@@ -39,6 +39,7 @@
 #include "fusefs/fusefs.h"
 #include "fusefs/loop.h"
 #include "fusefs/uring.h"
+#include "gc/gc.h"
 #include "tools/zf_tool.h"
 
 /* The numeric -o options: each is given as text and checked against its
@@ -1027,7 +1028,9 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 		zf_err("cannot go to the background: %s", strerror(-detach));
 		goto out_mount;
 	}
-	r = fs_start(d->ff.fs);
+	r = gc_attach(d->ff.fs);	/* the collector: fs_start() to fs_unmount() */
+	if (!r)
+		r = fs_start(d->ff.fs);
 	if (r)
 		zf_err("cannot start background work: %s", strerror(-r));
 	zf_info("mounted %s (%s%s) on %s", d->c.device, zdev_backend_name(d->dev),

@@ -68,7 +68,7 @@
  * ZALLOC_GC_FLOOR zones no writer ever takes (with no FREE zone at all,
  * zones that die only partly later could never be compacted).  So with GC
  * on, -ENOSPC means: no FREE zone a writer may take, no reset pending, and
- * no FULL zone the collector would copy (gc_policy.h: at least 1/64 dead),
+ * no FULL zone the collector would copy (zalloc_victim.h: at least 1/64 dead),
  * or a collector without progress for the patience above.
  *
  * Cost: what a request calls (acquire, release, valid_add/sub, stats,
@@ -158,7 +158,7 @@ int zalloc_mount_done(struct zalloc *za);
 /* Per class: ZALLOC_STREAM_* flags for the collector's policy (all 0 at
  * create).  0, or -EINVAL. */
 #define ZALLOC_STREAM_DEFER_YOUNG 1u	/* its young zones are left to die in
-					 * the background (gc_policy.h) */
+					 * the background (zalloc_victim.h) */
 int zalloc_set_stream_flags(struct zalloc *za, unsigned int cls, unsigned int flags);
 
 /* ---- valid bytes --------------------------------------------------------- */
@@ -264,7 +264,7 @@ uint32_t zalloc_free_zones(struct zalloc *za);
 
 /* ---- garbage collection (zalloc_gc.c) ------------------------------------ *
  * zalloc keeps space for the collector and pins its victims; the victim
- * policy is gc/gc_policy.h; the collector itself (gc/gc.c) moves the data,
+ * policy is zonealloc/zalloc_victim.h; the collector itself (gc/gc.c) moves the data,
  * because only the file system knows which file each valid byte belongs to.
  *
  * zalloc_set_gc(za, reserve, kick, arg) turns GC mode on (kick != NULL):
@@ -318,6 +318,9 @@ void zalloc_gc_done(struct zalloc *za, uint32_t zone);
 /* The same, and the zone is no victim again for backoff_ns (the collector
  * could not move all of it: a file stayed locked). */
 void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_ns);
+/* Bytes of a victim the collector left where they are (their file stayed
+ * locked): counted in gc_skipped_bytes. */
+void zalloc_gc_skipped(struct zalloc *za, uint64_t bytes);
 /* zalloc_acquire() for the collector: may use the reserved FREE zones,
  * waits for releases and commits like zalloc_acquire() but never for the
  * collector; its bytes count as gc_bytes_written. */
@@ -369,6 +372,9 @@ struct zalloc_stats {
 	uint64_t class_zone_resets[ZALLOC_NR_CLASSES];	/* by the zone's class */
 	uint64_t class_zone_finishes[ZALLOC_NR_CLASSES];
 	uint64_t gc_runs;		/* victims picked (zalloc_gc_pick) */
+	uint64_t gc_zones_emptied;	/* ... of which unpinned with no valid
+					 * byte left (zalloc_gc_done*) */
+	uint64_t gc_skipped_bytes;	/* zalloc_gc_skipped() */
 	uint64_t gc_waits;		/* writers that waited for the collector
 					 * (acquires and zalloc_wait_room) */
 	uint64_t gc_wait_ns;		/* total time they waited */

@@ -88,7 +88,7 @@ static void gc_room(const struct zalloc *za, uint64_t room[ZALLOC_NR_CLASSES])
 }
 
 /* A zone's age for cost-benefit: device bytes written since its data last
- * changed, by a write or by a death (gc_policy.h). */
+ * changed, by a write or by a death (zalloc_victim.h). */
 static uint64_t gc_age(const struct zalloc *za, const struct za_zone *z)
 {
 	return za->dev_bytes - ZF_MAX(z->wclock, z->dclock);
@@ -181,10 +181,21 @@ void zalloc_gc_done_backoff(struct zalloc *za, uint32_t zone, uint64_t backoff_n
 		z->gc_retry_ns = backoff_ns ? zf_now_ns() + backoff_ns : 0;
 		za_zone_sync(za, z);
 		za->gc_active--;
-		if (z->valid == 0)
+		if (z->valid == 0) {
+			za->gc_emptied++;
 			za_queue_reset(za, z);
+		}
 	}
 	pthread_cond_broadcast(&za->cv);
+	pthread_mutex_unlock(&za->mu);
+}
+
+void zalloc_gc_skipped(struct zalloc *za, uint64_t bytes)
+{
+	if (!za)
+		return;
+	pthread_mutex_lock(&za->mu);
+	za->gc_skipped += bytes;
 	pthread_mutex_unlock(&za->mu);
 }
 

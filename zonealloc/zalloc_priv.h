@@ -1,10 +1,14 @@
 /* zalloc_priv.h — the allocator's private state, shared by its files:
- *   zalloc.c        life cycle, zone lists and budget, leases, valid bytes,
- *                   stamped resets, lending to the metadata log, stats;
+ *   zalloc.c        space accounting: life cycle, the space sums, zone
+ *                   lists, unclaimed ranges, valid bytes, stamped resets,
+ *                   lending to the metadata log, stats;
+ *   zalloc_lease.c  leases and limits: the open/active budget, granting,
+ *                   finishing or closing to make room, releasing;
  *   zalloc_space.c  the one place an acquirer waits for space (reserve,
  *                   floor, patience);
  *   zalloc_gc.c     the allocator's side of the GC protocol (victim pick
- *                   and pin, the collector's room, discard).
+ *                   and pin, the collector's room, discard);
+ *   zalloc_victim.c the pure victim policy (zalloc_victim.h).
  * Nothing outside zonealloc/ includes this header (contract: zalloc.h).
  *
  * Zone state: one struct za_zone per data zone, on at most one intrusive
@@ -73,7 +77,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "gc/gc_policy.h"
+#include "zonealloc/zalloc_victim.h"
 #include "zonealloc/zalloc.h"
 
 #define ZA_NIL UINT32_MAX
@@ -202,6 +206,8 @@ struct zalloc {
 	uint32_t gc_active;		/* [mu] victims being collected */
 	uint64_t gc_bytes, gc_class_bytes[ZALLOC_NR_CLASSES];		/* [mu] */
 	uint64_t gc_runs;					/* [mu] */
+	uint64_t gc_emptied;		/* [mu] victims unpinned with no valid byte */
+	uint64_t gc_skipped;		/* [mu] bytes zalloc_gc_skipped() */
 	uint64_t gc_waits, gc_wait_ns;	/* [mu] waits for the collector (both kinds) */
 	uint64_t gc_reserve_grants;	/* [mu] */
 	uint64_t gc_evacuated;		/* [mu] valid bytes that left zones being collected */
@@ -235,20 +241,34 @@ static inline uint32_t za_zidx(const struct zalloc *za, const struct za_zone *z)
 	return (uint32_t)(z - za->z);
 }
 
-/* zalloc.c (all with za->mu held) */
+/* zalloc.c: space accounting (all with za->mu held) */
 /* Bring z's share of za->sums up to date: call after every change of a
  * field the shares read (cond, wp, valid, list, lease, busy, resetting,
  * retired, lent, gc, gc_retry_ns, nunclaimed).  Idempotent, O(1). */
 void za_zone_sync(struct zalloc *za, struct za_zone *z);
-void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c);
 void za_list_del(struct zalloc *za, struct za_zone *z);
 void za_list_add(struct zalloc *za, struct za_zone *z, uint8_t list, bool at_head);
+/* Unclaimed ranges: room for one more (0 or -ENOMEM); a lease's range
+ * [lo, hi) of z (0 or -ENOMEM); trim [lo, hi) out of z's ranges. */
+int za_unclaimed_reserve(struct zalloc *za);
+int za_unclaimed_add(struct zalloc *za, struct za_zone *z, uint64_t lo, uint64_t hi);
 void za_unclaimed_trim(struct zalloc *za, struct za_zone *z, uint64_t lo, uint64_t hi);
 void za_queue_reset(struct zalloc *za, struct za_zone *z);
+/* Zone state changes: reached capacity or finished (queued for reset if
+ * empty); reset (FREE again); damaged (never written or reset again). */
+void za_mark_full(struct zalloc *za, struct za_zone *z);
+void za_make_free(struct zalloc *za, struct za_zone *z);
+void za_retire(struct zalloc *za, struct za_zone *z, uint8_t cond);
 struct za_zone *za_zone_of(struct zalloc *za, uint32_t zone);	/* NULL: no data zone */
+void za_stats_locked(struct zalloc *za, struct zalloc_stats *st);
+/* zalloc_stats.free_bytes, O(1). */
+uint64_t za_free_bytes(const struct zalloc *za);
+
+/* zalloc_lease.c: leases and the open/active budget (with za->mu held) */
+/* The only writer of z->cond: keeps nr_open / nr_active. */
+void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c);
 bool za_zone_usable(const struct za_zone *z, enum za_who who);
 bool za_class_has_closed(struct zalloc *za, unsigned int cls, enum za_who who);
-/* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */
 /* The last resort of a user's acquire that would fail with -ENOSPC: an
  * unleased open zone of another class with room, the fullest.  Placement
  * is a hint: free_bytes and the write admission count the room left in
@@ -257,13 +277,9 @@ bool za_class_has_closed(struct zalloc *za, unsigned int cls, enum za_who who);
  * leased; out->cls is the zone's class), -ENOSPC or -ENOMEM.  [mu] */
 int za_try_other_class(struct zalloc *za, unsigned int cls, uint64_t want,
 		       struct zalloc_lease *out);
+/* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */
 int za_try_acquire(struct zalloc *za, unsigned int cls, uint64_t want,
 		   bool may_finish, enum za_who who, struct zalloc_lease *out);
-
-/* zalloc.c, continued */
-void za_stats_locked(struct zalloc *za, struct zalloc_stats *st);
-/* zalloc_stats.free_bytes, O(1). */
-uint64_t za_free_bytes(const struct zalloc *za);
 
 /* zalloc_space.c (with za->mu held) */
 uint32_t za_free_usable(const struct zalloc *za, enum za_who who);

@@ -61,7 +61,8 @@
 
 #include "common/zf_common.h"
 #include "fs/fs.h"
-#include "fs/fs_internal.h"	/* fs_gc_run_once: collect one zone now */
+#include "fs/fs_internal.h"
+#include "gc/gc.h"	/* gc_run_once: collect one zone now */
 #include "zoned/zdev.h"
 #include "tc_util.h"
 
@@ -839,7 +840,7 @@ static void run_workload(const struct wl *w, const char *base_img)
 		TC_CHECK(take_state(fs, &r.st[s]));
 	}
 	if (w->gc) {
-		int got = fs_gc_run_once(fs);
+		int got = gc_run_once(fs);
 		if (got != 1)
 			tc_die("%s: the collector collected %d zones, 1 expected", w->name, got);
 		s++;

@@ -365,7 +365,7 @@ START_TEST(copy_gc_moves_shared_once)
 	ck_assert_int_eq(fs_commit(fs), 0);
 	struct fs_stats s0 = tl_stats(fs);
 	int r, runs = 0;
-	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
+	while ((r = gc_run_once(fs)) > 0 && runs < 10)
 		runs++;
 	ck_assert_int_ge(r, 0);
 	ck_assert_int_gt(runs, 0);
@@ -425,7 +425,7 @@ START_TEST(copy_gc_partial_sharers)
 	fs_forget(fs, f, 1);
 	ck_assert_int_eq(fs_commit(fs), 0);
 	int r, runs = 0;
-	while ((r = fs_gc_run_once(fs)) > 0 && runs < 10)
+	while ((r = gc_run_once(fs)) > 0 && runs < 10)
 		runs++;
 	ck_assert_int_ge(r, 0);
 	ck_assert_uint_gt(tl_stats(fs).gc_shared_moves, 0);

@@ -398,6 +398,7 @@ END_TEST
  * after deleting. */
 START_TEST(device_full)
 {
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);	/* as the daemon: GC, committer */
 	uint8_t *buf = malloc(1 << 20);
 	memset(buf, 0x3C, 1 << 20);
@@ -422,6 +423,7 @@ START_TEST(device_full)
 	fs = NULL;
 	ck_assert_int_eq(fs_check(dev, false, report, NULL), 0);
 	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);
 	for (int i = 0; i < files; i += 2) {
 		snprintf(name, sizeof(name), "big%d", i);
@@ -577,7 +579,7 @@ static void fill_meta_log(void)
 /* A set-id file (mode 06775) with DIRTY bytes in the write buffer only
  * (3 blocks and a part), then the metadata log made full. */
 #define DIRTY (3 * BS + 1000)
-/* Bytes admitted by the space check of writes (fs_gc_wait_space) that no
+/* Bytes admitted by the space check of writes (zalloc_wait_room) that no
  * write has given back: 0 whenever no write is in flight. */
 static uint64_t room_held(void)
 {
@@ -961,7 +963,7 @@ START_TEST(enomem_gc_repoint_log_agrees)
 	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "other"), 0);
 	ck_assert_int_eq(fs_commit(fs), 0);
 	arm_map(ino, 7);
-	int r = fs_gc_run_once(fs);
+	int r = gc_run_once(fs);
 	failalloc_disarm();
 	ck_assert_int_ge(r, 0);
 	ck_assert_uint_eq(failalloc_failed(), 1);
@@ -1053,6 +1055,7 @@ START_TEST(write_behind_error_reaches_fsync)
 	o.buffer_bytes = 32ull << 20;
 	o.write_behind_ms = 100;
 	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);	/* the committer runs the write-behind */
 	uint64_t ino = mkfile("behind");
 	ck_assert_int_eq(fs_open(fs, ino, O_WRONLY), 0);
@@ -1061,6 +1064,29 @@ START_TEST(write_behind_error_reaches_fsync)
 	ck_assert_int_eq(fs_release(fs, ino), 0);	/* nothing written yet */
 	usleep(500000);					/* the write-behind tried and failed */
 	failed_writeout_stays_for_fsync(ino, 24);
+}
+END_TEST
+
+/* No memory for the collector's copy buffer when fs_start starts it: the
+ * start fails with -ENOMEM and no thread runs (gc_run_once works); the
+ * unmount stops and frees the collector all the same (ASan: no leak, no
+ * double free); the next mount starts it. */
+START_TEST(enomem_collector_start)
+{
+	ck_assert_int_eq(gc_attach(fs), 0);
+	ck_assert_int_eq(gc_attach(fs), -EBUSY);	/* one per mount */
+	failalloc_arm_memalign(4u << 20);		/* GC_BATCH */
+	int r = fs_start(fs);
+	failalloc_disarm();
+	ck_assert_uint_eq(failalloc_failed(), 1);
+	ck_assert_int_eq(r, -ENOMEM);
+	ck_assert_int_ge(gc_run_once(fs), 0);		/* no thread */
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);
+	ck_assert_int_eq(fs_start(fs), 0);
+	ck_assert_int_eq(gc_run_once(fs), -EBUSY);	/* the thread does it */
 }
 END_TEST
 
@@ -1367,6 +1393,7 @@ int main(void)
 	tcase_add_test(tc, failed_copy_shares_nothing);
 	tcase_add_test(tc, enomem_copy_log_agrees);
 	tcase_add_test(tc, enomem_donated_write);
+	tcase_add_test(tc, enomem_collector_start);
 	tcase_add_test(tc, enomem_write_chunk_array);
 	tcase_add_test(tc, enomem_dir_cookies);
 	tcase_add_test(tc, enomem_prefetch);

@@ -705,6 +705,7 @@ static void behind_mount(uint32_t ms)
 	o.buffer_bytes = 64ull << 20;
 	o.write_behind_ms = ms;
 	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);
 }
 

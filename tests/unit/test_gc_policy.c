@@ -1,11 +1,11 @@
 /* test_gc_policy — unit tests of the collector's victim policy
- * (gc/gc_policy.c): pure functions over zone views, no device.  The same
+ * (zonealloc/zalloc_victim.c): pure functions over zone views, no device.  The same
  * policy seen through the allocator (pinning, room, skip, backoff) is
  * tested in test_zalloc (gc_victim_choice, gc_young_zone_left_to_die). */
 #include <check.h>
 #include <stdlib.h>
 
-#include "gc/gc_policy.h"
+#include "zonealloc/zalloc_victim.h"
 
 #define KiB 1024ull
 #define BS 4096u

@@ -568,6 +568,7 @@ START_TEST(prefetch_after_flush)
 	o.commit_interval_ms = 0;
 	o.prefetch_bytes = 1 << 20;
 	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);
 	uint64_t f = mk(FS_ROOT_INO, "seq", S_IFREG | 0644);
 	const size_t size = 6 << 20, off = (4 << 20) + 4096;

@@ -285,6 +285,7 @@ START_TEST(concurrent_writers_crash)
 {
 	pthread_t w[NWRITERS], ow, rd, sy;
 
+	ck_assert_int_eq(gc_attach(fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(fs), 0);
 	ino = mkfile("f");
 	memset(version, 0, sizeof(version));

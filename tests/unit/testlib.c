@@ -58,6 +58,7 @@ void tl_remount_prefetch(struct zdev *dev, uint64_t buffer_bytes, uint64_t windo
 	o.buffer_bytes = buffer_bytes;
 	o.prefetch_bytes = window;
 	ck_assert_int_eq(fs_mount(dev, &o, fs), 0);
+	ck_assert_int_eq(gc_attach(*fs), 0);	/* the collector, as the daemon */
 	ck_assert_int_eq(fs_start(*fs), 0);
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "fs/fs.h"
+#include "gc/gc.h"
 
 struct tl_dev {
 	char dir[256];		/* the temp directory */

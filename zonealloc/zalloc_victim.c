@@ -1,5 +1,5 @@
-/* gc_policy.c — the collector's victim policy (contract: gc_policy.h). */
-#include "gc/gc_policy.h"
+/* zalloc_victim.c — the collector's victim policy (contract: zalloc_victim.h). */
+#include "zonealloc/zalloc_victim.h"
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-/* gc_policy — which zone the collector should collect next.
+/* zalloc_victim — the victim policy: which zone the collector takes next.
  *
  * Purpose: the victim policy on its own, as pure functions over snapshots
  * of zone state (struct gc_zone_view), so that it can be read, changed and
@@ -33,8 +33,8 @@
  * Invariants: every function is pure (no I/O, no locks, no global state);
  * units are bytes.  Thread safety: trivially safe.
  */
-#ifndef ZONEFUSE_GC_POLICY_H
-#define ZONEFUSE_GC_POLICY_H
+#ifndef ZONEFUSE_ZALLOC_VICTIM_H
+#define ZONEFUSE_ZALLOC_VICTIM_H
 
 #include <stdbool.h>
 #include <stddef.h>
