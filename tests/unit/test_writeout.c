@@ -301,7 +301,12 @@ START_TEST(concurrent_writers_crash)
 	ck_assert_int_eq(pthread_create(&sy, NULL, syncer, NULL), 0);
 	for (unsigned t = 0; t < NWRITERS; t++)
 		pthread_join(w[t], NULL);
-	usleep(50000);	/* overwrites, reads and fsyncs once every writer is done */
+	/* overwrites, reads and fsyncs once every writer is done: at least
+	 * 50 ms, and until the overwriter and the reader have run at all (a
+	 * loaded machine may not schedule them sooner), at most 10 s */
+	usleep(50000);
+	for (int i = 0; i < 1000 && (!noverwrites || !nreads); i++)
+		usleep(10000);
 	stop = true;
 	pthread_join(ow, NULL);
 	pthread_join(rd, NULL);
