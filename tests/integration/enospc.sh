@@ -67,18 +67,22 @@ except OSError as e:
     assert e.errno == errno.ENOSPC, e
 print(f"endless writer: ENOSPC at write() after {n >> 20} MiB, {time.monotonic() - t0:.1f} s")
 # Opened while space is low, a file bypasses the page cache: its write()
-# itself fails (as on ext4), and nothing of it is kept.
+# itself fails (as on ext4), and the file holds exactly what write() took:
+# nothing, or what room the collector gave back meanwhile (it reclaims what
+# the endless writer's refused write-back left dead), never more.
 late = os.path.join(m, "late")
 fd = os.open(late, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+took = 0
 try:
     for _ in range(8):
-        os.write(fd, buf)
+        took += os.write(fd, buf)
     raise AssertionError("8 MiB written to a full device")
 except OSError as e:
     assert e.errno == errno.ENOSPC, e
 os.close(fd)
-assert os.stat(late).st_size == 0, os.stat(late).st_size
-for f in ("after", "endless"):
+assert os.stat(late).st_size == took, (os.stat(late).st_size, took)
+print(f"late writer: write() took {took} bytes, then ENOSPC")
+for f in ("after", "endless", "late"):
     os.truncate(os.path.join(m, f), 0)
 # The open refreshes the file's attributes (the kernel checks the mode);
 # a write() asks for them again once they are older than attr_timeout (5 s).
