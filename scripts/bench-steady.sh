@@ -185,9 +185,10 @@ rocks=(--compression_type=none --value_size=400 --key_size=16
 	--level0_slowdown_writes_trigger=8 --level0_stop_writes_trigger=12
 	--seed=42 --threads=1 --histogram=1 --report_interval_seconds="$interval")
 
-# sampler DIR FS: every $interval s one line "secs used capacity phase
-# [user device gc free_zones]" (zonefuse: used = valid bytes, and its
-# counters; ext4: df), phase = the workload's part running then
+# sampler DIR FS: every $interval s one line "secs phase used capacity
+# [user device gc free_zones df_used]" (zonefuse: used = valid bytes, its
+# counters, and df's used, which adds what is buffered and held for
+# fallocated ranges; ext4: df), phase = the workload's part running then
 sampler() {
 	local d=$1 fs=$2 t0
 	t0=$(date +%s.%N)
@@ -197,9 +198,10 @@ sampler() {
 		ph=$(cat "$d/phase" 2>/dev/null || echo -)
 		if [ "$fs" = zonefuse ]; then
 			line=$(zf_stats "$mnt" | awk -F= '{ v[$1] = $2 } END {
-				if (v["capacity_bytes"]) printf "%s %s %s %s %s %s\n", v["valid_bytes"], v["capacity_bytes"],
+				if (v["capacity_bytes"]) printf "%s %s %s %s %s %s ", v["valid_bytes"], v["capacity_bytes"],
 					v["user_bytes_written"], v["zdev_bytes_written"] ? v["zdev_bytes_written"] : v["device_bytes_written"],
 					v["gc_bytes_written"], v["free_zones"] }')
+			[ -z "$line" ] || line="$line$(df -B1 --output=used "$mnt" | tail -n 1)"
 		else
 			line=$(df -B1 --output=used,size "$mnt" | tail -n 1)
 		fi
@@ -285,8 +287,8 @@ run_one() {
 	mount_fs "$fs" "$geom" "$d"
 	cap=$(capacity "$fs")
 	[ "$fs" != zonefuse ] || zf_stats "$mnt" "$d/stats0"
-	printf 'workload=%s\nfs=%s\ngeometry=%s\nrate_mb=%s\nfill=%s\ndev_bytes=%s\ncapacity=%s\n' \
-		"$wl" "$fs" "$geom" "$rate" "$fill" "$dev" "$cap" >"$d/meta"
+	printf 'workload=%s\nfs=%s\ngeometry=%s\nrate_mb=%s\nfill=%s\ndev_bytes=%s\ncapacity=%s\ninterval=%s\nopts=%s\n' \
+		"$wl" "$fs" "$geom" "$rate" "$fill" "$dev" "$cap" "$interval" "$mount_opts" >"$d/meta"
 	echo 0 >"$d/phase"
 	msg "$wl on $fs ($geom, ${rate:-0} MB/s, fill $fill %, load $(cut -d' ' -f1 /proc/loadavg))"
 	sampler "$d" "$fs" >"$d/samples" &

@@ -76,11 +76,16 @@ def load_run(d):
         s = {"t": float(f[0]), "ph": f[1], "used": v[0], "cap": v[1]}
         if len(v) >= 6:
             s.update(user=v[2], devb=v[3], gc=v[4], free=v[5])
+        if len(v) >= 7:
+            s["dfused"] = v[6]
         s["util"] = 100.0 * s["used"] / s["cap"] if s["cap"] else 0
         samples.append(s)
     r["samples"] = samples
     us = [s["util"] for s in samples if s["ph"] != "end"]
     r["util_peak"] = max(us) if us else 0
+    gaps = [s["dfused"] - s["used"] for s in samples if "dfused" in s]
+    r["held_peak"] = max(gaps) if gaps else None
+    r["opts"] = m.get("opts", "")
     r["util_end"] = us[-1] if us else 0
     # throughput series (secs since the run began, ops/s) and latencies
     series, lat_parts = [], []
@@ -90,12 +95,14 @@ def load_run(d):
         if os.path.exists(os.path.join(d, "passes")):
             passes = [l.split() for l in open(os.path.join(d, "passes"))]
         for k, name, tend, st in passes:
-            rep = os.path.join(d, f"report-{k}.csv")
+            # db_bench's report: ops done in each interval (not per second)
+            rep, prev = os.path.join(d, f"report-{k}.csv"), 0.0
             if os.path.exists(rep):
                 for line in open(rep):
                     f = line.strip().split(",")
-                    if len(f) == 2 and f[0].replace(".", "").isdigit():
-                        series.append((start - t0 + float(f[0]), float(f[1])))
+                    if len(f) == 2 and f[0].replace(".", "").isdigit() and float(f[0]) > prev:
+                        series.append((start - t0 + float(f[0]), float(f[1]) / (float(f[0]) - prev)))
+                        prev = float(f[0])
             txt = open(os.path.join(d, f"db-{k}.out"), errors="replace").read().replace("\r", "\n")
             mo = re.search(r"^\w+\s+:.*?(\d+) ops/sec", txt, re.M)
             mp = re.search(r"Percentiles: P50: ([\d.]+) P75: [\d.]+ P99: ([\d.]+) P99.9: ([\d.]+)", txt)
@@ -219,7 +226,7 @@ def main():
 
     def label(r):
         z = r["geom"].split(":")
-        return "ext4" if r["fs"] == "ext4" else f"zf {z[0]} x {z[1]}"
+        return "ext4" if r["fs"] == "ext4" else f"zf {z[0]} x {z[1]}" + (f' -o {r["opts"]}' if r["opts"] else "")
 
     def ext4_of(r):
         for e in runs:
@@ -241,6 +248,7 @@ def main():
         ("device", lambda r: f'{r["dev"] >> 20} MiB'),
         ("result", lambda r: "ok" if not r["failed"] else "NOT completed: " + r["failed"][:60]),
         ("utilisation end / peak", lambda r: f'{r["util_end"]:.0f} / {r["util_peak"]:.0f} %'),
+        ("df used beyond valid, peak", lambda r: mb(r.get("held_peak"))),
         ("ops/s, fillrandom", lambda r: f0(r.get("ops_fill"))),
         ("ops/s, overwrite passes (IoT: all)", lambda r: f0(r.get("ops_main"))),
         ("  / ext4", lambda r: f0((r["ops_main"] / ext4_of(r)["ops_main"]) if r["fs"] != "ext4" and ext4_of(r)
@@ -290,6 +298,35 @@ def main():
         rl = "unthrottled" if rate == 0 else f"{rate} MB/s"
         md.append(f"| {wl} | {rl} | " + " | ".join(cells) + " |")
         term.append(f"  {wl} {rl}: " + "; ".join(f"{lab} {c}" for lab, c in zip(sorted({label(r) for r in runs}), cells)))
+    md.append("")
+    # issue 47's targets, per zonefuse run
+    tnames = ["WA <= 1.05", "ops >= 1.0x ext4", "p99 full <= 2x p99 at 50 %",
+              "ops full >= 0.8x at 50 %", "completes where ext4 does",
+              "ENOSPC only within a zone of full", "no open/active-limit error"]
+    md += ["## Targets", "", "| run | " + " | ".join(tnames) + " |", "|---" + "|---" * len(tnames) + "|"]
+    term += ["", "targets (yes / NO / - = not measured):"]
+    for r in runs:
+        if r["fs"] != "zonefuse":
+            continue
+        e = ext4_of(r)
+        zone = int(re.sub(r"\D", "", r["geom"].split(":")[0])) << 20
+        valid_end = r["samples"][-1]["used"] if r["samples"] else 0
+
+        def yn(ok):
+            return "-" if ok is None else ("yes" if ok else "NO")
+        cells = [
+            yn(None if r.get("wa") is None else r["wa"] <= 1.05),
+            yn(None if not (e and e.get("ops_main") and r.get("ops_main")) else r["ops_main"] >= e["ops_main"]),
+            yn(None if not (r.get("lat50") and r.get("latfull") and r["lat50"][1] and r["latfull"][1])
+               or r.get("lat50_at") == r.get("latfull_at") else r["latfull"][1] <= 2 * r["lat50"][1]),
+            yn(None if not (r["tput50"] and r["tputfull"]) else r["tputfull"] >= 0.8 * r["tput50"]),
+            yn(None if not e else (not r["failed"] or bool(e["failed"]))),
+            yn(None if not r["failed"] else valid_end >= r["cap"] - zone) if r["failed"] else "yes",
+            yn(r.get("limit_errors", 0) == 0),
+        ]
+        lab = f'{r["wl"]} {label(r)} fill {r["fill"]} %' + ("" if r["rate"] == 0 else f' {r["rate"]} MB/s')
+        md.append(f"| {lab} | " + " | ".join(cells) + " |")
+        term.append(f"  {lab}: " + ", ".join(f"{n} {c}" for n, c in zip(tnames, cells)))
     md.append("")
     open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")
     print("\n".join(term))
