@@ -186,9 +186,9 @@ rocks=(--compression_type=none --value_size=400 --key_size=16
 	--seed=42 --threads=1 --histogram=1 --report_interval_seconds="$interval")
 
 # sampler DIR FS: every $interval s one line "secs phase used capacity
-# [user device gc free_zones df_used]" (zonefuse: used = valid bytes, its
-# counters, and df's used, which adds what is buffered and held for
-# fallocated ranges; ext4: df), phase = the workload's part running then
+# [user device gc free_zones buffered df_used]" (zonefuse: used = valid
+# bytes, its counters, and df's used, which adds what is buffered and held
+# for fallocated ranges; ext4: df), phase = the workload's part running then
 sampler() {
 	local d=$1 fs=$2 t0
 	t0=$(date +%s.%N)
@@ -198,9 +198,9 @@ sampler() {
 		ph=$(cat "$d/phase" 2>/dev/null || echo -)
 		if [ "$fs" = zonefuse ]; then
 			line=$(zf_stats "$mnt" | awk -F= '{ v[$1] = $2 } END {
-				if (v["capacity_bytes"]) printf "%s %s %s %s %s %s ", v["valid_bytes"], v["capacity_bytes"],
+				if (v["capacity_bytes"]) printf "%s %s %s %s %s %s %s ", v["valid_bytes"], v["capacity_bytes"],
 					v["user_bytes_written"], v["zdev_bytes_written"] ? v["zdev_bytes_written"] : v["device_bytes_written"],
-					v["gc_bytes_written"], v["free_zones"] }')
+					v["gc_bytes_written"], v["free_zones"], v["buffer_bytes"] }')
 			[ -z "$line" ] || line="$line$(df -B1 --output=used "$mnt" | tail -n 1)"
 		else
 			line=$(df -B1 --output=used,size "$mnt" | tail -n 1)

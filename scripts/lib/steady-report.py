@@ -76,14 +76,16 @@ def load_run(d):
         s = {"t": float(f[0]), "ph": f[1], "used": v[0], "cap": v[1]}
         if len(v) >= 6:
             s.update(user=v[2], devb=v[3], gc=v[4], free=v[5])
-        if len(v) >= 7:
-            s["dfused"] = v[6]
+        if len(v) >= 8:
+            s["buffered"], s["dfused"] = v[6], v[7]
         s["util"] = 100.0 * s["used"] / s["cap"] if s["cap"] else 0
         samples.append(s)
     r["samples"] = samples
     us = [s["util"] for s in samples if s["ph"] != "end"]
     r["util_peak"] = max(us) if us else 0
-    gaps = [s["dfused"] - s["used"] for s in samples if "dfused" in s]
+    # what df counts beyond the valid bytes: buffered, and held for
+    # fallocated ranges (the rest)
+    gaps = [(s["dfused"] - s["used"], s["buffered"]) for s in samples if "dfused" in s]
     r["held_peak"] = max(gaps) if gaps else None
     r["opts"] = m.get("opts", "")
     r["util_end"] = us[-1] if us else 0
@@ -248,7 +250,8 @@ def main():
         ("device", lambda r: f'{r["dev"] >> 20} MiB'),
         ("result", lambda r: "ok" if not r["failed"] else "NOT completed: " + r["failed"][:60]),
         ("utilisation end / peak", lambda r: f'{r["util_end"]:.0f} / {r["util_peak"]:.0f} %'),
-        ("df used beyond valid, peak", lambda r: mb(r.get("held_peak"))),
+        ("df used beyond valid, peak (of it buffered)", lambda r: "-" if not r.get("held_peak") else
+         f'{mb(r["held_peak"][0])} ({mb(r["held_peak"][1])})'),
         ("ops/s, fillrandom", lambda r: f0(r.get("ops_fill"))),
         ("ops/s, overwrite passes (IoT: all)", lambda r: f0(r.get("ops_main"))),
         ("  / ext4", lambda r: f0((r["ops_main"] / ext4_of(r)["ops_main"]) if r["fs"] != "ext4" and ext4_of(r)
