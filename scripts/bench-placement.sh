@@ -32,6 +32,8 @@ cd "$(dirname "$0")/.."
 SRC=$(pwd)
 # shellcheck source=scripts/lib/zfmount.sh
 . scripts/lib/zfmount.sh
+# shellcheck source=scripts/lib/rocks.sh
+. scripts/lib/rocks.sh
 
 utils="50 80"
 modes="on off"
@@ -110,14 +112,7 @@ cleanup() {
 	set +e
 	cd /
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" || umount -l "$mnt"
-	fi
-	if [ -n "$zf_pid" ]; then
-		for _ in $(seq 100); do kill -0 "$zf_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$zf_pid" 2>/dev/null
-		wait "$zf_pid" 2>/dev/null
-	fi
+	zf_reap "$mnt"
 	rm -f "$backing/zoned.img"
 	[ $tmpfs_mounted -eq 0 ] || umount "$work/backing" || umount -l "$work/backing"
 	if [ "$keep" = 1 ] || [ "$rc" -ne 0 ]; then
@@ -140,11 +135,7 @@ if [ -z "$backing" ]; then
 fi
 backing=$(realpath "$backing")
 
-rocks=(--compression_type=none --value_size=400 --key_size=16
-	--write_buffer_size=4194304 --target_file_size_base=8388608
-	--max_bytes_for_level_base=33554432
-	--level0_slowdown_writes_trigger=8 --level0_stop_writes_trigger=12
-	--seed=42 --threads=1 --histogram=0
+rocks=("${placement_rocks[@]}" --histogram=0
 	--benchmark_write_rate_limit=$((rate_mb * 1000000)) ${extra[@]+"${extra[@]}"})
 benchmarks=fillrandom
 for ((p = 0; p < passes; p++)); do benchmarks=$benchmarks,overwrite; done

@@ -40,6 +40,8 @@ cd "$(dirname "$0")/.."
 SRC=$(pwd)
 # shellcheck source=scripts/lib/zfmount.sh
 . scripts/lib/zfmount.sh
+# shellcheck source=scripts/lib/rocks.sh
+. scripts/lib/rocks.sh
 
 quick=0
 workloads="dbbench tenant iot"
@@ -155,14 +157,7 @@ cleanup() {
 	cd /
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
 	[ -z "$bg_pid" ] || { kill "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || umount "$mnt" 2>/dev/null || umount -l "$mnt"
-	fi
-	if [ -n "$zf_pid" ]; then
-		for _ in $(seq 100); do kill -0 "$zf_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$zf_pid" 2>/dev/null
-		wait "$zf_pid" 2>/dev/null
-	fi
+	zf_reap "$mnt"
 	[ -z "$loopdev" ] || losetup -d "$loopdev"
 	[ $ram_mounted -eq 0 ] || umount "$ram" || umount -l "$ram"
 	rm -rf "$work"
@@ -179,11 +174,7 @@ IOT=$work/iot-window
 cc -std=c11 -O2 -Wall -Wextra -Werror scripts/lib/iot-window.c -lleveldb -lpthread -o "$IOT" \
 	>"$out/iot-window-build.log" 2>&1 || { cat "$out/iot-window-build.log" >&2; die "cannot build scripts/lib/iot-window.c (libleveldb-dev?)"; }
 
-rocks=(--compression_type=none --value_size=400 --key_size=16
-	--write_buffer_size=4194304 --target_file_size_base=8388608
-	--max_bytes_for_level_base=33554432
-	--level0_slowdown_writes_trigger=8 --level0_stop_writes_trigger=12
-	--seed=42 --threads=1 --histogram=1 --report_interval_seconds="$interval")
+rocks=("${placement_rocks[@]}" --histogram=1 --report_interval_seconds="$interval")
 
 # sampler DIR FS: every $interval s one line "secs phase used capacity
 # [user device gc free_zones buffered df_used]" (zonefuse: used = valid

@@ -45,3 +45,19 @@ zf_stats() {
 
 # stat_of FILE KEY: KEY's value in a stats file
 stat_of() { sed -n "s/^$2=//p" "$1" | head -n 1; }
+
+# zf_reap MNT: for a cleanup trap: unmount whatever is mounted at MNT (a
+# zonefuse or a kernel file system) and end the daemon zf_pid, given 10 s
+# to exit before it is killed; never fails
+zf_reap() {
+	if is_mounted "$1"; then
+		fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1"
+	fi
+	if [ -n "${zf_pid:-}" ]; then
+		for _ in $(seq 100); do kill -0 "$zf_pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$zf_pid" 2>/dev/null
+		wait "$zf_pid" 2>/dev/null
+		zf_pid=
+	fi
+	return 0
+}
