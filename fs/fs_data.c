@@ -1345,8 +1345,21 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	/* The writer starts over below a refused write-back: take it. */
 	if (size <= in->wb_cut)
 		in->wb_cut = UINT64_MAX;
-	if (size == in->size)
-		return 0;
+	if (size == in->size) {
+		/* Nothing changes but a fallocated range past the end, which a
+		 * truncate gives back as on ext4 (RocksDB trims its tables'
+		 * preallocated tails so); the times stay, the size did not
+		 * change (POSIX). */
+		uint64_t tail = ZF_ALIGN_UP(size, fs->bs);
+		if (!in->npa || !fs_pa_overlap(in, tail, UINT64_MAX - tail))
+			return 0;
+		pthread_mutex_lock(&fs->lock);
+		ret = fs_log_truncate(fs, in->ino, size);
+		if (!ret)
+			fs_apply_truncate(fs, in, size);
+		pthread_mutex_unlock(&fs->lock);
+		return ret;
+	}
 	fs_pf_invalidate(fs, in);
 	bool shrink = size < in->size;
 	if (!shrink)

@@ -30,6 +30,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
+# shellcheck source=scripts/lib/zfmount.sh
+. scripts/lib/zfmount.sh
+# shellcheck source=scripts/lib/rocks.sh
+. scripts/lib/rocks.sh
 
 utils="50 80"
 modes="on off"
@@ -102,21 +106,13 @@ mnt=$work/mnt
 zf_pid=
 mon_pid=
 mkdir "$mnt"
-is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	set +e
 	cd /
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
-	if is_mounted "$mnt"; then
-		fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" || umount -l "$mnt"
-	fi
-	if [ -n "$zf_pid" ]; then
-		for _ in $(seq 100); do kill -0 "$zf_pid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$zf_pid" 2>/dev/null
-		wait "$zf_pid" 2>/dev/null
-	fi
+	zf_reap "$mnt"
 	rm -f "$backing/zoned.img"
 	[ $tmpfs_mounted -eq 0 ] || umount "$work/backing" || umount -l "$work/backing"
 	if [ "$keep" = 1 ] || [ "$rc" -ne 0 ]; then
@@ -139,36 +135,21 @@ if [ -z "$backing" ]; then
 fi
 backing=$(realpath "$backing")
 
-rocks=(--compression_type=none --value_size=400 --key_size=16
-	--write_buffer_size=4194304 --target_file_size_base=8388608
-	--max_bytes_for_level_base=33554432
-	--level0_slowdown_writes_trigger=8 --level0_stop_writes_trigger=12
-	--seed=42 --threads=1 --histogram=0
+rocks=("${placement_rocks[@]}" --histogram=0
 	--benchmark_write_rate_limit=$((rate_mb * 1000000)) ${extra[@]+"${extra[@]}"})
 benchmarks=fillrandom
 for ((p = 0; p < passes; p++)); do benchmarks=$benchmarks,overwrite; done
-
-stat_of() { sed -n "s/^$2=//p" "$1" | head -n 1; }
 
 # run UTIL MODE: one mount, one db_bench; results in $work/UTIL-MODE/
 run() {
 	local util=$1 mode=$2 d=$work/$1-$2 st=0
 	mkdir -p "$d"
-	"$build_dir/zonefuse-emu" create "$backing/zoned.img" --zone-size "$zone_size" \
-		--zones "$zones" --max-open "$max_active" --max-active "$max_active" >/dev/null
-	"$build_dir/mkfs.zonefuse" "$backing/zoned.img" >/dev/null
 	local opts=zf_verbose,placement=$mode
 	[ -z "$gc_mbps" ] || opts=$opts,gc_mbps=$gc_mbps
 	[ -z "$mount_opts" ] || opts=$opts,$mount_opts
-	"$build_dir/zonefuse" "$backing/zoned.img" "$mnt" -f -o "$opts" >"$d/zonefuse.log" 2>&1 &
-	zf_pid=$!
-	for _ in $(seq 150); do
-		is_mounted "$mnt" && break
-		kill -0 "$zf_pid" 2>/dev/null || die "zonefuse exited before mounting"
-		sleep 0.1
-	done
-	is_mounted "$mnt" || die "zonefuse did not mount"
-	getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" >"$d/stats0" || die "no stats xattr"
+	zf_up "$backing/zoned.img" "$mnt" "$d/zonefuse.log" "$zone_size" "$zones" "$max_active" "$opts" ||
+		die "zonefuse did not mount"
+	zf_stats "$mnt" "$d/stats0" || die "no stats xattr"
 	local cap num
 	cap=$(stat_of "$d/stats0" capacity_bytes)
 	num=$((util * cap / 100 / ${BYTES_PER_KEY:-520}))
@@ -177,10 +158,9 @@ run() {
 		ph=0	# 1 once fillrandom has finished
 		if grep -q '^fillrandom' "$d/db_bench.out" 2>/dev/null; then
 			ph=1
-			[ -s "$d/stats_fill" ] || getfattr --absolute-names --only-values \
-				-n user.zonefuse.stats "$mnt" >"$d/stats_fill" 2>/dev/null || true
+			[ -s "$d/stats_fill" ] || zf_stats "$mnt" "$d/stats_fill" || true
 		fi
-		getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" 2>/dev/null |
+		zf_stats "$mnt" |
 			awk -F= -v t="$(date +%s)" -v ph=$ph '$1 == "valid_bytes" { v = $2 } $1 == "capacity_bytes" { c = $2 }
 				END { if (c) print t, v, c, ph }'
 		sleep 2
@@ -191,12 +171,10 @@ run() {
 	kill "$mon_pid" 2>/dev/null; wait "$mon_pid" 2>/dev/null || true
 	mon_pid=
 	tr '\r' '\n' <"$d/db_bench.out" | grep -v '^\.\.\. finished' | grep -v '^ *$' >"$d/db_bench.clean" || true
-	getfattr --absolute-names --only-values -n user.zonefuse.stats "$mnt" >"$d/stats" 2>/dev/null || true
+	zf_stats "$mnt" "$d/stats" || true
 	cp "$mnt/db/LOG" "$d/LOG" 2>/dev/null || true
-	fusermount3 -u "$mnt"
 	local zst=0
-	wait "$zf_pid" || zst=$?
-	zf_pid=
+	zf_down "$mnt" || zst=$?
 	if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error|No space' "$d/db_bench.clean"; then
 		tail -n 5 "$d/db_bench.clean" >&2
 		echo "FAILED (db_bench exit $st)" >"$d/failed"

@@ -24,7 +24,7 @@
 #      passthrough_ll and null: the floor under those rows;
 #   5. stripe: cold sequential read of a striped file on the small-zone
 #      model (scripts/bench-stripe.sh --seq-only), widths 1 and 4.
-# Then the issue-15 target rows, each with its ratio and target.
+# Then the target rows of issue 47's decision, each with its ratio and target.
 # Prints a table with the ratio zonefuse / ext4 (and zonefuse / passthrough)
 # per row and writes results.json, results.md, chart.svg and every log under
 # results/bench-DATE/ (results/latest points at the last run).
@@ -49,10 +49,10 @@ churn_files=250
 churn_loops=2
 db_num=300000
 db_sync_num=20000
-db_runs=5
+db_runs=9
 value_size=400
 iot_num=100000
-iot_runs=5
+iot_runs=9
 iot_threads=1,2,4,8
 iot_sensors=1,10
 md_files=10000
@@ -1056,37 +1056,70 @@ hdr = ["group", "test", "unit", "zonefuse", "ext4-loop", "tmpfs", "passthrough_l
 lines = [[r["group"], r["name"], r["unit"]] + [fmt(r["values"][t]) for t in TARGETS] +
          [fr(r["zf_vs_ext4"]), fr(r["zf_vs_passthrough"]), fr(r["zf_vs_null"])] for r in res]
 
-# the issue-15 targets: (row, reference, ratio, target)
+# the targets: (row, reference, ratio, target)
 def val(g, n, t):
     return table.get((g, n), {}).get(t)
+# The targets of issue 47's decision: every row without an fsync >= 1.0x
+# libfuse's passthrough_ll (the FUSE protocol with no work of its own; over
+# tmpfs its fsync costs nothing, so a row with an fsync is held against
+# ext4 instead); sequential 1 MiB write and read >= 0.8x libfuse's null; the
+# twelve key-value rows (db_bench x4, LevelDB IoT x8) >= 1.0x ext4 pooled
+# over >= 9 alternating runs a side (KV_RUNS: with fewer the row has no
+# verdict); the zone-count rows as they were.  The 38-row geometric mean is
+# printed, not a target.
 # The last column, where the reference is not passthrough_ll itself:
 # passthrough_ll's own ratio to the same reference in the same run, what the
 # FUSE protocol leaves a file system that does no work of its own.
-# The interval column: where the goal lies inside it, the runs' spread is
-# too wide for this run to tell whether the target is met.
+# The interval column: a row held against passthrough_ll whose goal lies
+# inside its interval is met within its interval ("yes, inside": the runs'
+# spread is too wide for this run to tell it from the goal); elsewhere such
+# a row is "NO (inside)".
+KV_RUNS = 9
 tg = []
 intervals = {}
-def target(label, z, ref_name, ref, goal, pt=None, iv=None):
+def verdict(rt, goal, iv, inside_ok=False):
+    if rt is None:
+        return "-"
+    if rt >= goal:
+        return "yes"
+    if iv is not None and iv[1] >= goal:
+        return "yes, inside" if inside_ok else "NO (inside)"
+    return "NO"
+def target(label, z, ref_name, ref, goal, pt=None, iv=None, met=None):
     rt = ratio(z, ref)
     ivs = fiv(iv)
     if iv is not None:
         intervals[label] = [round(iv[0], 3), round(iv[1], 3)]
     tg.append([label, fmt(z), f"{ref_name} {fmt(ref)}", fr(rt), ivs, f">= {goal:g}",
-               "-" if rt is None else ("yes" if rt >= goal else "NO"), fr(ratio(pt, ref))])
-def row_target(label, g, n, ref_t, ref_name, goal):
+               met if met is not None else verdict(rt, goal, iv), fr(ratio(pt, ref))])
+def row_target(label, g, n, ref_t, ref_name, goal, met=None):
     target(label, val(g, n, "zonefuse"), ref_name, val(g, n, ref_t), goal,
            val(g, n, "passthrough") if ref_t != "passthrough" else None,
-           interval(g, n, ref_t))
-row_target("seq write 1 MiB + fsync", "fio matrix", "write 1m", "null", "null", 0.8)
-row_target("seq read 1 MiB, cold", "fio matrix", "read 1m", "null", "null", 0.8)
-row_target("random read 4 KiB, cold", "fio matrix", "random read 4k", "passthrough", "passthrough_ll", 1.0)
-row_target("random write 4 KiB + fsync", "fio matrix", "random write 4k", "ext4", "ext4", 0.5)
-for b in ("fillrandom", "overwrite", "readrandom"):
-    row_target(f"db_bench {b}", "rocksdb", b, "ext4", "ext4", 1.0)
-row_target("db_bench fillrandom --sync=1", "rocksdb", "fillrandom --sync=1", "ext4", "ext4", 0.8)
+           interval(g, n, ref_t), met)
+def has_fsync(g, n):
+    """The row's operations include an fsync: the matrix's writes (fio's
+    end_fsync), the verify jobs (end_fsync) and the churn (fsync on close)."""
+    return g in ("fio verify", "fio churn") or (g == "fio matrix" and "write" in n)
+SEQ_ROWS = {("fio matrix", "write 1m"): "seq write 1 MiB + fsync",
+            ("fio matrix", "read 1m"): "seq read 1 MiB, cold"}
+for (g, n), label in SEQ_ROWS.items():
+    row_target(label, g, n, "null", "null", 0.8)
 for (g, n) in order:
-    if g == "leveldb-iot":
-        row_target(f"LevelDB IoT {n}", g, n, "ext4", "ext4", 0.9)
+    if g == "rocksdb" or g == "leveldb-iot":
+        nz, ne = len(runs.get((g, n, "zonefuse"), [])), len(runs.get((g, n, "ext4"), []))
+        v = verdict(ratio(val(g, n, "zonefuse"), val(g, n, "ext4")), 1.0, interval(g, n, "ext4"))
+        if min(nz, ne) < KV_RUNS:
+            v = f"- ({min(nz, ne)} runs a side, not {KV_RUNS})"
+        row_target(("db_bench " if g == "rocksdb" else "LevelDB IoT ") + n, g, n, "ext4", "ext4", 1.0, v)
+for (g, n) in order:
+    if (g, n) in SEQ_ROWS or g in ("rocksdb", "leveldb-iot", "daemon", "small-zone model"):
+        continue
+    if has_fsync(g, n):
+        row_target(f"{g} {n} (fsync)", g, n, "ext4", "ext4", 1.0)
+    else:
+        row_target(f"{g} {n}", g, n, "passthrough", "passthrough_ll", 1.0,
+                   verdict(ratio(val(g, n, "zonefuse"), val(g, n, "passthrough")), 1.0,
+                           interval(g, n, "passthrough"), True))
 for (g, n) in order:
     if g == "daemon":
         lim = float(n.split("= ")[1].rstrip(")"))
@@ -1139,8 +1172,8 @@ if ratios:
     giv = gm_interval([r for r in res if r["zf_vs_ext4"]])
     if giv is not None:
         intervals["geometric mean vs ext4"] = [round(giv[0], 3), round(giv[1], 3)]
-    tg.append(["geometric mean vs ext4", f"{gm:.2f}", f"over {len(ratios)} rows", f"{gm:.2f}",
-               fiv(giv), ">= 0.8", "yes" if gm >= 0.8 else "NO", "-"])
+    tg.append([f"geometric mean vs ext4, {len(ratios)} rows (not a target)", f"{gm:.2f}",
+               f"over {len(ratios)} rows", f"{gm:.2f}", fiv(giv), "-", "-", "-"])
     # the rows issue 15 measured its 0.53 over: fio, db_bench and IoT, not the
     # --sync=1 and metadata rows added since
     orig_rows = [r for r in res if r["zf_vs_ext4"] and
@@ -1161,7 +1194,7 @@ if ratios:
         meta["geomean_zf_vs_ext4_pt_rows"] = round(zf_gm_both, 3)
         tg.append([f"geometric mean vs ext4, the {len(both)} rows passthrough_ll ran", f"{zf_gm_both:.2f}",
                    f"over {len(both)} rows", f"{zf_gm_both:.2f}", "-", "-", "-", f"{pt_gm:.2f}"])
-thdr = ["issue 15 target", "zonefuse", "reference", "ratio", "90% interval", "target", "met",
+thdr = ["issue 47 target", "zonefuse", "reference", "ratio", "90% interval", "target", "met",
         "passthrough_ll ratio"]
 if tg:
     tw = [max(len(h), *(len(l[i]) for l in tg)) for i, h in enumerate(thdr)]
