@@ -252,8 +252,9 @@ int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err);
 /* The room kept for the kernel's dirty pages (bytes): fs_opts.dirty_reserve,
  * at most a sixteenth of the data capacity.  Any thread. */
 uint64_t fs_dirty_reserve(struct fs *fs);
-/* Is the room left (free bytes less what is buffered and admitted) below
- * factor times the dirty reserve?  Then the kernel's dirty pages should be
+/* Is the room left (free bytes, and with a collector the dead bytes it
+ * could reclaim now, less what is buffered and admitted) below factor
+ * times the dirty reserve?  Then the kernel's dirty pages should be
  * capped at the reserve and a file opened for writing should bypass the
  * page cache, so that its write() itself meets ENOSPC (fusefs).  Any
  * thread, no locks held. */

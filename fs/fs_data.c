@@ -1315,7 +1315,13 @@ bool fs_space_low(struct fs *fs, unsigned int factor)
 		return false;
 	zalloc_get_stats(fs->za, &zs);
 	uint64_t promised = fs->buffered + zs.room_held_bytes + fs->pa_bytes;
-	return zs.free_bytes < promised + factor * reserve;
+	/* Dead bytes in zones the collector could pick now are room too: a
+	 * writer short of free zones waits for it (zalloc_wait_room), it is
+	 * not refused.  Else a device kept nearly full of garbage, as a busy
+	 * database keeps it, would count as full, and every file opened for
+	 * writing would bypass the page cache. */
+	uint64_t room = zs.free_bytes + (fs->collector ? zs.gc_reclaimable_bytes : 0);
+	return room < promised + factor * reserve;
 }
 
 /* Zero bytes [from, to) of block blk's buffered page, if it is buffered.

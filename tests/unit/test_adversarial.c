@@ -23,6 +23,7 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
+#include "gc/gc.h"
 #include "mlog/mlog.h"
 #include "zonealloc/zalloc.h"
 #include "testlib.h"
@@ -301,6 +302,54 @@ START_TEST(free_space_level_through_epochs)
 }
 END_TEST
 
+/* A device kept nearly full of garbage, as a busy database keeps it, is
+ * not short of space while the collector can reclaim it: files opened for
+ * writing keep the page cache (fs_space_low is false), and writers that
+ * find no free zone wait for the collector.  Two files written in turns
+ * share every zone; deleting one leaves each zone half dead. */
+START_TEST(garbage_is_room_for_the_page_cache)
+{
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 16ull << 20;
+	o.dirty_reserve = 4ull << 20;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	ck_assert_int_eq(gc_attach(fs), 0);	/* attached, not started: no GC runs */
+	uint64_t a = tl_mk(fs, FS_ROOT_INO, "a", S_IFREG | 0644);
+	uint64_t b = tl_mk(fs, FS_ROOT_INO, "b", S_IFREG | 0644);
+	static uint8_t buf[256 << 10];
+	memset(buf, 0x5a, sizeof(buf));
+	uint64_t off;
+	for (off = 0;; off += sizeof(buf)) {
+		ssize_t r = fs_write(fs, a, off, buf, sizeof(buf), false);
+		if (r == -ENOSPC)
+			break;
+		ck_assert_int_eq(r, (ssize_t)sizeof(buf));
+		ck_assert_int_eq(fs_flush(fs, a), 0);
+		r = fs_write(fs, b, off, buf, sizeof(buf), false);
+		if (r == -ENOSPC)
+			break;
+		ck_assert_int_eq(r, (ssize_t)sizeof(buf));
+		ck_assert_int_eq(fs_flush(fs, b), 0);
+	}
+	ck_assert_int_eq(fs_commit(fs), 0);
+	ck_assert(fs_space_low(fs, 2));		/* full of valid data: low */
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "b"), 0);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	struct zalloc_stats zs;
+	zalloc_get_stats(fs->za, &zs);
+	fprintf(stderr, "garbage: %llu MiB written in turns, free %llu KiB, the collector could "
+		"reclaim %llu KiB now\n", (unsigned long long)(2 * off >> 20),
+		(unsigned long long)(zs.free_bytes >> 10),
+		(unsigned long long)(zs.gc_reclaimable_bytes >> 10));
+	ck_assert_uint_lt(zs.free_bytes, 8ull << 20);
+	ck_assert_uint_gt(zs.gc_reclaimable_bytes, 16ull << 20);
+	ck_assert(!fs_space_low(fs, 2));
+}
+END_TEST
+
 /* Names of 2 to 206 bytes. */
 static void var_name(char name[256], int i)
 {
@@ -500,6 +549,7 @@ int main(void)
 	tcase_add_test(tc, truncated_bytes_stay_gone);
 	tcase_add_test(tc, refused_writeback_cuts_the_file);
 	tcase_add_test(tc, free_space_level_through_epochs);
+	tcase_add_test(tc, garbage_is_room_for_the_page_cache);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("full_log");
 	tcase_add_checked_fixture(tc, small_setup, teardown);
