@@ -28,7 +28,13 @@
 # foreground latency at 50 % and nearly full (db_bench: its histogram of the
 # pass nearest each; IoT: of each write batch, from the 10-s intervals), the
 # active/open-limit errors the daemon logged, and the highest fill each file
-# system completed.  Writes results.md, chart.svg (per-10-s ops/s and
+# system completed.  Every run also counts the bytes the applications
+# handed to write(2) and friends (the wchar of this shell, which reaped
+# them), so device bytes / application bytes compares the file systems on
+# the same footing.  --fs can add fuse-ext4: libfuse's passthrough_ll
+# example (-o writeback, as its authors run it for speed) over ext4 on the
+# same loop device, what the FUSE protocol alone costs the workload.
+# Writes results.md, chart.svg (per-10-s ops/s and
 # utilisation over time) and every log to results/steady-DATE/.
 #
 # Needs root (tmpfs, loop device, FUSE), db_bench, fio, mkfs.ext4, a C
@@ -42,6 +48,8 @@ SRC=$(pwd)
 . scripts/lib/zfmount.sh
 # shellcheck source=scripts/lib/rocks.sh
 . scripts/lib/rocks.sh
+# shellcheck source=scripts/lib/fuse-ref.sh
+. scripts/lib/fuse-ref.sh
 
 quick=0
 workloads="dbbench tenant iot"
@@ -72,7 +80,7 @@ Usage: scripts/bench-steady.sh [--quick] [options]     (as root)
   --throttled-fill P    the throttled run's fill [$throttled_fill]
   --passes N            db_bench overwrite passes [$passes]
   --turnover N          IoT: device sizes written [$turnover]
-  --fs LIST             zonefuse ext4 [$fses]
+  --fs LIST             zonefuse ext4 fuse-ext4 [$fses]
   --interval S          sample and series interval, seconds [$interval]
   -o OPTS               zonefuse mount options
   --build-dir DIR       [build]
@@ -111,7 +119,7 @@ for w in $workloads; do
 	case "$w" in dbbench | tenant | iot) ;; *) echo "bench-steady: unknown workload '$w'" >&2; exit 2 ;; esac
 done
 for f in $fses; do
-	case "$f" in zonefuse | ext4) ;; *) echo "bench-steady: unknown file system '$f'" >&2; exit 2 ;; esac
+	case "$f" in zonefuse | ext4 | fuse-ext4) ;; *) echo "bench-steady: unknown file system '$f'" >&2; exit 2 ;; esac
 done
 for n in $fills $throttled_fill $passes $turnover $interval; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-steady: '$n' is not a positive number" >&2; exit 2; }
@@ -144,10 +152,12 @@ mkdir -p "$out"
 work=$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/zonefuse-steady.XXXXXX")")
 ram=$work/ram
 mnt=$work/mnt
-mkdir "$ram" "$mnt"
+lower=$work/lower
+mkdir "$ram" "$mnt" "$lower"
 ram_mounted=0
 loopdev=
 zf_pid=
+pt_pid=
 mon_pid=
 bg_pid=
 cleanup() {
@@ -158,6 +168,8 @@ cleanup() {
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
 	[ -z "$bg_pid" ] || { kill "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
 	zf_reap "$mnt"
+	[ -z "$pt_pid" ] || { kill "$pt_pid" 2>/dev/null; wait "$pt_pid" 2>/dev/null; }
+	! is_mounted "$lower" || umount "$lower" || umount -l "$lower"
 	[ -z "$loopdev" ] || losetup -d "$loopdev"
 	[ $ram_mounted -eq 0 ] || umount "$ram" || umount -l "$ram"
 	rm -rf "$work"
@@ -170,6 +182,8 @@ trap 'exit 143' TERM
 
 mount -t tmpfs -o size=$((max_dev + (512 << 20))) tmpfs "$ram"
 ram_mounted=1
+PASSTHROUGH=$work/ref/passthrough_ll
+[[ " $fses " != *" fuse-ext4 "* ]] || build_fuse_ref passthrough_ll "$work/ref"
 IOT=$work/iot-window
 cc -std=c11 -O2 -Wall -Wextra -Werror scripts/lib/iot-window.c -lleveldb -lpthread -o "$IOT" \
 	>"$out/iot-window-build.log" 2>&1 || { cat "$out/iot-window-build.log" >&2; die "cannot build scripts/lib/iot-window.c (libleveldb-dev?)"; }
@@ -211,10 +225,21 @@ mount_fs() {
 		zf_up "$ram/zoned.img" "$mnt" "$3/zonefuse.log" "$zs" "$zn" "$za" "$mount_opts" ||
 			die "zonefuse did not mount ($3/zonefuse.log)"
 	else
+		local at=$mnt i
+		[ "$1" = ext4 ] || at=$lower
 		truncate -s "$dev" "$ram/ext4.img"
 		mkfs.ext4 -F -q "$ram/ext4.img"
 		loopdev=$(losetup --find --show "$ram/ext4.img")
-		mount "$loopdev" "$mnt"
+		mount "$loopdev" "$at"
+		[ "$1" = fuse-ext4 ] || return 0
+		"$PASSTHROUGH" -f -o writeback -o "source=$lower" "$mnt" >"$3/passthrough.log" 2>&1 &
+		pt_pid=$!
+		for ((i = 0; i < 100; i++)); do
+			is_mounted "$mnt" && return 0
+			kill -0 "$pt_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		die "passthrough_ll did not mount ($3/passthrough.log)"
 	fi
 }
 
@@ -229,14 +254,25 @@ umount_fs() {
 		fi
 		rm -f "$ram/zoned.img"
 	else
+		if [ "$1" = fuse-ext4 ]; then
+			fusermount3 -u "$mnt" || umount -l "$mnt"
+			wait "$pt_pid" || echo "passthrough_ll exit status $?" >>"$2/passthrough.log"
+			pt_pid=
+		fi
 		local kb=/sys/fs/ext4/${loopdev#/dev/}/session_write_kbytes
 		[ ! -r "$kb" ] || echo "$(($(cat "$kb") * 1024))" >"$2/ext4_dev_bytes"
-		umount "$mnt"
+		umount "$([ "$1" = ext4 ] && echo "$mnt" || echo "$lower")"
 		losetup -d "$loopdev"
 		loopdev=
 		rm -f "$ram/ext4.img"
 	fi
 }
+
+# wchar: bytes this shell and the children it reaped passed to write(2) and
+# friends (the kernel adds a reaped child's counters to its parent's): the
+# workload's application bytes, plus the few KB the sampler and the output
+# pipes write
+wchar() { awk '$1 == "wchar:" { print $2 }' "/proc/$$/io"; }
 
 # capacity FS: bytes the file system can hold
 capacity() {
@@ -285,6 +321,8 @@ run_one() {
 	sampler "$d" "$fs" >"$d/samples" &
 	mon_pid=$!
 	date +%s.%N >"$d/t0"
+	local wchar0
+	wchar0=$(wchar)
 	case "$wl" in
 	dbbench) run_db "$d" "$rate" $((fill * cap / 100)) ;;
 	tenant)
@@ -314,6 +352,7 @@ run_one() {
 	sleep 1
 	kill "$mon_pid" 2>/dev/null; wait "$mon_pid" 2>/dev/null || true
 	mon_pid=
+	echo $(($(wchar) - wchar0)) >"$d/app_bytes"
 	[ "$fs" != zonefuse ] || zf_stats "$mnt" "$d/stats"
 	rm -rf "${mnt:?}"/* 2>/dev/null || true
 	umount_fs "$fs" "$d"
@@ -331,9 +370,9 @@ for p in "${plan[@]}"; do
 	read -r wl rate fill <<<"$p"
 	for g in $geoms; do
 		for fs in $fses; do
-			if [ "$fs" = ext4 ]; then
+			if [ "$fs" != zonefuse ]; then
 				IFS=: read -r zs zn _ <<<"$g"
-				key="$wl-$rate-$fill-$(($(to_bytes "$zs") * zn))"
+				key="$fs-$wl-$rate-$fill-$(($(to_bytes "$zs") * zn))"
 				[ -z "${ext4_done[$key]:-}" ] || continue
 				ext4_done[$key]=1
 			fi

@@ -36,6 +36,8 @@ cd "$(dirname "$0")/.."
 SRC=$(pwd)
 # shellcheck source=scripts/lib/bdi.sh
 . scripts/lib/bdi.sh
+# shellcheck source=scripts/lib/fuse-ref.sh
+. scripts/lib/fuse-ref.sh
 
 quick=0
 parts=fio,dbbench,iot,meta,stripe
@@ -274,24 +276,11 @@ LDB=$build_dir/zf-leveldb
 for b in "$ZONEFUSE" "$EMU" "$MKFS" "$LDB"; do
 	[ -x "$b" ] || die "$b was not built"
 done
-# libfuse's own examples, the FUSE references, built from the sources
-# Debian's libfuse3-dev ships (possibly gzipped) into the build dir
+# libfuse's own examples, the FUSE references, built into the build dir
 ref_dir=$build_dir/bench-ref
 PASSTHROUGH=$ref_dir/passthrough_ll
 NULLFS=$ref_dir/null
-build_ref() { # example name
-	local ex=/usr/share/doc/libfuse3-dev/examples f
-	mkdir -p "$ref_dir"
-	for f in "$1.c" passthrough_helpers.h; do
-		if [ -f "$ex/$f" ]; then cp "$ex/$f" "$ref_dir/$f"
-		elif [ -f "$ex/$f.gz" ]; then gzip -dc "$ex/$f.gz" >"$ref_dir/$f"
-		elif [ "$f" = "$1.c" ]; then die "$ex/$1.c is missing (apt-get install libfuse3-dev)"
-		fi
-	done
-	# shellcheck disable=SC2046
-	cc -O2 -Wall "$ref_dir/$1.c" $(pkg-config fuse3 --cflags --libs) -lpthread -o "$ref_dir/$1" \
-		>"$ref_dir/$1.log" 2>&1 || { cat "$ref_dir/$1.log" >&2; die "cannot build libfuse's $1 example"; }
-}
+build_ref() { build_fuse_ref "$1" "$ref_dir"; }
 # the targets of parts 2-4 (db_bench, IoT, metadata)
 kv_targets=(zonefuse ext4)
 [ "$fuse_ref" = 0 ] || kv_targets+=(passthrough)

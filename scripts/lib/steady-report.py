@@ -216,6 +216,9 @@ def load_run(d):
     else:
         p = os.path.join(d, "ext4_dev_bytes")
         r["devb"] = int(open(p).read()) if os.path.exists(p) else None
+    p = os.path.join(d, "app_bytes")
+    r["app"] = int(open(p).read()) if os.path.exists(p) else None
+    r["wa_app"] = r["devb"] / r["app"] if r.get("devb") and r.get("app") else None
     return r
 
 
@@ -224,11 +227,14 @@ def main():
     runs = [load_run(os.path.dirname(m)) for m in sorted(glob.glob(os.path.join(out, "*", "meta")))]
     if not runs:
         sys.exit("steady-report: no runs in " + out)
-    runs.sort(key=lambda r: (r["wl"], r["rate"], r["fill"], r["fs"] != "ext4", r["geom"]))
+    order = {"ext4": 0, "fuse-ext4": 1}
+    runs.sort(key=lambda r: (r["wl"], r["rate"], r["fill"], order.get(r["fs"], 2), r["geom"]))
 
     def label(r):
         z = r["geom"].split(":")
-        return "ext4" if r["fs"] == "ext4" else f"zf {z[0]} x {z[1]}" + (f' -o {r["opts"]}' if r["opts"] else "")
+        if r["fs"] != "zonefuse":
+            return r["fs"]
+        return f"zf {z[0]} x {z[1]}" + (f' -o {r["opts"]}' if r["opts"] else "")
 
     def ext4_of(r):
         for e in runs:
@@ -267,6 +273,8 @@ def main():
         ("device bytes written", lambda r: mb(r.get("devb"))),
         ("GC bytes written", lambda r: mb(r.get("gc"))),
         ("write amplification", lambda r: f0(r.get("wa"), "{:.3f}")),
+        ("bytes the applications wrote (wchar)", lambda r: mb(r.get("app"))),
+        ("device bytes / application bytes", lambda r: f0(r.get("wa_app"), "{:.3f}")),
         ("  after the device filled", lambda r: f0(r.get("wa_steady"), "{:.3f}")),
         ("tenant fio IOPS, p50/p99/p99.9 us", lambda r: f'{r["tenant"]["iops"]:,.0f}, {lat(r["tenant"]["p"])}'
          if r.get("tenant") else "-"),
