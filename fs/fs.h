@@ -330,8 +330,6 @@ struct fs_stats {
 	uint64_t zero_copy_write_bytes;	/* of those, kept as donated chunks (no copy) */
 	uint64_t zero_copy_read_bytes;	/* bytes read as file ranges (FS_READ_FD) */
 	uint64_t data_bytes_written;	/* file data bytes written to zones */
-	uint64_t rewrite_bytes_written;	/* of those, written to the rewrite
-					 * class (fs_data.c: rewrite_class) */
 	uint64_t write_behind_dropped_bytes;	/* buffers of closed files unlinked
 						 * before their write-out (never written) */
 	uint64_t meta_bytes_written;	/* metadata log bytes written */

@@ -603,54 +603,6 @@ static unsigned stripe_width(struct fs *fs, struct fs_inode *in)
 	return ZF_MAX(1u, ZF_MIN(w, fs->opts.stripe_width));
 }
 
-/* Data that replaces data already written is written to the zones of
- * FS_REWRITE_CLASS, not to those of the file's class.  A file rewritten in
- * place (a database's pages, a VM image, fio's random writes) replaces its
- * blocks at random times, so the zones they land in die piece by piece;
- * among the write-once tables of the file's class they keep those zones
- * from dying whole, and the collector copies tables to reclaim them.  In
- * zones of their own they die among themselves.  NONE is the class of
- * small files rewritten or appended a little at a time (MANIFEST, LOG):
- * the same kind of lifetime, and a class LSM tables never use.  Appends,
- * the rewrite of an append-only file's partial last block (a WAL fsync'ed
- * mid-block), and holes filled are not rewrites.  Once a file was rewritten,
- * the collector moves all of its data to that class too: what is left of
- * its first copy dies the same way. */
-#define FS_REWRITE_CLASS LIFETIME_NONE
-
-enum lifetime_class fs_data_move_class(const struct fs_inode *in)
-{
-	return in->rewritten ? FS_REWRITE_CLASS : (enum lifetime_class)in->cls;
-}
-
-/* Do at least half the bytes of chunks cs[0, n) replace written data, other
- * than the file's last written block?  [RW] */
-static bool rewrites_data(struct fs *fs, struct fs_inode *in, struct fs_chunk *const *cs,
-			  uint32_t n)
-{
-	uint64_t end = extmap_end(&in->map);
-	if (end <= fs->bs || in->cls == FS_REWRITE_CLASS)
-		return false;
-	uint64_t tail = (end - 1) / fs->bs * fs->bs;
-	uint64_t total = 0, rewritten = 0;
-	for (uint32_t k = 0; k < n; k++) {
-		const struct fs_chunk *c = cs[k];
-		total += (uint64_t)c->npresent * fs->bs;
-		for (uint32_t i = 0; i < fs->pages_per_chunk; i++) {
-			uint64_t fo = c->idx * fs->opts.stripe_unit + (uint64_t)i * fs->bs;
-			if (fo >= tail)
-				break;
-			if (!page_present(c, i))
-				continue;
-			struct extmap_cur cur;
-			const struct extmap_ext *e = extmap_seek(&in->map, fo, &cur);
-			if (e && e->off <= fo)
-				rewritten += fs->bs;
-		}
-	}
-	return rewritten && 2 * rewritten >= total;
-}
-
 /* ---- the write-out in flight ---- */
 
 /* Wait for the end of the write-out in flight, if any: in->rw is released
@@ -788,13 +740,7 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 	for (uint32_t i = 0; i < n; i++)
 		cs[i]->busy = true;
 	wb_set(in, true);
-	bool rewrite = rewrites_data(fs, in, cs, n);
-	if (rewrite && !in->rewritten) {
-		pthread_mutex_lock(&fs->lock);
-		in->rewritten = true;
-		pthread_mutex_unlock(&fs->lock);
-	}
-	enum lifetime_class cls = rewrite ? FS_REWRITE_CLASS : (enum lifetime_class)in->cls;
+	enum lifetime_class cls = (enum lifetime_class)in->cls;
 	pthread_rwlock_unlock(&in->rw);
 
 	while (!ret && head < nparts) {
@@ -833,9 +779,6 @@ static int write_chunks(struct fs *fs, struct fs_inode *in, struct fs_chunk **cs
 		for (uint32_t i = 0; i < n; i++)
 			cs[i]->busy = false;
 	} else {
-		if (rewrite)
-			for (uint32_t i = 0; i < n; i++)
-				fs->rewrite_bytes += st[i].len;
 		/* The busy chunks are exactly cs[0, n) (one write-out at a
 		 * time): free them in one pass over their span of the array. */
 		uint64_t i0 = UINT64_MAX, i1 = 0;

@@ -126,8 +126,6 @@ struct fs_inode {
 	uint64_t size;			/* bytes */
 	int64_t atime, mtime, ctime;	/* ns since the epoch */
 	uint8_t cls, cls_src;		/* enum lifetime_class / lifetime_source */
-	bool rewritten;			/* [L] a write-out replaced its written
-					 * data (fs_data.c: FS_REWRITE_CLASS) */
 	bool attr_dirty;		/* [L] attributes changed since last logged */
 	/* references [L] */
 	uint64_t nlookup;		/* kernel lookups not yet forgotten */
@@ -241,8 +239,6 @@ struct fs {
 
 	/* counters */
 	_Atomic uint64_t user_bytes, data_bytes;
-	_Atomic uint64_t rewrite_bytes;	/* of data_bytes, in FS_REWRITE_CLASS
-					 * because they replaced written data */
 	_Atomic uint64_t zc_write_bytes;	/* fs_write bytes buffered as donated chunks */
 	_Atomic uint64_t behind_dropped;	/* write_behind_dropped_bytes (fs_stats) */
 	_Atomic uint64_t zc_read_bytes;		/* read bytes handed out as file ranges */
@@ -507,8 +503,6 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size);	/* [RW 
  * (the block could not be read, or no memory). [RW excl] */
 int fs_data_zero_tail(struct fs *fs, struct fs_inode *in);
 void fs_data_wait_writeout(struct fs_inode *in);	/* [RW excl, drops] */
-/* The class the collector moves the file's data to.  [L] */
-enum lifetime_class fs_data_move_class(const struct fs_inode *in);
 /* Forget the buffered pages of the blocks inside [from, to) (bytes, block
  * aligned): a record replaced them.  No write-out in flight. [RW excl] */
 void fs_data_drop_range(struct fs *fs, struct fs_inode *in, uint64_t from, uint64_t to);

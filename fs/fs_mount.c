@@ -100,7 +100,6 @@ void fs_get_stats(struct fs *fs, struct fs_stats *st)
 	st->zero_copy_write_bytes = fs->zc_write_bytes;
 	st->zero_copy_read_bytes = fs->zc_read_bytes;
 	st->data_bytes_written = fs->data_bytes;
-	st->rewrite_bytes_written = fs->rewrite_bytes;
 	st->write_behind_dropped_bytes = fs->behind_dropped;
 	st->meta_bytes_written = ms.bytes_written;
 	st->buffer_bytes = fs->buffered;

@@ -371,8 +371,7 @@ void fs_move_busy_zones(struct fs *fs, uint64_t *skip, size_t words)
 
 /* Where moved data goes: into zones of its file's class as it is now (not
  * the victim's class, and not one class up: survivors of a zone do not
- * live much longer than their zone-mates, docs/placement.md), or of the
- * rewrite class for a file rewritten in place (fs_data.c). */
+ * live much longer than their zone-mates, docs/placement.md). */
 int fs_move_class(struct fs *fs, uint64_t ino)
 {
 	struct fs_inode *in;
@@ -380,7 +379,7 @@ int fs_move_class(struct fs *fs, uint64_t ino)
 
 	pthread_mutex_lock(&fs->lock);
 	in = fs_inode_get(fs, ino);
-	cls = in ? (int)fs_data_move_class(in) : -ENOENT;
+	cls = in ? (int)in->cls : -ENOENT;
 	pthread_mutex_unlock(&fs->lock);
 	return cls;
 }

@@ -485,7 +485,6 @@ static void render_written(struct fs_text *t, const struct fs_stats *fst,
 	KV("zero_copy_write_bytes", fst->zero_copy_write_bytes);
 	KV("zero_copy_read_bytes", fst->zero_copy_read_bytes);
 	KV("data_bytes_written", fst->data_bytes_written);
-	KV("rewrite_bytes_written", fst->rewrite_bytes_written);
 	KV("write_behind_dropped_bytes", fst->write_behind_dropped_bytes);
 	KV("meta_bytes_written", fst->meta_bytes_written);
 	KV("gc_bytes_written", gc_bytes);

@@ -25,8 +25,6 @@
 #include "common/zf_common.h"
 #include "fs/fs.h"
 #include "fs/fs_internal.h"
-#include "fs/fs_move.h"
-#include "lsm/lifetime.h"
 #include "testlib.h"
 
 #define UNIT (64u << 10)		/* stripe_unit */
@@ -484,58 +482,6 @@ START_TEST(fdatasync_keeps_size_and_data)
 }
 END_TEST
 
-/* Data that replaces written data goes to zones of its own class (NONE),
- * so a file rewritten in place does not keep the zones of write-once
- * files from dying whole; appends, the rewrite of a file's partial last
- * block, and a hole filled stay in the file's class.  Once rewritten, the
- * collector moves the file's data to that class too. */
-START_TEST(rewrites_go_to_their_own_zones)
-{
-	uint64_t f = mkfile("db"), g = mkfile("wal");
-	const size_t n = 256u << 10;
-	uint8_t *b = malloc(n), *r = malloc(n), *want = malloc(n);
-	struct fs_stats s0, s1;
-
-	fill(b, 0, n, 11);
-	ck_assert_int_eq(fs_write(fs, f, 0, b, n, false), (ssize_t)n);
-	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
-	/* an append-only file fsync'ed mid-block, then appended to; and a
-	 * hole past its end filled afterwards */
-	ck_assert_int_eq(fs_write(fs, g, 0, b, 3000, false), 3000);
-	ck_assert_int_eq(fs_fsync(fs, g, true), 0);
-	ck_assert_int_eq(fs_write(fs, g, 3000, b + 3000, 5000, false), 5000);
-	ck_assert_int_eq(fs_fsync(fs, g, true), 0);
-	ck_assert_int_eq(fs_write(fs, g, 65536, b, 4096, false), 4096);
-	ck_assert_int_eq(fs_fsync(fs, g, true), 0);
-	ck_assert_int_eq(fs_write(fs, g, 16384, b, 8192, false), 8192);
-	ck_assert_int_eq(fs_fsync(fs, g, true), 0);
-	fs_get_stats(fs, &s0);
-	ck_assert_uint_eq(s0.rewrite_bytes_written, 0);
-	ck_assert_int_eq(fs_move_class(fs, f), LIFETIME_MEDIUM);
-	ck_assert_int_eq(fs_move_class(fs, g), LIFETIME_MEDIUM);
-
-	/* 64 KiB rewritten in the middle of f */
-	memcpy(want, b, n);
-	fill(b, 65536, 65536, 12);
-	memcpy(want + 65536, b + 65536, 65536);
-	ck_assert_int_eq(fs_write(fs, f, 65536, b + 65536, 65536, false), 65536);
-	ck_assert_int_eq(fs_fsync(fs, f, true), 0);
-	fs_get_stats(fs, &s1);
-	ck_assert_uint_eq(s1.rewrite_bytes_written, 65536);
-	ck_assert_uint_ge(s1.class_bytes_written[LIFETIME_NONE] - s0.class_bytes_written[LIFETIME_NONE], 65536);
-	ck_assert_uint_eq(s1.class_bytes_written[LIFETIME_MEDIUM], s0.class_bytes_written[LIFETIME_MEDIUM]);
-	ck_assert_int_eq(fs_move_class(fs, f), LIFETIME_NONE);
-	ck_assert_int_eq(fs_move_class(fs, g), LIFETIME_MEDIUM);
-
-	crash_and_remount();
-	ck_assert_int_eq(fs_read(fs, f, 0, n, r), (ssize_t)n);
-	ck_assert_int_eq(memcmp(r, want, n), 0);
-	free(b);
-	free(r);
-	free(want);
-}
-END_TEST
-
 /* A chunk keeps its pages in slots in arrival order: pages written in a
  * scrambled order, some punched and written again (the chunk is full of
  * slots then and compacts), read back through the buffer, written out
@@ -754,7 +700,6 @@ int main(void)
 	tcase_add_test(tc, truncate_punch_during_writeout);
 	tcase_add_test(tc, writeout_error_reaches_fsync);
 	tcase_add_test(tc, fdatasync_keeps_size_and_data);
-	tcase_add_test(tc, rewrites_go_to_their_own_zones);
 	tcase_add_test(tc, chunk_slots_out_of_order);
 	tcase_add_test(tc, chunk_grows_to_the_write);
 	tcase_add_test(tc, notice_only_where_a_call_blocks);
