@@ -11,8 +11,6 @@
 
 #include "lsm/lsm_priv.h"
 
-#define LI_UNKNOWN (-1e300)	/* no lifetime known */
-
 double lsm_log2(double x)
 {
 	return x < 1 ? 0 : log2(x);
@@ -143,30 +141,23 @@ void lifetime_level_classes(const struct lifetime_level_obs *wal,
 			    uint8_t out[LIFETIME_MAX_LEVELS])
 {
 	const double step = lsm_log2(LIFETIME_STEP_RATIO);
-	/* L0 opens MEDIUM; anchor = the lifetime that opened the current
-	 * class (LI_UNKNOWN: not observed) */
 	int cls = LIFETIME_MEDIUM;
-	double anchor;
 
 	(void)wal;	/* tables never join the WAL's class (see lifetime.h) */
-	anchor = lv && lv[0].n >= LIFETIME_MIN_OBS ? lv[0].log2_life : LI_UNKNOWN;
+	/* L0 opens MEDIUM; L1 shares it (an L0->L1 compaction kills both)
+	 * unless it is seen to live STEP_RATIO times as long */
 	out[0] = (uint8_t)cls;
-	for (int l = 1; l < LIFETIME_MAX_LEVELS; l++) {
-		bool seen = lv && lv[l].n >= LIFETIME_MIN_OBS;
-
-		if (seen && anchor != LI_UNKNOWN) {
-			if (lv[l].log2_life >= anchor + step) {
-				cls++;
-				anchor = lv[l].log2_life;
-			}
-		} else {
-			if (l >= 2)
-				cls++;	/* no evidence: the default map's step */
-			if (cls > out[l - 1] || anchor == LI_UNKNOWN)
-				anchor = seen ? lv[l].log2_life : LI_UNKNOWN;
-		}
-		if (cls > LIFETIME_EXTREME)
-			cls = LIFETIME_EXTREME;
+	if (lv && lv[0].n >= LIFETIME_MIN_OBS && lv[1].n >= LIFETIME_MIN_OBS &&
+	    lv[1].log2_life >= lv[0].log2_life + step)
+		cls++;
+	out[1] = (uint8_t)cls;
+	/* from L2 on every level opens the next class, however long it
+	 * lives: each level's tables die in that level's own compaction
+	 * order, so two levels in one zone die on two unrelated schedules
+	 * even when their lifetimes are alike */
+	for (int l = 2; l < LIFETIME_MAX_LEVELS; l++) {
+		if (cls < LIFETIME_EXTREME)
+			cls++;
 		out[l] = (uint8_t)cls;
 	}
 }

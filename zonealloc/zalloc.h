@@ -288,7 +288,10 @@ uint32_t zalloc_free_zones(struct zalloc *za);
  * its bytes stay readable even if its last valid byte dies meanwhile.  A
  * zone the collector opened is its own destination: ordinary writers do not
  * write into it (only writers granted the reserve may), so the collector can
- * always finish moving a victim it started.
+ * always finish moving a victim it started; and the collector writes only
+ * into zones it opened, one stream per class beside the writers' (the data
+ * it moves outlived its zone-mates and dies on another schedule than fresh
+ * data; its zones count in the active budget like any other).
  *
  * Candidates: only FULL zones that are not leased, busy, pending, being
  * collected (or backing off), have no bytes in flight (unclaimed), and

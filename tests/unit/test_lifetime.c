@@ -233,22 +233,32 @@ START_TEST(level_classes)
 	lifetime_level_classes(&wal, lv, m);
 	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
 	ck_assert_int_eq(m[2], LIFETIME_LONG);
-	/* L1 living much longer than L0 gets its own class */
+	/* L1 living much longer than L0 gets its own class, and the deeper
+	 * levels one more each */
 	lv[1] = obs(20, 28.0);
-	lv[2] = obs(20, 29.0);	/* 2x L1: shares L1's */
+	lv[2] = obs(20, 29.0);	/* 2x L1: its own class all the same */
 	lifetime_level_classes(&wal, lv, m);
 	ck_assert_int_eq(m[1], LIFETIME_LONG);
-	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[2], LIFETIME_EXTREME);
 	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
 
-	/* an L2 that dies as fast as L0 shares MEDIUM (merging saves zones);
-	 * too few deaths count as none */
+	/* LevelDB IoT: every level lives about as long (each level's sweep
+	 * takes about as long), but each dies in its own compaction order:
+	 * from L2 on a level never shares a shallower level's class; too few
+	 * deaths count as none */
 	lv[1] = obs(LIFETIME_MIN_OBS - 1, 30);
 	lv[2] = obs(20, 25.5);
 	lifetime_level_classes(&wal, lv, m);
 	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
-	ck_assert_int_eq(m[2], LIFETIME_MEDIUM);
-	ck_assert_int_eq(m[3], LIFETIME_LONG);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
+	for (int l = 0; l < 5; l++)
+		lv[l] = obs(1000, 28.0 + 0.5 * (l % 2));
+	lifetime_level_classes(&wal, lv, m);
+	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
+	ck_assert_int_eq(m[2], LIFETIME_LONG);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
+	ck_assert_int_eq(m[4], LIFETIME_EXTREME);
 
 	/* never beyond EXTREME, never decreasing */
 	for (int l = 0; l < LIFETIME_MAX_LEVELS; l++)

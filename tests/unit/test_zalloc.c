@@ -2141,6 +2141,36 @@ START_TEST(gc_dest_zone_is_the_collectors)
 }
 END_TEST
 
+/* The collector writes the data it moves only into zones it opened, never
+ * among the fresh data of the class: moved data has outlived its zone-mates
+ * once and dies on another schedule than what writers write now. */
+START_TEST(gc_survivors_apart_from_fresh_data)
+{
+	struct tdev t;
+	struct zalloc_lease u, g, g2, u2;
+
+	tdev_std(&t, 1);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, ZCAP / 2, &u), 0);
+	lwrite(&t, &u, u.len);
+	zalloc_valid_add(t.za, u.offset, u.len);
+	zalloc_release(t.za, &u, u.len, 0);
+	/* the writers' zone has room left, but the collector opens its own */
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, 64 * KiB, &g), 0);
+	ck_assert_uint_ne(g.zone, u.zone);
+	lwrite(&t, &g, g.len);
+	zalloc_valid_add(t.za, g.offset, g.len);
+	zalloc_release(t.za, &g, g.len, 0);
+	/* and goes on in it, while the writers go on in theirs */
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, BS, &g2), 0);
+	ck_assert_uint_eq(g2.zone, g.zone);
+	zalloc_release(t.za, &g2, 0, 0);
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &u2), 0);
+	ck_assert_uint_eq(u2.zone, u.zone);
+	zalloc_release(t.za, &u2, 0, 0);
+	tdev_check_free(&t);
+}
+END_TEST
+
 /* The device fills with valid data (the collector cannot help): writers
  * take the reserve but never the last FREE zone; once data dies partly in
  * every zone, the collector still has that zone to compact into, and
@@ -2409,6 +2439,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, gc_young_zone_left_to_die);
 	tcase_add_test(tc, gc_hot_zone_waits);
 	tcase_add_test(tc, gc_dest_zone_is_the_collectors);
+	tcase_add_test(tc, gc_survivors_apart_from_fresh_data);
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
 	tcase_add_test(tc, gc_reserve_and_patience);
 	tcase_add_test(tc, gc_floor_never_taken);
