@@ -114,7 +114,7 @@ static int load_rules(const char *path, struct lifetime_rules **out)
 		text[n] = 0;
 		ret = lifetime_rules_parse(text, out, &bad);
 		if (ret == -EINVAL)
-			zf_err("hints file %s, line %u: expected \"GLOB CLASS\" with CLASS one of none, short, medium, long, extreme, deepest",
+			zf_err("hints file %s, line %u: expected \"GLOB CLASS\" with CLASS one of none, short, medium, long, extreme",
 			       path, bad);
 	} else if (ret != -EFBIG) {
 		zf_err("hints file %s: %s", path, strerror(-ret));
@@ -132,7 +132,6 @@ static int level_of_class(uint8_t cls)
 	case LIFETIME_MEDIUM: return 1;
 	case LIFETIME_LONG: return 2;
 	case LIFETIME_EXTREME: return 3;
-	case LIFETIME_DEEPEST: return 4;
 	default: return -1;
 	}
 }

@@ -17,7 +17,7 @@ double lsm_log2(double x)
 }
 
 static const char *const class_names[LIFETIME_NR] = {
-	"none", "short", "medium", "long", "extreme", "deepest"
+	"none", "short", "medium", "long", "extreme"
 };
 
 const char *lifetime_class_name(enum lifetime_class c)
@@ -105,7 +105,7 @@ static bool class_ok(int c)
 
 static const uint8_t default_level_class[LIFETIME_MAX_LEVELS] = {
 	LIFETIME_MEDIUM, LIFETIME_MEDIUM, LIFETIME_LONG, LIFETIME_EXTREME,
-	LIFETIME_DEEPEST, LIFETIME_DEEPEST, LIFETIME_DEEPEST, LIFETIME_DEEPEST,
+	LIFETIME_EXTREME, LIFETIME_EXTREME, LIFETIME_EXTREME, LIFETIME_EXTREME,
 };
 
 enum lifetime_source lifetime_decide(const struct lifetime_facts *f,
@@ -156,7 +156,7 @@ void lifetime_level_classes(const struct lifetime_level_obs *wal,
 	 * order, so two levels in one zone die on two unrelated schedules
 	 * even when their lifetimes are alike */
 	for (int l = 2; l < LIFETIME_MAX_LEVELS; l++) {
-		if (cls < LIFETIME_DEEPEST)
+		if (cls < LIFETIME_EXTREME)
 			cls++;
 		out[l] = (uint8_t)cls;
 	}

@@ -40,9 +40,7 @@
  *   SHORT    dies within about one memtable: the WAL
  *   MEDIUM   the default; L0/L1 tables (rewritten by every L0->L1 compaction)
  *   LONG     L2 tables, *.blob
- *   EXTREME  L3 tables
- *   DEEPEST  L4 and deeper tables (value 5, after EXTREME: class values
- *            are stored on disk, so a new class is appended, never inserted)
+ *   EXTREME  L3 and deeper tables
  *
  * ---- The decision: one pure function, lifetime_decide() ----------------
  * Sources, strongest first (enum lifetime_source); the first row that
@@ -70,8 +68,7 @@
  *   *.tmp                                    MEDIUM
  *
  * level_class[] (lifetime_level_classes(), pure): L0 and L1 MEDIUM (an
- * L0->L1 compaction kills both: they die together), L2 LONG, L3 EXTREME,
- * L4+ DEEPEST.
+ * L0->L1 compaction kills both: they die together), L2 LONG, L3+ EXTREME.
  * Observed lifetimes may only split L1 off: once L0 and L1 have
  * LIFETIME_MIN_OBS deleted tables each, an L1 living at least
  * LIFETIME_STEP_RATIO times as long as L0 (geometric mean lifetime,
@@ -136,8 +133,7 @@ enum lifetime_class {
 	LIFETIME_MEDIUM = 2,
 	LIFETIME_LONG = 3,
 	LIFETIME_EXTREME = 4,
-	LIFETIME_DEEPEST = 5,	/* appended after EXTREME: values are on disk */
-	LIFETIME_NR = 6,
+	LIFETIME_NR = 5,
 };
 
 /* Values are stored in the metadata log (inode records): never renumber. */
@@ -156,8 +152,7 @@ enum lifetime_source {
 
 const char *lifetime_class_name(enum lifetime_class c);	/* "short" ... */
 const char *lifetime_source_name(enum lifetime_source s);	/* "preset" ... */
-/* Parse "none|short|medium|long|extreme|deepest" (or "0".."5"); -EINVAL
- * otherwise. */
+/* Parse "none|short|medium|long|extreme" (or "0".."4"); -EINVAL otherwise. */
 int lifetime_class_parse(const char *s, enum lifetime_class *out);
 
 /* Built-in presets: class for a file name (basename only).  Returns

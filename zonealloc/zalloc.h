@@ -98,7 +98,7 @@
 
 /* Number of classes (stream indices).  The file system's lifetime classes
  * map one to one (asserted where it maps them). */
-#define ZALLOC_NR_CLASSES 6
+#define ZALLOC_NR_CLASSES 5
 /* The class of a zone found written at mount that no one adopted (its data
  * is unreferenced and it is reset, or kept only if that fails); the caller's
  * default class should be this index. */

@@ -74,16 +74,7 @@ START_TEST(presets)
 	ck_assert_int_eq(c, LIFETIME_LONG);
 	ck_assert_int_eq(lifetime_class_parse("4", &c), 0);
 	ck_assert_int_eq(c, LIFETIME_EXTREME);
-	/* the sixth class, appended as value 5 (values are on disk) */
-	ck_assert_int_eq(LIFETIME_DEEPEST, 5);
-	ck_assert_int_eq(LIFETIME_NR, 6);
-	ck_assert_str_eq(lifetime_class_name(LIFETIME_DEEPEST), "deepest");
-	ck_assert_str_eq(lifetime_class_name(LIFETIME_NR), "invalid");
-	ck_assert_int_eq(lifetime_class_parse("deepest", &c), 0);
-	ck_assert_int_eq(c, LIFETIME_DEEPEST);
-	ck_assert_int_eq(lifetime_class_parse("5", &c), 0);
-	ck_assert_int_eq(c, LIFETIME_DEEPEST);
-	ck_assert_int_eq(lifetime_class_parse("6", &c), -EINVAL);
+	ck_assert_int_eq(lifetime_class_parse("5", &c), -EINVAL);
 	ck_assert_int_eq(lifetime_class_parse("Long", &c), -EINVAL);
 }
 END_TEST
@@ -119,14 +110,10 @@ START_TEST(decide_table)
 	ck_assert_int_eq(s, LIFETIME_SRC_INFERRED);
 	f.level = 2;
 	ck_assert_int_eq(decide(&f, &s), LIFETIME_LONG);
-	f.level = 3;
-	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
-	f.level = 4;	/* L4 and deeper: their own class, apart from L3 */
-	ck_assert_int_eq(decide(&f, &s), LIFETIME_DEEPEST);
 	f.level = 7;
-	ck_assert_int_eq(decide(&f, &s), LIFETIME_DEEPEST);
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
 	f.level = 40;	/* beyond the table: the deepest entry */
-	ck_assert_int_eq(decide(&f, &s), LIFETIME_DEEPEST);
+	ck_assert_int_eq(decide(&f, &s), LIFETIME_EXTREME);
 	f.level = 0;
 	f.level_class = map;
 	ck_assert_int_eq(decide(&f, &s), LIFETIME_SHORT);
@@ -223,8 +210,7 @@ START_TEST(level_classes)
 	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
 	ck_assert_int_eq(m[2], LIFETIME_LONG);
 	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
-	ck_assert_int_eq(m[4], LIFETIME_DEEPEST);
-	ck_assert_int_eq(m[7], LIFETIME_DEEPEST);
+	ck_assert_int_eq(m[7], LIFETIME_EXTREME);
 
 	/* RocksDB with random keys: L0 and L1 alike, L2 ~6x L0: L0/L1
 	 * share MEDIUM, L2 LONG, L3 (unseen) EXTREME; the WAL never matters */
@@ -254,8 +240,7 @@ START_TEST(level_classes)
 	lifetime_level_classes(&wal, lv, m);
 	ck_assert_int_eq(m[1], LIFETIME_LONG);
 	ck_assert_int_eq(m[2], LIFETIME_EXTREME);
-	ck_assert_int_eq(m[3], LIFETIME_DEEPEST);
-	ck_assert_int_eq(m[4], LIFETIME_DEEPEST);
+	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
 
 	/* LevelDB IoT: every level lives about as long (each level's sweep
 	 * takes about as long), but each dies in its own compaction order:
@@ -273,16 +258,15 @@ START_TEST(level_classes)
 	ck_assert_int_eq(m[1], LIFETIME_MEDIUM);
 	ck_assert_int_eq(m[2], LIFETIME_LONG);
 	ck_assert_int_eq(m[3], LIFETIME_EXTREME);
-	ck_assert_int_eq(m[4], LIFETIME_DEEPEST);	/* L3 and L4 apart */
-	ck_assert_int_eq(m[5], LIFETIME_DEEPEST);
+	ck_assert_int_eq(m[4], LIFETIME_EXTREME);
 
-	/* never beyond DEEPEST, never decreasing */
+	/* never beyond EXTREME, never decreasing */
 	for (int l = 0; l < LIFETIME_MAX_LEVELS; l++)
 		lv[l] = obs(100, 24.0 + 4.0 * l);
 	lifetime_level_classes(&wal, lv, m);
 	for (int l = 1; l < LIFETIME_MAX_LEVELS; l++)
 		ck_assert_int_ge(m[l], m[l - 1]);
-	ck_assert_int_eq(m[LIFETIME_MAX_LEVELS - 1], LIFETIME_DEEPEST);
+	ck_assert_int_eq(m[LIFETIME_MAX_LEVELS - 1], LIFETIME_EXTREME);
 }
 END_TEST
 

@@ -714,10 +714,6 @@ START_TEST(bad_names_and_fields)
 	r_attr(&r, 777, S_IFREG, 1, 0);
 	r.b[r.n - 2] = 200;
 	ck_assert_int_eq(replay(FS_REC_INODE, &r), -EUCLEAN);
-	memset(&r, 0, sizeof(r));
-	r_attr(&r, 777, S_IFREG, 1, 0);
-	r.b[r.n - 2] = LIFETIME_NR;	/* one past the last class */
-	ck_assert_int_eq(replay(FS_REC_INODE, &r), -EUCLEAN);
 	/* changing an inode's type */
 	memset(&r, 0, sizeof(r));
 	r_attr(&r, f, S_IFDIR | 0755, 2, 0);
@@ -854,13 +850,6 @@ START_TEST(create_tail_forms)
 	struct fs_xattr *x = fs_xattr_find(fs_inode_get(fs, 7002), FS_XATTR_LIFETIME);
 	ck_assert_ptr_nonnull(x);
 	ck_assert_uint_eq(x->size, 7);
-	/* the last class (DEEPEST, value 5) replays */
-	memset(&r, 0, sizeof(r));
-	r_attr(&r, 7004, S_IFREG | 0644, 1, 0);
-	r.b[r.n - 2] = LIFETIME_DEEPEST; r.b[r.n - 1] = LIFETIME_SRC_RULE;
-	r_u64(&r, d); r_name(&r, "deep");
-	ck_assert_int_eq(replay(FS_REC_CREATE, &r), 0);
-	lifetime_is(7004, "deepest rule\n");
 	/* old form: CREATE without the tail, then SYMLINK */
 	memset(&r, 0, sizeof(r));
 	r_attr(&r, 7003, S_IFLNK | 0777, 1, 0); r_u64(&r, d); r_name(&r, "ln2");

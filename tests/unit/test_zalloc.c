@@ -2171,70 +2171,6 @@ START_TEST(gc_survivors_apart_from_fresh_data)
 }
 END_TEST
 
-/* Six classes, each with a writer stream and a collector stream, on the
- * 16 MiB geometry's budget (14 active, 2 kept for the metadata log): the
- * twelve streams fit the twelve data slots without a finish, the sixth
- * class (DEEPEST, L4+) writes into zones of its own, and one zone more
- * finishes the least-wasting active zone instead of exceeding the limit. */
-START_TEST(six_class_streams_fit_budget)
-{
-	struct tdev t;
-	struct zalloc_params p = tparams(FIRST, NDATA, RES, 1);
-	struct zalloc_lease u[ZALLOC_NR_CLASSES], g[ZALLOC_NR_CLASSES], x, y;
-	struct zalloc_stats st;
-	uint32_t zones[2 * ZALLOC_NR_CLASSES], op, ac;
-	int nz = 0;
-
-	ck_assert_int_eq(ZALLOC_NR_CLASSES, 6);
-	ck_assert_int_eq(LIFETIME_DEEPEST, ZALLOC_NR_CLASSES - 1);
-	tdev_make(&t, NZ, ZCAP, MAXA_B, MAXA_B);
-	tdev_alloc(&t, &p);
-	for (unsigned int c = 0; c < ZALLOC_NR_CLASSES; c++) {
-		ck_assert_int_eq(zalloc_acquire(t.za, c, (c + 1) * 64 * KiB, &u[c]), 0);
-		ck_assert_int_eq(u[c].cls, (int)c);
-		lwrite(&t, &u[c], u[c].len);
-		zalloc_valid_add(t.za, u[c].offset, u[c].len);
-		zalloc_release(t.za, &u[c], u[c].len, 0);
-		ck_assert_int_eq(zalloc_acquire_gc(t.za, c, 64 * KiB, &g[c]), 0);
-		lwrite(&t, &g[c], g[c].len);
-		zalloc_valid_add(t.za, g[c].offset, g[c].len);
-		zalloc_release(t.za, &g[c], g[c].len, 0);
-		zones[nz++] = u[c].zone;
-		zones[nz++] = g[c].zone;
-	}
-	for (int i = 0; i < nz; i++)
-		for (int j = i + 1; j < nz; j++)
-			ck_assert_uint_ne(zones[i], zones[j]);
-	zalloc_get_stats(t.za, &st);
-	ck_assert_uint_eq(st.zone_finishes, 0);
-	ck_assert_uint_eq(st.class_bytes_written[LIFETIME_DEEPEST],
-			  u[LIFETIME_DEEPEST].len + g[LIFETIME_DEEPEST].len);
-	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_eq(ac, 2 * ZALLOC_NR_CLASSES);
-	/* DEEPEST goes on in its writers' zone */
-	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_DEEPEST, BS, &x), 0);
-	ck_assert_uint_eq(x.zone, u[LIFETIME_DEEPEST].zone);
-	ck_assert_uint_eq(x.offset, u[LIFETIME_DEEPEST].offset + u[LIFETIME_DEEPEST].len);
-	/* a second DEEPEST writer while that zone is leased needs a thirteenth
-	 * zone: the unleased active zone with the least room (EXTREME's
-	 * writers' zone, 320 KiB written) is finished to make the slot */
-	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_DEEPEST, BS, &y), 0);
-	for (int i = 0; i < nz; i++)
-		ck_assert_uint_ne(y.zone, zones[i]);
-	ck_assert_int_eq(dzone(&t, u[LIFETIME_EXTREME].zone).cond, ZDEV_COND_FULL);
-	lwrite(&t, &y, y.len);
-	zalloc_valid_add(t.za, y.offset, y.len);
-	zalloc_release(t.za, &y, y.len, 0);
-	zalloc_release(t.za, &x, 0, 0);
-	dcount(&t, FIRST, NDATA, &op, &ac);
-	ck_assert_uint_eq(ac, 2 * ZALLOC_NR_CLASSES);
-	zalloc_get_stats(t.za, &st);
-	ck_assert_uint_eq(st.zone_finishes, 1);
-	ck_assert_uint_eq(st.class_zone_finishes[LIFETIME_EXTREME], 1);
-	tdev_check_free(&t);
-}
-END_TEST
-
 /* The device fills with valid data (the collector cannot help): writers
  * take the reserve but never the last FREE zone; once data dies partly in
  * every zone, the collector still has that zone to compact into, and
@@ -2507,7 +2443,6 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, gc_writers_wait_instead_of_enospc);
 	tcase_add_test(tc, gc_reserve_and_patience);
 	tcase_add_test(tc, gc_floor_never_taken);
-	tcase_add_test(tc, six_class_streams_fit_budget);
 	tcase_add_test(tc, discard_and_class_counters);
 	tcase_add_test(tc, sums_match_recount);
 	suite_add_tcase(s, tc);
