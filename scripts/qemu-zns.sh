@@ -33,7 +33,8 @@
 #                        quits); exit 0 if the cut happened
 #   --timeout SEC        kill the guest after SEC seconds, exit 124 (1200)
 #   --accel tcg|kvm      CPU emulation (tcg; on the machines seen so far
-#                        /dev/kvm opens but a KVM guest never boots)
+#                        /dev/kvm opens but a KVM guest never boots, see
+#                        docs/qemu.md "Not done yet")
 #   --cpu MODEL          QEMU -cpu (max under tcg, host under kvm)
 #   --share DIR          share DIR with the guest at the same path (9p,
 #                        repeatable; e.g. a result folder outside the tree)
