@@ -8,7 +8,8 @@
 #   instead of failing);
 # - steady-report.py puts a QEMU run's rows in the table: write
 #   amplification from qemu.result (namespace bytes / db_bench's bytes), the
-#   conventional namespace apart, resets / finishes, --num.
+#   conventional namespace apart, resets / finishes, --num, and a run
+#   whose --num was capped counted at the fill it really ran at.
 set -euo pipefail
 ZF_SRC_DIR=${ZF_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 fail() { echo "FAIL: bench_steady_qemu: $*"; exit 1; }
@@ -59,6 +60,11 @@ printf '1 fillrandom 110.0 0\n2 overwrite 120.0 0\n' >"$d/passes"
 printf 'Entries:    1346153\nfillrandom   :      10.0 micros/op 4000 ops/sec 10.0 seconds 40000 operations;\n' >"$d/db-1.out"
 printf 'Entries:    1346153\noverwrite    :      10.0 micros/op 3000 ops/sec 10.0 seconds 30000 operations;\n' >"$d/db-2.out"
 printf 'app_bytes=1000000000\ndevice_bytes=1100000000\nconv_bytes=5000000\nresets=27\nfinishes=3\n' >"$d/qemu.result"
+# the same on btrfs with --num capped (--qemu-num-max 300000)
+b=$work/out/dbbench-btrfs-qemu-16M_128_14-r0-f70
+cp -r "$d" "$b"
+sed -i 's/^fs=.*/fs=btrfs-qemu/' "$b/meta"
+sed -i 's/^Entries: .*/Entries:    300000/' "$b"/db-*.out
 python3 "$ZF_SRC_DIR/scripts/lib/steady-report.py" "$work/out" >"$work/report.out" 2>&1 ||
 	fail "steady-report.py: $(cat "$work/report.out")"
 md=$work/out/results.md
@@ -69,5 +75,6 @@ row '  conventional namespace \(f2fs metadata\)' | grep -q '| 5 MB |' || fail "c
 row 'zone resets / finishes' | grep -q '| 27 / 3 |' || fail "resets: $(row 'zone resets / finishes')"
 row 'db_bench --num' | grep -q '1,346,153' || fail "num: $(row 'db_bench --num')"
 row 'ops/s, overwrite passes \(IoT: all\)' | grep -q '3,000' || fail "ops: $(row 'ops/s, overwrite')"
-row result | grep -q '| ok |' || fail "result: $(row result)"
+row result | grep -qF '| result | ok (--num capped: fill 16 %) | ok |' || fail "result: $(row result)"
+grep -qF '| dbbench | unthrottled | 16 % (of 16) | 70 % (of 70) |' "$md" || fail "highest fill: $(grep -A3 'Highest' "$md")"
 echo "PASS: bench_steady_qemu: plan, skip without QEMU, the QEMU rows of the report"
