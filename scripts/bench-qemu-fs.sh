@@ -496,11 +496,18 @@ if [ -n "$steady" ]; then
 	[ "$fss" != f2fs ] || extra+=(--extra mkfs.f2fs --module f2fs)
 	rc=0
 	[[ "$num_max" =~ ^[0-9]+$ ]] || { echo "bench-qemu-fs: --num-max takes a number" >&2; exit 2; }
+	# qemu-zns.sh in the background so that a TERM or INT here reaches it
+	# (its trap stops QEMU by PID) before this script exits
 	ZF_BENCH_NUM_MAX=$num_max ZF_BENCH_DB_TIMEOUT=$((timeout - 300)) "$src/scripts/qemu-zns.sh" --no-install --build-dir "$build_dir" \
 		--size $((dev_b * zn / 1048576))M --zone-size "$zs" --max-open "$za" --max-active "$za" --conv-ns 64M \
 		"${extra[@]}" --share "$steady" --timeout "$timeout" ${ZF_QEMU_ACCEL:+--accel "$ZF_QEMU_ACCEL"} \
 		-- "$src/scripts/bench-qemu-fs.sh" --guest-steady "$fss" "$fills" "$passes" "$rate_mb" "$interval" "$steady" "$zfopts" \
-		>"$steady/console.log" 2>&1 || rc=$?
+		>"$steady/console.log" 2>&1 &
+	qz=$!
+	trap 'kill -TERM "$qz" 2>/dev/null; wait "$qz" 2>/dev/null; exit 143' TERM
+	trap 'kill -TERM "$qz" 2>/dev/null; wait "$qz" 2>/dev/null; exit 130' INT
+	wait "$qz" || rc=$?
+	trap - TERM INT
 	grep -E '^\[bench' "$steady/console.log" >&2 || true
 	[ "$rc" -ne 77 ] || skip "$(grep -m1 'SKIP' "$steady/console.log" || echo 'qemu-zns.sh exit 77')"
 	[ -f "$steady/t0" ] || echo 0 >"$steady/t0"

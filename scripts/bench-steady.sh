@@ -223,6 +223,7 @@ loopdev=
 zf_pid=
 mon_pid=
 bg_pid=
+qemu_pid=
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
@@ -230,6 +231,8 @@ cleanup() {
 	cd /
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
 	[ -z "$bg_pid" ] || { kill "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
+	# bench-qemu-fs.sh passes the TERM on to qemu-zns.sh, which stops QEMU
+	[ -z "$qemu_pid" ] || { kill -TERM "$qemu_pid" 2>/dev/null; wait "$qemu_pid" 2>/dev/null; }
 	zf_reap "$mnt"
 	[ -z "$loopdev" ] || losetup -d "$loopdev"
 	[ $ram_mounted -eq 0 ] || umount "$ram" || umount -l "$ram"
@@ -406,7 +409,10 @@ run_qemu() {
 	ZF_QEMU_ACCEL=$qemu_accel scripts/bench-qemu-fs.sh --steady "$d" --fs "$fs" --fill "$fill" \
 		--passes "$passes" --rate-mb "$rate" --interval "$interval" --geometry "$geom" \
 		--timeout "$qemu_timeout" --num-max "$qemu_num_max" --build-dir "$build_dir" ${mount_opts:+-o "$mount_opts"} \
-		>"$out/qemu-$fs-${geom//:/_}-f$fill.log" 2>&1 || st=$?
+		>"$out/qemu-$fs-${geom//:/_}-f$fill.log" 2>&1 &
+	qemu_pid=$!
+	wait "$qemu_pid" || st=$?
+	qemu_pid=
 	if [ "$st" -eq 77 ]; then
 		local why
 		why=$(grep -m1 'SKIP' "$out/qemu-$fs-${geom//:/_}-f$fill.log" | sed 's/.*SKIP: //')
