@@ -367,6 +367,13 @@ guest_steady() {
 	[ "$fs" != zonefuse ] || zstats >"$d/stats"
 	read -r bs blocks bfree < <(stat -f -c '%S %b %f' "$MNT")
 	res used_after "$((bs * (blocks - bfree) - used0))"
+	# the counters so far, in case the unmount never returns (btrfs after
+	# an aborted transaction)
+	res synced_device_bytes "$((($(sectors nvme0n1) - s0) * 512))"
+	res synced_conv_bytes "$((($(sectors nvme0n2) - c0) * 512))"
+	grep -v '^#' "$T/trace" >/tmp/trace.txt || true
+	res synced_resets "$(grep -c 'zsa=4' /tmp/trace.txt || true)"
+	res synced_finishes "$(grep -c 'zsa=2' /tmp/trace.txt || true)"
 	if [ "$fs" = zonefuse ]; then
 		for _ in $(seq 60); do fusermount3 -u "$MNT" 2>/dev/null && break; sleep 0.5; done
 		wait "$zpid" || echo "daemon exit status $?" >>"$d/failed"

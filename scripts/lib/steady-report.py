@@ -204,6 +204,10 @@ def load_run(d):
         q = kv(os.path.join(d, "qemu.result"))
         if q.get("app_bytes"):
             r["user"] = num(q, "app_bytes")
+        # the unmount did not return: the counters after sync
+        for k in ("device_bytes", "conv_bytes", "resets", "finishes"):
+            if not q.get(k) and q.get("synced_" + k):
+                q[k] = q["synced_" + k]
         if q.get("device_bytes"):
             r["devb"] = num(q, "device_bytes")
             r["conv"] = num(q, "conv_bytes")
