@@ -44,6 +44,11 @@
 #                      --passes N (2), --rate-mb R (0), --interval S (10),
 #                      --geometry ZONE_SIZE:ZONES:MAX_ACTIVE (16M:128:14),
 #                      --num-max N (0 = no limit: --num at most N, for TCG).
+#                      The zoned namespace's I/O scheduler: mq-deadline for
+#                      btrfs and f2fs (6.1 needs its zone write lock to
+#                      keep a zone's writes in order), none (the kernel's
+#                      choice for NVMe) for zonefuse; ZF_BENCH_SCHED=S
+#                      overrides.
 #                      Never installs packages: exits 77 with a message when
 #                      QEMU, the kernel or the fs's mkfs is missing.
 # Needs root (scripts/qemu-zns.sh).  A run that fails (ENOSPC, I/O error,
@@ -259,6 +264,13 @@ guest_steady() {
 	res kernel "$(uname -r)"
 	local zones=$(cat $q/nr_zones) zmib=$(($(cat $q/chunk_sectors) / 2048)) act=$(cat $q/max_active_zones)
 	res geometry "$zones x $zmib MiB zones, max open $(cat $q/max_open_zones), max active $act"
+	# I/O scheduler: ZF_BENCH_SCHED, set by the host side (mq-deadline for
+	# btrfs and f2fs, the kernel's none for zonefuse).  With none nothing
+	# in the block layer keeps the writes to a zone in order; 6.1's f2fs
+	# relies on mq-deadline's zone write lock for that (and failed with
+	# "Zone Invalid Write" without it); zonefuse orders its own writes
+	[ -z "${ZF_BENCH_SCHED:-}" ] || echo "$ZF_BENCH_SCHED" >"$q/scheduler" || { fail "cannot set the scheduler $ZF_BENCH_SCHED"; return 0; }
+	res scheduler "$(sed 's/.*\[\(.*\)\].*/\1/' "$q/scheduler")"
 	case "$fs" in
 	zonefuse)
 		"$B/mkfs.zonefuse" --force "$DEV" >"$d/mkfs.log" 2>&1 || { fail "mkfs.zonefuse failed"; return 0; }
@@ -392,7 +404,14 @@ guest_steady() {
 	local errs
 	errs=$(grep -vE 'BTRFS info|F2FS-fs \([^)]*\): (Mounted|Start checkpoint|Stop)' "$d/dmesg" |
 		grep -iE 'error|zones exceeded|critical|fail|No space|abort|readonly|read-only' | head -n 8 || true)
-	[ -z "$errs" ] || { res kernel_errors "$(echo "$errs" | wc -l)"; echo "kernel: $(echo "$errs" | head -n 1 | cut -c1-120)" >>"$d/failed"; }
+	# the kernel's error first: it is the cause (RocksDB's debug build may
+	# abort on the failed write without printing its errno)
+	if [ -n "$errs" ]; then
+		res kernel_errors "$(echo "$errs" | wc -l)"
+		{ echo "kernel: $(echo "$errs" | head -n 1 | sed 's/^\[ *[0-9.]*\] //' | cut -c1-120)"
+		  cat "$d/failed" 2>/dev/null || true; } >/tmp/failed
+		cp /tmp/failed "$d/failed"
+	fi
 	note "done: $(tr '\n' ' ' <"$d/qemu.result")"
 }
 
@@ -499,6 +518,11 @@ if [ -n "$steady" ]; then
 	printf 'workload=dbbench\nfs=%s-qemu\ngeometry=%s\nrate_mb=%s\nfill=%s\ndev_bytes=%s\ncapacity=\ninterval=%s\nopts=%s\n' \
 		"$fss" "$geometry" "$rate_mb" "$fills" "$((dev_b * zn))" "$interval" "$zfopts" >"$steady/meta"
 	extra=(--extra db_bench)
+	if [ -z "${ZF_BENCH_SCHED+set}" ]; then
+		ZF_BENCH_SCHED=mq-deadline
+		[ "$fss" != zonefuse ] || ZF_BENCH_SCHED=
+	fi
+	export ZF_BENCH_SCHED
 	[ "$fss" != btrfs ] || extra+=(--extra mkfs.btrfs --module btrfs)
 	[ "$fss" != f2fs ] || extra+=(--extra mkfs.f2fs --module f2fs)
 	rc=0

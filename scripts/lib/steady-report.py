@@ -212,6 +212,8 @@ def load_run(d):
             r["devb"] = num(q, "device_bytes")
             r["conv"] = num(q, "conv_bytes")
             r["wa"] = r["devb"] / r["user"] if r.get("user") else None
+        if q.get("scheduler"):
+            r["sched"] = q["scheduler"]
         if q.get("resets"):
             r["resets"], r["finishes"] = int(num(q, "resets")), int(num(q, "finishes"))
         s0, s1 = kv(os.path.join(d, "stats0")), kv(os.path.join(d, "stats"))
@@ -318,6 +320,7 @@ def main():
         ("  after the device filled", lambda r: f0(r.get("wa_steady"), "{:.3f}")),
         ("tenant fio IOPS, p50/p99/p99.9 us", lambda r: f'{r["tenant"]["iops"]:,.0f}, {lat(r["tenant"]["p"])}'
          if r.get("tenant") else "-"),
+        ("I/O scheduler (QEMU)", lambda r: r.get("sched", "-")),
         ("zone resets / finishes", lambda r: f'{r["resets"]} / {r["finishes"]}' if "resets" in r else "-"),
         ("open/active-limit errors, log errors", lambda r: f'{r["limit_errors"]}, {r["log_errors"]}' if "limit_errors" in r else "-"),
     ]

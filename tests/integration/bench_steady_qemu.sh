@@ -59,7 +59,7 @@ printf '5.0 1 300000000 1000000000\n15.0 2 650000000 1000000000\n25.0 end 700000
 printf '1 fillrandom 110.0 0\n2 overwrite 120.0 0\n' >"$d/passes"
 printf 'Entries:    1346153\nfillrandom   :      10.0 micros/op 4000 ops/sec 10.0 seconds 40000 operations;\n' >"$d/db-1.out"
 printf 'Entries:    1346153\noverwrite    :      10.0 micros/op 3000 ops/sec 10.0 seconds 30000 operations;\n' >"$d/db-2.out"
-printf 'app_bytes=1000000000\ndevice_bytes=1100000000\nconv_bytes=5000000\nresets=27\nfinishes=3\n' >"$d/qemu.result"
+printf 'app_bytes=1000000000\ndevice_bytes=1100000000\nconv_bytes=5000000\nresets=27\nfinishes=3\nscheduler=mq-deadline\n' >"$d/qemu.result"
 # the same on btrfs with --num capped (--qemu-num-max 300000)
 b=$work/out/dbbench-btrfs-qemu-16M_128_14-r0-f70
 cp -r "$d" "$b"
@@ -73,6 +73,7 @@ grep -q '| f2fs QEMU ZNS 16M x 128 |' "$md" || fail "no f2fs QEMU column: $(head
 row 'write amplification' | grep -q '| 1.100 |' || fail "WA: $(row 'write amplification')"
 row '  conventional namespace \(f2fs metadata\)' | grep -q '| 5 MB |' || fail "conv: $(cat "$md")"
 row 'zone resets / finishes' | grep -q '| 27 / 3 |' || fail "resets: $(row 'zone resets / finishes')"
+row 'I/O scheduler \(QEMU\)' | grep -q '| mq-deadline | mq-deadline |' || fail "scheduler: $(row 'I/O scheduler')"
 row 'db_bench --num' | grep -q '1,346,153' || fail "num: $(row 'db_bench --num')"
 row 'ops/s, overwrite passes \(IoT: all\)' | grep -q '3,000' || fail "ops: $(row 'ops/s, overwrite')"
 row result | grep -qF '| result | ok (--num capped: fill 16 %) | ok |' || fail "result: $(row result)"
