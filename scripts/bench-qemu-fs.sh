@@ -37,6 +37,20 @@
 #                      earlier so the counters are still collected
 #   -o OPTS            more zonefuse mount options (zf_verbose is always on)
 #   --table DIR        only print the table of an earlier result folder
+# Steady mode (what scripts/bench-steady.sh --qemu runs, one guest):
+#   --steady DIR       bench-steady's workload 1 on --fs FS (one of the three)
+#                      in one guest; DIR gets bench-steady's run files
+#                      (guest_steady below).  With --fill P (one level),
+#                      --passes N (2), --rate-mb R (0), --interval S (10),
+#                      --geometry ZONE_SIZE:ZONES:MAX_ACTIVE (16M:128:14),
+#                      --num-max N (0 = no limit: --num at most N, for TCG).
+#                      The zoned namespace's I/O scheduler: mq-deadline for
+#                      btrfs and f2fs (6.1 needs its zone write lock to
+#                      keep a zone's writes in order), none (the kernel's
+#                      choice for NVMe) for zonefuse; ZF_BENCH_SCHED=S
+#                      overrides.
+#                      Never installs packages: exits 77 with a message when
+#                      QEMU, the kernel or the fs's mkfs is missing.
 # Needs root (scripts/qemu-zns.sh).  A run that fails (ENOSPC, I/O error,
 # timeout) is reported as not completed; the script exits 0 when every run
 # produced a result.
@@ -222,6 +236,185 @@ guest() {
 	note "done: $(tr '\n' ' ' <"$R.result")"
 }
 
+# ---- guest side, steady mode (scripts/bench-steady.sh --qemu) ----------------
+# bench-qemu-fs.sh --guest-steady FS FILL PASSES RATE_MB INTERVAL DIR [ZFOPTS]
+# bench-steady's workload 1 in the guest, its files in DIR the way
+# bench-steady writes a run (meta, samples, t0, passes, db-K.out,
+# report-K.csv, failed; zonefuse: stats0, stats), plus qemu.result: the
+# device's bytes, resets and finishes over all passes + sync + unmount, and
+# the bytes db_bench wrote (app_bytes).  The sizing is bench-steady's:
+# --num = FILL x capacity / 520, capacity = zonefuse's capacity_bytes, or
+# for btrfs and f2fs what statfs shows free on the empty file system (f2fs
+# counts its reserved and overprovisioned sections as used); utilisation =
+# valid bytes / capacity (zonefuse), (df used - used when empty) / capacity.
+guest_steady() {
+	local fs=$1 fill=$2 passes=$3 rate=$4 interval=$5 d=$6 zfopts=${7:-}
+	local B=${ZF_BUILD_DIR:?} DEV=/dev/nvme0n1 CONV=/dev/nvme0n2 MNT=/mnt/bench
+	local T=/sys/kernel/tracing zpid= spid= q=/sys/block/nvme0n1/queue
+	local deadline=$((SECONDS + ${ZF_BENCH_DB_TIMEOUT:-5100}))
+	mkdir -p "$d" "$MNT"
+	: >"$d/qemu.result"
+	res() { echo "$1=$2" >>"$d/qemu.result"; }
+	note() { echo "[bench $fs steady $fill% +${SECONDS}s] $*"; }
+	now() { cut -d' ' -f1 /proc/uptime; }
+	sectors() { awk '{ print $7 }' "/sys/block/$1/stat"; }
+	zstats() { getfattr --absolute-names --only-values -n user.zonefuse.stats "$MNT" 2>/dev/null; }
+	fail() { echo "$1" >>"$d/failed"; note "FAILED: $1"; }
+	mountpoint -q "$T" || mount -t tracefs nodev "$T"
+	res kernel "$(uname -r)"
+	local zones=$(cat $q/nr_zones) zmib=$(($(cat $q/chunk_sectors) / 2048)) act=$(cat $q/max_active_zones)
+	res geometry "$zones x $zmib MiB zones, max open $(cat $q/max_open_zones), max active $act"
+	# I/O scheduler: ZF_BENCH_SCHED, set by the host side (mq-deadline for
+	# btrfs and f2fs, the kernel's none for zonefuse).  With none nothing
+	# in the block layer keeps the writes to a zone in order; 6.1's f2fs
+	# relies on mq-deadline's zone write lock for that (and failed with
+	# "Zone Invalid Write" without it); zonefuse orders its own writes
+	[ -z "${ZF_BENCH_SCHED:-}" ] || echo "$ZF_BENCH_SCHED" >"$q/scheduler" || { fail "cannot set the scheduler $ZF_BENCH_SCHED"; return 0; }
+	res scheduler "$(sed 's/.*\[\(.*\)\].*/\1/' "$q/scheduler")"
+	case "$fs" in
+	zonefuse)
+		"$B/mkfs.zonefuse" --force "$DEV" >"$d/mkfs.log" 2>&1 || { fail "mkfs.zonefuse failed"; return 0; }
+		"$B/zonefuse" "$DEV" "$MNT" -f ${zfopts:+-o "$zfopts"} >"$d/zonefuse.log" 2>&1 &
+		zpid=$!
+		for _ in $(seq 300); do mountpoint -q "$MNT" && break; sleep 0.1; done
+		mountpoint -q "$MNT" || { fail "zonefuse did not mount"; return 0; }
+		;;
+	btrfs)
+		mkfs.btrfs -f -O zoned -d single -m single "$DEV" >"$d/mkfs.log" 2>&1 || { fail "mkfs.btrfs failed"; return 0; }
+		mount -t btrfs "$DEV" "$MNT" || { fail "mount btrfs failed"; return 0; }
+		;;
+	f2fs)
+		mkfs.f2fs -f -m -c "$DEV" "$CONV" >"$d/mkfs.log" 2>&1 || { fail "mkfs.f2fs failed"; return 0; }
+		mount -t f2fs "$CONV" "$MNT" || { fail "mount f2fs failed"; return 0; }
+		;;
+	esac
+	local bs blocks bfree cap used0=0
+	read -r bs blocks bfree < <(stat -f -c '%S %b %f' "$MNT")
+	if [ "$fs" = zonefuse ]; then
+		zstats >"$d/stats0"
+		cap=$(sed -n 's/^capacity_bytes=//p' "$d/stats0")
+	else
+		used0=$((bs * (blocks - bfree)))
+		cap=$((bs * bfree))
+	fi
+	res fs_size "$((bs * blocks))"
+	res used_empty "$used0"
+	printf 'workload=dbbench\nfs=%s-qemu\ngeometry=%sM:%s:%s\nrate_mb=%s\nfill=%s\ndev_bytes=%s\ncapacity=%s\ninterval=%s\nopts=%s\n' \
+		"$fs" "$zmib" "$zones" "$act" "$rate" "$fill" "$((zones * zmib * 1048576))" "$cap" "$interval" "$zfopts" >"$d/meta"
+	local num=$((fill * cap / 100 / 520))
+	[ "${ZF_BENCH_NUM_MAX:-0}" -eq 0 ] || [ "$num" -le "$ZF_BENCH_NUM_MAX" ] || num=$ZF_BENCH_NUM_MAX
+	note "mounted: capacity $((cap / 1048576)) MiB ($((used0 / 1048576)) MiB used when empty), --num $num"
+	echo 0 >"$d/phase"
+	# sampler: "secs phase used capacity [user device gc free_zones buffered df_used]"
+	(t0=$(now)
+	 while :; do
+		t=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+		ph=$(cat "$d/phase" 2>/dev/null || echo -)
+		if [ "$fs" = zonefuse ]; then
+			line=$(zstats | awk -F= '{ v[$1] = $2 } END {
+				if (v["capacity_bytes"]) printf "%s %s %s %s %s %s %s ", v["valid_bytes"], v["capacity_bytes"],
+					v["user_bytes_written"], v["zdev_bytes_written"] ? v["zdev_bytes_written"] : v["device_bytes_written"],
+					v["gc_bytes_written"], v["free_zones"], v["buffer_bytes"] + 0 }')
+			[ -z "$line" ] || line="$line$(stat -f -c '%S %b %f' "$MNT" | awk '{ print $1 * ($2 - $3) }')"
+		else
+			line=$(stat -f -c '%S %b %f' "$MNT" | awk -v u0="$used0" -v c="$cap" '{ u = $1 * ($2 - $3) - u0; print (u < 0 ? 0 : u), c }')
+		fi
+		[ -z "$line" ] || echo "$t $ph $line" >>"$d/samples"
+		sleep "$interval"
+	 done) &
+	spid=$!
+	now >"$d/t0"
+	# the device's counters over the passes + sync + unmount
+	echo >"$T/trace"
+	echo 16384 >"$T/buffer_size_kb"
+	echo 'opcode == 121 && qid != 0' >"$T/events/nvme/nvme_setup_cmd/filter"
+	echo 1 >"$T/events/nvme/nvme_setup_cmd/enable"
+	local dm s0 c0 W0 W1 k v app=0
+	dm=$(dmesg | wc -l)
+	s0=$(sectors nvme0n1) c0=$(sectors nvme0n2)
+	# shellcheck source=scripts/lib/rocks.sh
+	. "${ZF_SRC_DIR:?}/scripts/lib/rocks.sh"
+	local args=("${placement_rocks[@]}" --histogram=1 --report_interval_seconds="$interval"
+		--num="$num" --benchmark_write_rate_limit=$((rate * 1000000)))
+	local i=0 b st left
+	for b in fillrandom $(for ((p = 0; p < passes; p++)); do echo overwrite; done); do
+		i=$((i + 1))
+		echo "$i" >"$d/phase"
+		local more=()
+		[ "$b" = fillrandom ] || more=(--use_existing_db=1)
+		left=$((deadline - SECONDS))
+		[ "$left" -gt 60 ] || { fail "out of time before pass $i ($b): the guest's db_bench budget is ${ZF_BENCH_DB_TIMEOUT:-5100} s"; break; }
+		note "pass $i: $b"
+		st=0
+		# app bytes: the shell's wchar moves by what the reaped db_bench
+		# wrote (all its threads) and by nothing else in between
+		while read -r k v; do [ "$k" = wchar: ] && W0=$v; done </proc/$$/io
+		timeout "$left" db_bench --db="$MNT/db" --benchmarks="$b" "${args[@]}" "${more[@]}" \
+			--report_file="$d/report-$i.csv" >"/tmp/db-$i.raw" 2>&1 || st=$?
+		while read -r k v; do [ "$k" = wchar: ] && W1=$v; done </proc/$$/io
+		app=$((app + W1 - W0 - $(stat -c %s "/tmp/db-$i.raw")))
+		tr '\r' '\n' <"/tmp/db-$i.raw" | grep -v '^\.\.\. finished' >"$d/db-$i.out" || true
+		echo "$i $b $(now) $st" >>"$d/passes"
+		note "pass $i: exit $st, $(grep -m1 -oE '^[a-z]+ +:.* [0-9]+ ops/sec' "$d/db-$i.out" | grep -oE '[0-9]+ ops/sec' || echo '- ops/sec')"
+		if [ "$st" -ne 0 ] || grep -qE 'Corruption|IO error|No space' "$d/db-$i.out"; then
+			if [ "$st" -eq 124 ]; then
+				echo "db_bench $b timed out (the guest's budget of ${ZF_BENCH_DB_TIMEOUT:-5100} s, TCG)" >>"$d/failed"
+			else
+				grep -hE 'Corruption|IO error|No space|rror|Assertion' "$d/db-$i.out" | head -n 3 >>"$d/failed" || true
+				[ -s "$d/failed" ] || echo "db_bench $b exit $st" >>"$d/failed"
+			fi
+			break
+		fi
+	done
+	res app_bytes "$app"
+	echo end >"$d/phase"
+	sleep 1
+	kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null || true
+	# a file system that hangs after a failure must not hold the guest
+	(sleep "${ZF_BENCH_HANG_SECONDS:-600}"
+	 echo "hung: sync/unmount did not return in ${ZF_BENCH_HANG_SECONDS:-600} s" >>"$d/failed"
+	 echo o >/proc/sysrq-trigger) &
+	local watchdog=$!
+	sync
+	[ "$fs" != zonefuse ] || zstats >"$d/stats"
+	read -r bs blocks bfree < <(stat -f -c '%S %b %f' "$MNT")
+	res used_after "$((bs * (blocks - bfree) - used0))"
+	# the counters so far, in case the unmount never returns (btrfs after
+	# an aborted transaction)
+	res synced_device_bytes "$((($(sectors nvme0n1) - s0) * 512))"
+	res synced_conv_bytes "$((($(sectors nvme0n2) - c0) * 512))"
+	grep -v '^#' "$T/trace" >/tmp/trace.txt || true
+	res synced_resets "$(grep -c 'zsa=4' /tmp/trace.txt || true)"
+	res synced_finishes "$(grep -c 'zsa=2' /tmp/trace.txt || true)"
+	if [ "$fs" = zonefuse ]; then
+		for _ in $(seq 60); do fusermount3 -u "$MNT" 2>/dev/null && break; sleep 0.5; done
+		wait "$zpid" || echo "daemon exit status $?" >>"$d/failed"
+	else
+		umount "$MNT" || echo "umount failed" >>"$d/failed"
+	fi
+	res device_bytes "$((($(sectors nvme0n1) - s0) * 512))"
+	res conv_bytes "$((($(sectors nvme0n2) - c0) * 512))"
+	echo 0 >"$T/events/nvme/nvme_setup_cmd/enable"
+	grep -v '^#' "$T/trace" >/tmp/trace.txt || true
+	res resets "$(grep -c 'zsa=4' /tmp/trace.txt || true)"
+	res finishes "$(grep -c 'zsa=2' /tmp/trace.txt || true)"
+	res trace_overrun "$(cat "$T"/per_cpu/cpu*/stats | awk '/^overrun:/ { s += $2 } END { print s + 0 }')"
+	kill "$watchdog" 2>/dev/null || true
+	dmesg | tail -n +$((dm + 1)) >"$d/dmesg"
+	local errs
+	errs=$(grep -vE 'BTRFS info|F2FS-fs \([^)]*\): (Mounted|Start checkpoint|Stop)' "$d/dmesg" |
+		grep -iE 'error|zones exceeded|critical|fail|No space|abort|readonly|read-only' | head -n 8 || true)
+	# the kernel's error first: it is the cause (RocksDB's debug build may
+	# abort on the failed write without printing its errno)
+	if [ -n "$errs" ]; then
+		res kernel_errors "$(echo "$errs" | wc -l)"
+		{ echo "kernel: $(echo "$errs" | head -n 1 | sed 's/^\[ *[0-9.]*\] //' | cut -c1-120)"
+		  cat "$d/failed" 2>/dev/null || true; } >/tmp/failed
+		cp /tmp/failed "$d/failed"
+	fi
+	note "done: $(tr '\n' ' ' <"$d/qemu.result")"
+}
+
 # ---- table -------------------------------------------------------------------
 table() { # result folder
 	local d=$1 f
@@ -268,10 +461,16 @@ if [ "${1:-}" = --guest ]; then
 	guest "$@"
 	exit 0
 fi
+if [ "${1:-}" = --guest-steady ]; then
+	shift
+	guest_steady "$@"
+	exit 0
+fi
 
 # ---- host side ---------------------------------------------------------------
 src=$(cd "$(dirname "$0")/.." && pwd)
 fss="zonefuse btrfs f2fs" fills="0 80" num=300000 build_dir=$src/build out= timeout=5400 zfopts=
+steady= passes=2 rate_mb=0 interval=10 geometry=16M:128:14 num_max=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -283,12 +482,75 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout=$2; shift 2 ;;
 	-o) zfopts=$2; shift 2 ;;
 	--table) table "$2"; exit 0 ;;
+	--steady) steady=$2; shift 2 ;;
+	--passes) passes=$2; shift 2 ;;
+	--rate-mb) rate_mb=$2; shift 2 ;;
+	--interval) interval=$2; shift 2 ;;
+	--geometry) geometry=$2; shift 2 ;;
+	--num-max) num_max=$2; shift 2 ;;
 	-h|--help) usage ;;
 	*) echo "bench-qemu-fs: unknown option $1" >&2; usage ;;
 	esac
 done
 for f in $fss; do case "$f" in zonefuse|btrfs|f2fs) ;; *) echo "bench-qemu-fs: unknown fs $f" >&2; exit 2 ;; esac; done
 [ "$(id -u)" -eq 0 ] || { echo "bench-qemu-fs: needs root" >&2; exit 77; }
+if [ -n "$steady" ]; then
+	# one guest, bench-steady's run directory; nothing is installed
+	skip() { echo "bench-qemu-fs: SKIP: $*" >&2; exit 77; }
+	set -- $fss
+	[ $# -eq 1 ] || { echo "bench-qemu-fs: --steady takes one --fs" >&2; exit 2; }
+	set -- $fills
+	[ $# -eq 1 ] || { echo "bench-qemu-fs: --steady takes one --fill" >&2; exit 2; }
+	IFS=: read -r zs zn za <<<"$geometry"
+	[[ "$zs" =~ ^[0-9]+[KMG]$ && "$zn" =~ ^[1-9][0-9]*$ && "$za" =~ ^[0-9]+$ ]] ||
+		{ echo "bench-qemu-fs: --geometry $geometry is not ZONE_SIZE:ZONES:MAX_ACTIVE" >&2; exit 2; }
+	command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+	command -v db_bench >/dev/null || skip "db_bench is not installed (rocksdb-tools)"
+	case "$fss" in
+	btrfs) command -v mkfs.btrfs >/dev/null || skip "mkfs.btrfs is not installed (btrfs-progs)" ;;
+	f2fs) command -v mkfs.f2fs >/dev/null || skip "mkfs.f2fs is not installed (f2fs-tools)" ;;
+	zonefuse) [ -x "$build_dir/zonefuse" ] || { echo "bench-qemu-fs: $build_dir/zonefuse is not built" >&2; exit 1; } ;;
+	esac
+	mkdir -p "$steady"
+	steady=$(realpath "$steady")
+	dev_b=$(numfmt --from=iec "$zs")
+	# what the report needs if the guest never gets to write it
+	printf 'workload=dbbench\nfs=%s-qemu\ngeometry=%s\nrate_mb=%s\nfill=%s\ndev_bytes=%s\ncapacity=\ninterval=%s\nopts=%s\n' \
+		"$fss" "$geometry" "$rate_mb" "$fills" "$((dev_b * zn))" "$interval" "$zfopts" >"$steady/meta"
+	extra=(--extra db_bench)
+	if [ -z "${ZF_BENCH_SCHED+set}" ]; then
+		ZF_BENCH_SCHED=mq-deadline
+		[ "$fss" != zonefuse ] || ZF_BENCH_SCHED=
+	fi
+	export ZF_BENCH_SCHED
+	[ "$fss" != btrfs ] || extra+=(--extra mkfs.btrfs --module btrfs)
+	[ "$fss" != f2fs ] || extra+=(--extra mkfs.f2fs --module f2fs)
+	rc=0
+	[[ "$num_max" =~ ^[0-9]+$ ]] || { echo "bench-qemu-fs: --num-max takes a number" >&2; exit 2; }
+	# qemu-zns.sh in the background so that a TERM or INT here reaches it
+	# (its trap stops QEMU by PID) before this script exits
+	ZF_BENCH_NUM_MAX=$num_max ZF_BENCH_DB_TIMEOUT=$((timeout - 300)) "$src/scripts/qemu-zns.sh" --no-install --build-dir "$build_dir" \
+		--size $((dev_b * zn / 1048576))M --zone-size "$zs" --max-open "$za" --max-active "$za" --conv-ns 64M \
+		"${extra[@]}" --share "$steady" --timeout "$timeout" ${ZF_QEMU_ACCEL:+--accel "$ZF_QEMU_ACCEL"} \
+		-- "$src/scripts/bench-qemu-fs.sh" --guest-steady "$fss" "$fills" "$passes" "$rate_mb" "$interval" "$steady" "$zfopts" \
+		>"$steady/console.log" 2>&1 &
+	qz=$!
+	trap 'kill -TERM "$qz" 2>/dev/null; wait "$qz" 2>/dev/null; exit 143' TERM
+	trap 'kill -TERM "$qz" 2>/dev/null; wait "$qz" 2>/dev/null; exit 130' INT
+	wait "$qz" || rc=$?
+	trap - TERM INT
+	grep -E '^\[bench' "$steady/console.log" >&2 || true
+	[ "$rc" -ne 77 ] || skip "$(grep -m1 'SKIP' "$steady/console.log" || echo 'qemu-zns.sh exit 77')"
+	[ -f "$steady/t0" ] || echo 0 >"$steady/t0"
+	[ -f "$steady/samples" ] || : >"$steady/samples"
+	if [ "$rc" -ne 0 ]; then
+		case "$rc" in
+		124) echo "the guest timed out after $timeout s (QEMU $(grep -m1 -o 'tcg\|kvm' "$steady/console.log" || echo ?))" >>"$steady/failed" ;;
+		*) echo "the guest ended $rc ($(grep -m1 -E 'qemu-zns: (exit|the guest)' "$steady/console.log" | cut -c1-100))" >>"$steady/failed" ;;
+		esac
+	fi
+	exit 0
+fi
 need=()
 command -v db_bench >/dev/null || need+=(rocksdb-tools)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)

@@ -37,6 +37,16 @@
 # Writes results.md, chart.svg (per-10-s ops/s and
 # utilisation over time) and every log to results/steady-DATE/.
 #
+# --qemu adds workload 1 (dbbench) on zonefuse, btrfs (zoned) and f2fs
+# (zoned) each in its own QEMU guest on an NVMe ZNS namespace of every
+# geometry (scripts/bench-qemu-fs.sh --steady, docs/qemu.md): the same
+# RocksDB settings, --num rule from each fs's own capacity and passes; rows
+# "zonefuse (QEMU)", "btrfs (QEMU)", "f2fs (QEMU)" beside the host's, whose
+# write amplification is the namespace's bytes written / the bytes db_bench
+# wrote, with f2fs's conventional namespace apart, and the zone resets and
+# finishes the kernel sent.  Without QEMU or the guest kernel that part is
+# skipped with a message.
+#
 # Needs root (tmpfs, loop device, FUSE), db_bench, fio, mkfs.ext4, a C
 # compiler and libleveldb-dev (the IoT driver is built at run time), python3,
 # getfattr.  Exits 77 without /dev/fuse.
@@ -52,6 +62,7 @@ SRC=$(pwd)
 . scripts/lib/fuse-ref.sh
 
 quick=0
+dry_run=0
 workloads="dbbench tenant iot"
 geoms="16M:128:14 2M:1024:256"
 fills="70 80"
@@ -65,6 +76,12 @@ mount_opts=
 build_dir=$SRC/build
 results=$SRC/results
 set_by_user=" "
+qemu=0
+qemu_fses="zonefuse btrfs f2fs"
+qemu_geoms=
+qemu_num_max=0
+qemu_timeout=5400
+qemu_accel=tcg
 
 usage() {
 	cat <<EOF
@@ -83,6 +100,16 @@ Usage: scripts/bench-steady.sh [--quick] [options]     (as root)
   --fs LIST             zonefuse ext4 fuse-ext4 [$fses]
   --interval S          sample and series interval, seconds [$interval]
   -o OPTS               zonefuse mount options
+  --qemu                also run dbbench in QEMU guests on an NVMe ZNS namespace
+                        of each geometry (long: TCG; docs/qemu.md)
+  --qemu-fs LIST        zonefuse btrfs f2fs [$qemu_fses]
+  --qemu-geometries L   the guests' ZNS geometries [those of --geometries]
+  --qemu-num-max N      the guests' db_bench --num at most N (0 = the rule's):
+                        TCG runs ~5,000 ops/s [$qemu_num_max]
+  --qemu-timeout SEC    per guest; a pass still running then is stopped and
+                        the row says so [$qemu_timeout]
+  --qemu-accel tcg|kvm  [$qemu_accel]
+  --dry-run             check the options, print the runs planned, exit
   --build-dir DIR       [build]
   --results DIR         [results]
   -h, --help
@@ -103,6 +130,13 @@ while [ $# -gt 0 ]; do
 	--fs) fses=$2; shift ;;
 	--interval) interval=$2; shift ;;
 	-o) mount_opts=$2; shift ;;
+	--qemu) qemu=1 ;;
+	--qemu-fs) qemu_fses=$2; shift ;;
+	--qemu-geometries) qemu_geoms=$2; shift ;;
+	--qemu-timeout) qemu_timeout=$2; shift ;;
+	--qemu-num-max) qemu_num_max=$2; shift ;;
+	--qemu-accel) qemu_accel=$2; shift ;;
+	--dry-run) dry_run=1 ;;
 	--build-dir) build_dir=$(realpath -m "$2"); shift ;;
 	--results) results=$(realpath -m "$2"); shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -121,13 +155,18 @@ done
 for f in $fses; do
 	case "$f" in zonefuse | ext4 | fuse-ext4) ;; *) echo "bench-steady: unknown file system '$f'" >&2; exit 2 ;; esac
 done
-for n in $fills $throttled_fill $passes $turnover $interval; do
+for f in $qemu_fses; do
+	case "$f" in zonefuse | btrfs | f2fs) ;; *) echo "bench-steady: unknown QEMU file system '$f'" >&2; exit 2 ;; esac
+done
+case "$qemu_accel" in tcg | kvm) ;; *) echo "bench-steady: --qemu-accel takes tcg or kvm" >&2; exit 2 ;; esac
+for n in $fills $throttled_fill $passes $turnover $interval $qemu_timeout; do
 	[[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "bench-steady: '$n' is not a positive number" >&2; exit 2; }
 done
 [[ "$rate_mb" =~ ^[0-9]+$ ]] || { echo "bench-steady: --rate-mb takes MB/s" >&2; exit 2; }
+[[ "$qemu_num_max" =~ ^[0-9]+$ ]] || { echo "bench-steady: --qemu-num-max takes a number" >&2; exit 2; }
 to_bytes() { numfmt --from=iec "$(tr '[:lower:]' '[:upper:]' <<<"${1%[iI][bB]}")"; }
 max_dev=0
-for g in $geoms; do
+for g in $geoms $qemu_geoms; do
 	IFS=: read -r zs zn za <<<"$g"
 	[[ "$zn" =~ ^[1-9][0-9]*$ && "$za" =~ ^[1-9][0-9]*$ ]] ||
 		{ echo "bench-steady: geometry '$g' is not ZONE_SIZE:ZONES:MAX_ACTIVE" >&2; exit 2; }
@@ -138,6 +177,40 @@ done
 msg() { echo "bench-steady: [+$(($(date +%s) - T0))s] $*" >&2; }
 die() { echo "bench-steady: FAILED: $*" >&2; exit 1; }
 T0=$(date +%s)
+
+# the runs: "workload rate fill" x geometry x file system; ext4 and
+# fuse-ext4 do not care about the geometry (once per device size); the QEMU rows are
+# workload 1 only
+plan=()
+for wl in $workloads; do
+	for f in $fills; do plan+=("$wl 0 $f"); done
+	[ "$rate_mb" = 0 ] || plan+=("$wl $rate_mb $throttled_fill")
+done
+runs=()
+declare -A ext4_done=()
+for p in "${plan[@]}"; do
+	read -r wl rate fill <<<"$p"
+	for g in $geoms; do
+		for fs in $fses; do
+			if [ "$fs" != zonefuse ]; then
+				IFS=: read -r zs zn _ <<<"$g"
+				key="$fs-$wl-$rate-$fill-$(($(to_bytes "$zs") * zn))"
+				[ -z "${ext4_done[$key]:-}" ] || continue
+				ext4_done[$key]=1
+			fi
+			runs+=("$wl $fs $g $rate $fill")
+		done
+	done
+	if [ $qemu -eq 1 ] && [ "$wl" = dbbench ]; then
+		for g in ${qemu_geoms:-$geoms}; do
+			for fs in $qemu_fses; do runs+=("$wl $fs-qemu $g $rate $fill"); done
+		done
+	fi
+done
+if [ $dry_run -eq 1 ]; then
+	printf '%s\n' "${runs[@]}" | awk '{ printf "bench-steady: would run %s on %s, %s, %s MB/s, fill %s %%\n", $1, $2, $3, $4, $5 }'
+	exit 0
+fi
 [ "$(id -u)" -eq 0 ] || die "needs root (tmpfs, loop device, FUSE mounts)"
 [ -c /dev/fuse ] || { echo "bench-steady: SKIP: no /dev/fuse" >&2; exit 77; }
 for p in db_bench fio mkfs.ext4 losetup getfattr python3 cc; do
@@ -160,6 +233,7 @@ zf_pid=
 pt_pid=
 mon_pid=
 bg_pid=
+qemu_pid=
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
@@ -167,6 +241,8 @@ cleanup() {
 	cd /
 	[ -z "$mon_pid" ] || kill "$mon_pid" 2>/dev/null
 	[ -z "$bg_pid" ] || { kill "$bg_pid" 2>/dev/null; wait "$bg_pid" 2>/dev/null; }
+	# bench-qemu-fs.sh passes the TERM on to qemu-zns.sh, which stops QEMU
+	[ -z "$qemu_pid" ] || { kill -TERM "$qemu_pid" 2>/dev/null; wait "$qemu_pid" 2>/dev/null; }
 	zf_reap "$mnt"
 	[ -z "$pt_pid" ] || { kill "$pt_pid" 2>/dev/null; wait "$pt_pid" 2>/dev/null; }
 	! is_mounted "$lower" || umount "$lower" || umount -l "$lower"
@@ -359,26 +435,41 @@ run_one() {
 	if [ -f "$d/failed" ]; then msg "  not completed: $(head -n 1 "$d/failed")"; else msg "  completed"; fi
 }
 
-# ext4 does not care about the geometry: once per device size
-declare -A ext4_done=()
-plan=()
-for wl in $workloads; do
-	for f in $fills; do plan+=("$wl 0 $f"); done
-	[ "$rate_mb" = 0 ] || plan+=("$wl $rate_mb $throttled_fill")
-done
-for p in "${plan[@]}"; do
-	read -r wl rate fill <<<"$p"
-	for g in $geoms; do
-		for fs in $fses; do
-			if [ "$fs" != zonefuse ]; then
-				IFS=: read -r zs zn _ <<<"$g"
-				key="$fs-$wl-$rate-$fill-$(($(to_bytes "$zs") * zn))"
-				[ -z "${ext4_done[$key]:-}" ] || continue
-				ext4_done[$key]=1
-			fi
-			run_one "$wl" "$fs" "$g" "$rate" "$fill"
-		done
-	done
+# run_qemu FS GEOMETRY RATE FILL: workload 1 in a QEMU guest
+# (scripts/bench-qemu-fs.sh --steady); its exit 77 (QEMU, the kernel or a
+# mkfs missing) skips this and, unless only the mkfs was missing, every
+# later QEMU run
+qemu_skip=
+run_qemu() {
+	local fs=$1 geom=$2 rate=$3 fill=$4 st=0
+	local d=$out/dbbench-$fs-qemu-${geom//:/_}-r$rate-f$fill
+	if [ -n "$qemu_skip" ]; then msg "SKIP dbbench on $fs in QEMU: $qemu_skip"; return 0; fi
+	msg "dbbench on $fs in QEMU ($qemu_accel, ZNS $geom, fill $fill %, load $(cut -d' ' -f1 /proc/loadavg))"
+	ZF_QEMU_ACCEL=$qemu_accel scripts/bench-qemu-fs.sh --steady "$d" --fs "$fs" --fill "$fill" \
+		--passes "$passes" --rate-mb "$rate" --interval "$interval" --geometry "$geom" \
+		--timeout "$qemu_timeout" --num-max "$qemu_num_max" --build-dir "$build_dir" ${mount_opts:+-o "$mount_opts"} \
+		>"$out/qemu-$fs-${geom//:/_}-f$fill.log" 2>&1 &
+	qemu_pid=$!
+	wait "$qemu_pid" || st=$?
+	qemu_pid=
+	if [ "$st" -eq 77 ]; then
+		local why
+		why=$(grep -m1 'SKIP' "$out/qemu-$fs-${geom//:/_}-f$fill.log" | sed 's/.*SKIP: //')
+		msg "SKIP dbbench on $fs in QEMU: $why"
+		case "$why" in mkfs.*) ;; *) qemu_skip=$why ;; esac
+		rm -rf "$d"
+		return 0
+	fi
+	[ "$st" -eq 0 ] || echo "bench-qemu-fs.sh --steady exit $st" >>"$d/failed"
+	if [ -f "$d/failed" ]; then msg "  not completed: $(head -n 1 "$d/failed")"; else msg "  completed"; fi
+}
+
+for r in "${runs[@]}"; do
+	read -r wl fs g rate fill <<<"$r"
+	case "$fs" in
+	*-qemu) run_qemu "${fs%-qemu}" "$g" "$rate" "$fill" ;;
+	*) run_one "$wl" "$fs" "$g" "$rate" "$fill" ;;
+	esac
 done
 
 git_rev=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)

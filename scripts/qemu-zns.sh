@@ -33,7 +33,11 @@
 #                        quits); exit 0 if the cut happened
 #   --timeout SEC        kill the guest after SEC seconds, exit 124 (1200)
 #   --accel tcg|kvm      CPU emulation (tcg; on the machines seen so far
-#                        /dev/kvm opens but a KVM guest never boots)
+#                        /dev/kvm opens but a KVM guest never boots, see
+#                        docs/qemu.md "Not done yet")
+#   --cpu MODEL          QEMU -cpu (max under tcg, host under kvm)
+#   --share DIR          share DIR with the guest at the same path (9p,
+#                        repeatable; e.g. a result folder outside the tree)
 #   --mem M --smp N      guest memory (2G) and CPUs (2)
 #   --extra PROG         put a host program and its libraries in the
 #                        initramfs (repeatable; e.g. db_bench, mkfs.btrfs)
@@ -56,8 +60,8 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 zone_size=16M zone_cap= max_open=14 max_active=14 ns_size=1G conv_ns= lba=4096
 image= build_dir=$src/build power_cut=0 timeout=1200 accel=tcg mem=2G smp=2
-no_install=${ZF_QEMU_NO_INSTALL:-0} keep=0 quiet=0
-extras=() modules_extra=()
+no_install=${ZF_QEMU_NO_INSTALL:-0} keep=0 quiet=0 cpu=
+extras=() modules_extra=() shares_extra=()
 cache=${ZF_QEMU_CACHE:-/var/cache/zonefuse-qemu}
 
 usage() {
@@ -84,6 +88,8 @@ while [ $# -gt 0 ]; do
 	--accel) accel=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
+	--cpu) cpu=$2; shift 2 ;;
+	--share) shares_extra+=("$2"); shift 2 ;;
 	--extra) extras+=("$2"); shift 2 ;;
 	--module) modules_extra+=("$2"); shift 2 ;;
 	--no-install) no_install=1; shift ;;
@@ -316,6 +322,16 @@ case "$build_dir/" in
 	share_args+=(-fsdev "local,id=zfbuild,path=$build_dir,security_model=passthrough"
 		-device virtio-9p-pci,fsdev=zfbuild,mount_tag=zfbuild) ;;
 esac
+i=0
+for d in "${shares_extra[@]}"; do
+	d=$(realpath -m "$d")
+	[ -d "$d" ] || die "--share $d is not a directory"
+	case "$d/" in "$src"/*) continue ;; esac
+	i=$((i + 1))
+	shares+=("zfshare$i:$d")
+	share_args+=(-fsdev "local,id=zfshare$i,path=$d,security_model=passthrough"
+		-device "virtio-9p-pci,fsdev=zfshare$i,mount_tag=zfshare$i")
+done
 share_args+=(-fsdev "local,id=zfrun,path=$run,security_model=passthrough"
 	-device virtio-9p-pci,fsdev=zfrun,mount_tag=zfrun)
 
@@ -338,8 +354,10 @@ cwd=$(pwd)
 
 # ---- accelerator ---------------------------------------------------------------
 case "$accel" in tcg|kvm) ;; *) die "--accel must be tcg or kvm" ;; esac
-cpu=max
-[ "$accel" = kvm ] && cpu=host
+if [ -z "$cpu" ]; then
+	cpu=max
+	[ "$accel" = kvm ] && cpu=host
+fi
 
 # ---- boot ----------------------------------------------------------------------
 : >"$run/console.log"

@@ -5,6 +5,10 @@ Usage: steady-report.py OUT_DIR   (writes OUT_DIR/results.md, chart.svg,
 results.json; prints the tables).  Every run is a directory under OUT_DIR
 holding `meta` (KEY=VALUE), `samples` ("secs phase used capacity [user
 device gc free_zones]" every interval), and its workload's outputs.
+A run in a QEMU guest (fs "NAME-qemu", scripts/bench-qemu-fs.sh --steady)
+also has `qemu.result`: its write amplification is the zoned namespace's
+bytes written / the bytes db_bench wrote (app_bytes), the same measure for
+every file system in a guest; f2fs's conventional namespace is shown apart.
 """
 import glob
 import json
@@ -117,6 +121,14 @@ def load_run(d):
                     "util": sum(pu) / len(pu) if pu else None, "t0": a_, "t1": b_}
             lat_parts.append(part)
             start = float(tend)
+        if passes and os.path.exists(os.path.join(d, "db-1.out")):
+            me = re.search(r"^Entries:\s+(\d+)", open(os.path.join(d, "db-1.out"), errors="replace").read(), re.M)
+            r["num"] = int(me.group(1)) if me else None
+        # a guest's --num capped below the fill's (--qemu-num-max): the
+        # fill it really ran at, by the same rule
+        rule = r["fill"] * r["cap"] // 100 // 520 if r["wl"] == "dbbench" else None
+        if r.get("num") and rule and r["num"] < rule:
+            r["capped"] = round(100.0 * r["num"] * 520 / r["cap"])
         fill_ops = [p["ops"] for p in lat_parts if p["name"] == "fillrandom" and p["ops"]]
         ow = [p["ops"] for p in lat_parts if p["name"] == "overwrite" and p["ops"]]
         r["ops_fill"] = fill_ops[0] if fill_ops else None
@@ -187,7 +199,32 @@ def load_run(d):
         return sum(v) / len(v) if v else None
     r["tput50"], r["tputfull"] = tput(50.0), tput(r["util_peak"])
     # bytes
-    if r["fs"] == "zonefuse":
+    r["qemu"] = r["fs"].endswith("-qemu")
+    if r["qemu"]:
+        q = kv(os.path.join(d, "qemu.result"))
+        if q.get("app_bytes"):
+            r["user"] = num(q, "app_bytes")
+        # the unmount did not return: the counters after sync
+        for k in ("device_bytes", "conv_bytes", "resets", "finishes"):
+            if not q.get(k) and q.get("synced_" + k):
+                q[k] = q["synced_" + k]
+        if q.get("device_bytes"):
+            r["devb"] = num(q, "device_bytes")
+            r["conv"] = num(q, "conv_bytes")
+            r["wa"] = r["devb"] / r["user"] if r.get("user") else None
+        if q.get("scheduler"):
+            r["sched"] = q["scheduler"]
+        if q.get("resets"):
+            r["resets"], r["finishes"] = int(num(q, "resets")), int(num(q, "finishes"))
+        s0, s1 = kv(os.path.join(d, "stats0")), kv(os.path.join(d, "stats"))
+        if s1:
+            r["gc"] = num(s1, "gc_bytes_written") - num(s0, "gc_bytes_written")
+        log = os.path.join(d, "zonefuse.log")
+        if os.path.exists(log):
+            txt = open(log, errors="replace").read()
+            r["limit_errors"] = len(re.findall(r"Too many references|Value too large|ETOOMANYREFS|EOVERFLOW", txt))
+            r["log_errors"] = len(re.findall(r"error:", txt, re.I))
+    elif r["fs"] == "zonefuse":
         s0, s1 = kv(os.path.join(d, "stats0")), kv(os.path.join(d, "stats"))
         dev_k = "zdev_bytes_written" if "zdev_bytes_written" in s1 else "device_bytes_written"
         user = num(s1, "user_bytes_written") - num(s0, "user_bytes_written")
@@ -195,6 +232,9 @@ def load_run(d):
         r["user"], r["devb"] = user, devb
         r["gc"] = num(s1, "gc_bytes_written") - num(s0, "gc_bytes_written")
         r["wa"] = devb / user if user else None
+        if "zone_resets" in s1:
+            r["resets"] = int(num(s1, "zone_resets") - num(s0, "zone_resets"))
+            r["finishes"] = int(num(s1, "zone_finishes") - num(s0, "zone_finishes"))
         # after the device first filled (db: from the first overwrite
         # pass; IoT: after one device size was written): the steady part
         cut = None
@@ -217,7 +257,7 @@ def load_run(d):
         p = os.path.join(d, "ext4_dev_bytes")
         r["devb"] = int(open(p).read()) if os.path.exists(p) else None
     p = os.path.join(d, "app_bytes")
-    r["app"] = int(open(p).read()) if os.path.exists(p) else None
+    r["app"] = int(open(p).read()) if os.path.exists(p) else (r.get("user") if r["qemu"] else None)
     r["wa_app"] = r["devb"] / r["app"] if r.get("devb") and r.get("app") else None
     return r
 
@@ -227,14 +267,19 @@ def main():
     runs = [load_run(os.path.dirname(m)) for m in sorted(glob.glob(os.path.join(out, "*", "meta")))]
     if not runs:
         sys.exit("steady-report: no runs in " + out)
-    order = {"ext4": 0, "fuse-ext4": 1}
-    runs.sort(key=lambda r: (r["wl"], r["rate"], r["fill"], order.get(r["fs"], 2), r["geom"]))
+    order = {"ext4": 0, "fuse-ext4": 1, "zonefuse": 2, "zonefuse-qemu": 3, "btrfs-qemu": 4, "f2fs-qemu": 5}
+    runs.sort(key=lambda r: (r["wl"], r["rate"], r["fill"], r["fs"] not in ("ext4", "fuse-ext4"),
+                             r["fs"] != "ext4", r["geom"], order.get(r["fs"], 9)))
 
     def label(r):
         z = r["geom"].split(":")
-        if r["fs"] != "zonefuse":
+        opts = f' -o {r["opts"]}' if r["opts"] else ""
+        if r["fs"] in ("ext4", "fuse-ext4"):
             return r["fs"]
-        return f"zf {z[0]} x {z[1]}" + (f' -o {r["opts"]}' if r["opts"] else "")
+        if r["qemu"]:
+            name = {"zonefuse-qemu": "zf"}.get(r["fs"], r["fs"][:-5])
+            return f"{name} QEMU ZNS {z[0]} x {z[1]}" + (opts if r["fs"] == "zonefuse-qemu" else "")
+        return f"zf {z[0]} x {z[1]}" + opts
 
     def ext4_of(r):
         for e in runs:
@@ -254,13 +299,15 @@ def main():
 
     rows = [
         ("device", lambda r: f'{r["dev"] >> 20} MiB'),
-        ("result", lambda r: "ok" if not r["failed"] else "NOT completed: " + r["failed"][:60]),
+        ("db_bench --num", lambda r: f0(r.get("num"))),
+        ("result", lambda r: ("ok" if not r["failed"] else "NOT completed: " + r["failed"][:60]) +
+         (f' (--num capped: fill {r["capped"]} %)' if r.get("capped") is not None else "")),
         ("utilisation end / peak", lambda r: f'{r["util_end"]:.0f} / {r["util_peak"]:.0f} %'),
         ("df used beyond valid, peak (of it buffered)", lambda r: "-" if not r.get("held_peak") else
          f'{mb(r["held_peak"][0])} ({mb(r["held_peak"][1])})'),
         ("ops/s, fillrandom", lambda r: f0(r.get("ops_fill"))),
         ("ops/s, overwrite passes (IoT: all)", lambda r: f0(r.get("ops_main"))),
-        ("  / ext4", lambda r: f0((r["ops_main"] / ext4_of(r)["ops_main"]) if r["fs"] != "ext4" and ext4_of(r)
+        ("  / ext4", lambda r: f0((r["ops_main"] / ext4_of(r)["ops_main"]) if r["fs"] != "ext4" and not r["qemu"] and ext4_of(r)
                                    and r.get("ops_main") and ext4_of(r).get("ops_main") else None, "{:.2f}")),
         ("ops/s at 50 % / nearly full", lambda r: f'{f0(r["tput50"])} / {f0(r["tputfull"])}'),
         ("  nearly full / 50 %", lambda r: f0(r["tputfull"] / r["tput50"] if r["tput50"] and r["tputfull"] else None,
@@ -269,8 +316,9 @@ def main():
         ("p50/p99/p99.9 us nearly full", lambda r: lat(r.get("latfull")) + (f' ({r["latfull_at"]})' if r.get("latfull_at") else "")),
         ("  p99 nearly full / at 50 %", lambda r: f0(r["latfull"][1] / r["lat50"][1] if r.get("lat50") and r.get("latfull")
                                                     and r["lat50"][1] and r["latfull"][1] else None, "{:.2f}")),
-        ("bytes accepted", lambda r: mb(r.get("user"))),
-        ("device bytes written", lambda r: mb(r.get("devb"))),
+        ("bytes accepted (QEMU: db_bench wrote)", lambda r: mb(r.get("user"))),
+        ("device bytes written (QEMU: zoned namespace)", lambda r: mb(r.get("devb"))),
+        ("  conventional namespace (f2fs metadata)", lambda r: mb(r.get("conv")) if r.get("qemu") else "-"),
         ("GC bytes written", lambda r: mb(r.get("gc"))),
         ("write amplification", lambda r: f0(r.get("wa"), "{:.3f}")),
         ("bytes the applications wrote (wchar)", lambda r: mb(r.get("app"))),
@@ -278,6 +326,8 @@ def main():
         ("  after the device filled", lambda r: f0(r.get("wa_steady"), "{:.3f}")),
         ("tenant fio IOPS, p50/p99/p99.9 us", lambda r: f'{r["tenant"]["iops"]:,.0f}, {lat(r["tenant"]["p"])}'
          if r.get("tenant") else "-"),
+        ("I/O scheduler (QEMU)", lambda r: r.get("sched", "-")),
+        ("zone resets / finishes", lambda r: f'{r["resets"]} / {r["finishes"]}' if "resets" in r else "-"),
         ("open/active-limit errors, log errors", lambda r: f'{r["limit_errors"]}, {r["log_errors"]}' if "limit_errors" in r else "-"),
     ]
     md, term = [f"# bench-steady {os.path.basename(out)}", "", "- " + os.environ.get("STEADY_META", ""), ""], []
@@ -302,8 +352,9 @@ def main():
         cells = []
         for lab in sorted({label(r) for r in runs}):
             ok = [r for r in runs if (r["wl"], r["rate"]) == (wl, rate) and label(r) == lab]
-            best = max([r["fill"] for r in ok if not r["failed"]], default=None)
-            tried = sorted(r["fill"] for r in ok)
+            # a capped guest run counts at the fill it really ran at
+            best = max([r.get("capped") or r["fill"] for r in ok if not r["failed"]], default=None)
+            tried = sorted(r.get("capped") or r["fill"] for r in ok)
             cells.append("-" if not tried else (f"{best} %" if best else "none") +
                          f" (of {', '.join(map(str, tried))})")
         rl = "unthrottled" if rate == 0 else f"{rate} MB/s"
