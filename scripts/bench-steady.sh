@@ -187,7 +187,7 @@ for wl in $workloads; do
 	[ "$rate_mb" = 0 ] || plan+=("$wl $rate_mb $throttled_fill")
 done
 runs=()
-declare -A ext4_done=()
+declare -A per_size_done=()
 for p in "${plan[@]}"; do
 	read -r wl rate fill <<<"$p"
 	for g in $geoms; do
@@ -195,8 +195,8 @@ for p in "${plan[@]}"; do
 			if [ "$fs" != zonefuse ]; then
 				IFS=: read -r zs zn _ <<<"$g"
 				key="$fs-$wl-$rate-$fill-$(($(to_bytes "$zs") * zn))"
-				[ -z "${ext4_done[$key]:-}" ] || continue
-				ext4_done[$key]=1
+				[ -z "${per_size_done[$key]:-}" ] || continue
+				per_size_done[$key]=1
 			fi
 			runs+=("$wl $fs $g $rate $fill")
 		done
@@ -301,7 +301,7 @@ mount_fs() {
 		zf_up "$ram/zoned.img" "$mnt" "$3/zonefuse.log" "$zs" "$zn" "$za" "$mount_opts" ||
 			die "zonefuse did not mount ($3/zonefuse.log)"
 	else
-		local at=$mnt i
+		local at=$mnt
 		[ "$1" = ext4 ] || at=$lower
 		truncate -s "$dev" "$ram/ext4.img"
 		mkfs.ext4 -F -q "$ram/ext4.img"
@@ -310,12 +310,7 @@ mount_fs() {
 		[ "$1" = fuse-ext4 ] || return 0
 		"$PASSTHROUGH" -f -o writeback -o "source=$lower" "$mnt" >"$3/passthrough.log" 2>&1 &
 		pt_pid=$!
-		for ((i = 0; i < 100; i++)); do
-			is_mounted "$mnt" && return 0
-			kill -0 "$pt_pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		die "passthrough_ll did not mount ($3/passthrough.log)"
+		mounted_by "$mnt" "$pt_pid" || die "passthrough_ll did not mount ($3/passthrough.log)"
 	fi
 }
 

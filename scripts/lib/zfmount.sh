@@ -6,21 +6,29 @@
 # is_mounted DIR: something is mounted at DIR
 is_mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
+# mounted_by MNT PID: wait up to 15 s for a FUSE daemon PID to mount MNT;
+# returns 1 if it exited or did not mount in time
+mounted_by() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		is_mounted "$1" && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
 # zf_up IMG MNT LOG ZONE_SIZE ZONES MAX_ACTIVE OPTS: create the emulated
 # device IMG (max open = max active), mkfs, mount it at MNT with -o OPTS
 # (may be empty), the daemon's output to LOG; returns 1 if it did not mount
 zf_up() {
-	local img=$1 mnt=$2 log=$3 i
+	local img=$1 mnt=$2 log=$3
 	"$build_dir/zonefuse-emu" create "$img" --zone-size "$4" --zones "$5" \
 		--max-open "$6" --max-active "$6" >/dev/null || return 1
 	"$build_dir/mkfs.zonefuse" "$img" >/dev/null || return 1
 	"$build_dir/zonefuse" "$img" "$mnt" -f ${7:+-o "$7"} >"$log" 2>&1 &
 	zf_pid=$!
-	for ((i = 0; i < 150; i++)); do
-		is_mounted "$mnt" && return 0
-		kill -0 "$zf_pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	mounted_by "$mnt" "$zf_pid" && return 0
 	echo "zonefuse did not mount: $(tail -n 3 "$log")" >&2
 	return 1
 }
