@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/zf_common.h"
+#include "lsm/lifetime.h"
 
 #define EXIT_USAGE 2
 #define XSTATS "user.zonefuse.stats"
@@ -480,18 +481,26 @@ struct group {
 	uint64_t written, valid, cap;
 };
 
+/* Where a zone's class sorts: meta, the lifetime classes shortest-lived
+ * first, then "-" (no class), "unused", and anything else last. */
+static int class_rank(const char *cls)
+{
+	if (!strcmp(cls, "meta"))
+		return 0;
+	for (int c = 0; c < LIFETIME_NR; c++)
+		if (!strcmp(cls, lifetime_class_name((enum lifetime_class)c)))
+			return 1 + c;
+	if (!strcmp(cls, "-"))
+		return 1 + LIFETIME_NR;
+	if (!strcmp(cls, "unused"))
+		return 2 + LIFETIME_NR;
+	return 3 + LIFETIME_NR;
+}
+
 static int cmp_group(const void *a, const void *b)
 {
-	static const char *const order[] = { "meta", "none", "short", "medium", "long",
-					     "extreme", "-", "unused" };
 	const struct group *x = a, *y = b;
-	int ox = (int)ZF_ARRAY_SIZE(order), oy = ox;
-	for (size_t i = 0; i < ZF_ARRAY_SIZE(order); i++) {
-		if (!strcmp(x->cls, order[i]))
-			ox = (int)i;
-		if (!strcmp(y->cls, order[i]))
-			oy = (int)i;
-	}
+	int ox = class_rank(x->cls), oy = class_rank(y->cls);
 	if (ox != oy)
 		return ox - oy;
 	int c = strcmp(x->cls, y->cls);
@@ -699,19 +708,27 @@ static void print_json(const char *mnt, const struct stats *st, const struct zon
 
 /* ---- SVG zone map ---------------------------------------------------------------------- */
 
-/* Lifetime classes and their colours in the zone map (CSS class k<i>). */
-static const struct { const char *cls, *color; } palette[] = {
-	{ "meta", "#6b6b6b" }, { "none", "#9467bd" }, { "short", "#d62728" },
-	{ "medium", "#ff7f0e" }, { "long", "#2ca02c" }, { "extreme", "#1f77b4" },
-	{ "?", "#bbbbbb" },
+/* The zone map's colours (CSS class k<i>): meta, then one per lifetime
+ * class in enum order, then anything else.  A class added to
+ * enum lifetime_class must get its colour here: the assertion says so. */
+static const char *const palette[] = {
+	"#6b6b6b",						/* meta */
+	"#9467bd", "#d62728", "#ff7f0e", "#2ca02c", "#1f77b4",	/* none..extreme */
+	"#bbbbbb",						/* other */
 };
+_Static_assert(ZF_ARRAY_SIZE(palette) == LIFETIME_NR + 2,
+	       "one zone-map colour per lifetime class, plus meta and other");
 
 static size_t class_idx(const char *cls)
 {
-	for (size_t i = 0; i + 1 < ZF_ARRAY_SIZE(palette); i++)
-		if (!strcmp(cls, palette[i].cls))
-			return i;
-	return ZF_ARRAY_SIZE(palette) - 1;
+	int r = class_rank(cls);
+	return r <= LIFETIME_NR ? (size_t)r : ZF_ARRAY_SIZE(palette) - 1;
+}
+
+/* The legend's name for colour i (i below the last, "other"). */
+static const char *palette_name(size_t i)
+{
+	return i ? lifetime_class_name((enum lifetime_class)(i - 1)) : "meta";
 }
 
 /* Height in pixels of `part` of `whole` in a cell, one decimal. */
@@ -749,7 +766,7 @@ static int write_svg(FILE *f, const char *mnt, const struct stats *st, const str
 		".open,.closed{fill:none;stroke:#000;stroke-width:%u}.closed{stroke-dasharray:2 2}"
 		".bad{stroke:#000}.note{fill:#444}", sw);
 	for (size_t i = 0; i < ZF_ARRAY_SIZE(palette); i++)
-		fprintf(f, ".k%zu{fill:%s}", i, palette[i].color);
+		fprintf(f, ".k%zu{fill:%s}", i, palette[i]);
 	fprintf(f, "</style>\n<rect width=\"%u\" height=\"%u\" fill=\"#fff\"/>\n", width, height);
 	fprintf(f, "<text x=\"%u\" y=\"20\" font-size=\"14\" font-weight=\"bold\">zonefuse zone map: ",
 		mx);
@@ -802,8 +819,8 @@ static int write_svg(FILE *f, const char *mnt, const struct stats *st, const str
 	for (size_t i = 0; i + 1 < ZF_ARRAY_SIZE(palette); i++) {
 		fprintf(f, "<rect class=\"k%zu\" x=\"%u\" y=\"%u\" width=\"12\" height=\"12\"/>"
 			"<text x=\"%u\" y=\"%u\">%s</text>\n", i, lx, legend_y, lx + 16, legend_y + 10,
-			palette[i].cls);
-		lx += 22 + 7 * (unsigned)strlen(palette[i].cls) + 12;
+			palette_name(i));
+		lx += 22 + 7 * (unsigned)strlen(palette_name(i)) + 12;
 	}
 	fprintf(f, "<text class=\"note\" x=\"%u\" y=\"%u\">solid: valid bytes; pale: written, "
 		"now unreferenced (a reset frees it); tint: unwritten; white: free</text>\n", mx,
@@ -1064,8 +1081,6 @@ static const struct prom_metric prom_metrics[] = {
 	{ "log_errors", "zonefuse_log_errors_total", "counter", "Failed metadata commits and snapshots since mount" },
 };
 
-static const char *const prom_classes[] = { "none", "short", "medium", "long", "extreme" };
-
 /* Label values: backslash, double quote and newline escaped. */
 static void prom_str(FILE *f, const char *s)
 {
@@ -1145,10 +1160,11 @@ static void prom_classes_out(FILE *f, const char *mnt, const struct stats *st)
 	};
 	for (size_t i = 0; i < ZF_ARRAY_SIZE(m); i++) {
 		prom_head(f, m[i].name, m[i].type, m[i].help);
-		for (size_t c = 0; c < ZF_ARRAY_SIZE(prom_classes); c++) {
+		for (int c = 0; c < LIFETIME_NR; c++) {
+			const char *cls = lifetime_class_name((enum lifetime_class)c);
 			char key[64], labels[64];
-			snprintf(key, sizeof(key), "class_%s_%s", prom_classes[c], m[i].suffix);
-			snprintf(labels, sizeof(labels), ",class=\"%s\"", prom_classes[c]);
+			snprintf(key, sizeof(key), "class_%s_%s", cls, m[i].suffix);
+			snprintf(labels, sizeof(labels), ",class=\"%s\"", cls);
 			if (sv(st, key))
 				prom_sample_u(f, m[i].name, mnt, labels, su(st, key));
 		}

@@ -110,6 +110,10 @@ assert {"meta", "medium", "short", "long", "free"} <= classes, classes
 assert conds <= {"empty", "imp_open", "exp_open", "closed", "full", "readonly", "offline", "not_wp"}, conds
 assert sum(s.value for s in fams["zonefuse_zones_valid_bytes"].samples
            if s.labels["class"] not in ("meta",)) == float(st["valid_bytes"])
+# Every class the daemon counts is exported, and nothing else.
+daemon_classes = {k[6:-14] for k in st if k.startswith("class_") and k.endswith("_bytes_written")}
+exported = {s.labels["class"] for s in fams["zonefuse_class_written_bytes"].samples if s.name.endswith("_total")}
+assert exported == daemon_classes and len(exported) == 5, (exported, daemon_classes)
 for c, mib in (("medium", 6), ("short", 2), ("long", 3)):
     assert val("zonefuse_class_valid_bytes", **{"class": c}) >= mib << 20, c
 # Latency summary: quantiles, _sum and _count per op; seconds.

@@ -268,6 +268,10 @@ opens = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "open" in c
 free_cells = [r for r in cells if "free" in cls_of(r)]
 assert len(free_cells) == sum(r["class"] == "-" and r["leased"] == "0" for r in z), len(free_cells)
 assert len(opens) == opn, (len(opens), opn)
+# The legend names meta and every lifetime class the daemon reports.
+legend = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")
+          if t.text and t.text in ("meta",) + tuple(k[6:-14] for k in s if k.startswith("class_") and k.endswith("_bytes_written"))]
+assert legend == ["meta", "none", "short", "medium", "long", "extreme"], legend
 r = subprocess.run([STAT, "--bogus", M], capture_output=True)
 assert r.returncode == 2
 r = subprocess.run([STAT, WORK], capture_output=True)
