@@ -360,6 +360,10 @@ struct zalloc_stats {
 					 * without GC) */
 	uint64_t valid_bytes;		/* referenced bytes */
 	uint64_t reclaimable_bytes;	/* written but no longer referenced */
+	uint64_t finished_tail_bytes;	/* of them, the capacity that zone
+					 * finishes skipped in zones not reset
+					 * since (mount counts a FULL zone as
+					 * written to its end) */
 	uint64_t device_bytes_written;	/* data bytes written through leases,
 					 * the collector's included */
 	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];	/* idem, per class */

@@ -99,6 +99,8 @@ struct za_sums {
 	uint64_t lent_cap;	/* capacity of zones lent to the log (not retired) */
 	uint64_t free;		/* room left in usable EMPTY or active zones */
 	uint64_t reclaimable;	/* written but unreferenced, usable zones */
+	uint64_t skipped;	/* capacity a finish skipped, usable zones
+				 * (part of reclaimable) */
 	uint64_t gc_reclaim;	/* capacity - valid of the collector's candidates
 				 * worth collecting (za_gc_candidate(z, 0)) */
 	uint32_t gc_cand;	/* zones: those candidates */
