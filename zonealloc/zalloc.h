@@ -28,7 +28,9 @@
  * the metadata log always finds its slots (it needs 2).  When a class needs
  * a new zone and no active slot is free, zalloc finishes the active zone
  * that wastes least (smallest remaining capacity) among the zones not
- * leased (or closes one when only the open limit binds).  Zone capacity <
+ * leased (or closes one when only the open limit binds); once FREE zones
+ * are short it appends to another class's open zone instead, so that no
+ * capacity is lost to finishes near full (zalloc_lease.c).  Zone capacity <
  * zone size is honoured everywhere (only capacity is used).
  *
  * Valid bytes: the caller calls zalloc_valid_add() for every byte range an
