@@ -184,6 +184,7 @@ static void progress(uint64_t writes)
  * failure once no write completed for STALL_S seconds. */
 static _Atomic bool fill_done;
 static _Atomic uint64_t fill_writes;
+static _Atomic uint64_t peak_tails;	/* most bytes in finished tails seen */
 
 static void *watch_main(void *arg)
 {
@@ -192,7 +193,12 @@ static void *watch_main(void *arg)
 	int still = 0;
 
 	for (int t = 1; !fill_done; t++) {
+		struct zalloc_stats zs;
+
 		usleep(100000);
+		zalloc_get_stats(fs->za, &zs);
+		if (zs.finished_tail_bytes > peak_tails)
+			peak_tails = zs.finished_tail_bytes;
 		if (verbose && t % 50 == 0)
 			progress(fill_writes);
 		still = fill_writes == seen ? still + 1 : 0;
@@ -236,6 +242,7 @@ static void fill(struct fill_result *r)
 
 	fill_done = false;
 	fill_writes = 0;
+	peak_tails = 0;
 	ck_assert_int_eq(pthread_create(&watch, NULL, watch_main,
 					getenv("ZF_TEST_VERBOSE") ? &watch : NULL), 0);
 	for (uint64_t op = 0;; op++) {
@@ -264,8 +271,8 @@ static void fill(struct fill_result *r)
 	r->zone_cap = r->zs.capacity_bytes / r->zs.nr_zones;
 	fprintf(stderr, "ENOSPC (%s) after %llu writes: used %llu of %llu KiB (live %llu KiB, "
 		"valid %llu KiB), free %llu KiB, reclaimable %llu KiB (collector %llu KiB); "
-		"%llu zone finishes, %llu KiB skipped by finishes now, %llu leases in another "
-		"class's zone, %llu collector runs, %llu KiB moved, %llu resets\n",
+		"%llu zone finishes, %llu KiB skipped by finishes now (at most %llu KiB), "
+		"%llu leases in another class's zone, %llu collector runs, %llu KiB moved, %llu resets\n",
 		r->enospc_write ? "write" : "write-out", (unsigned long long)r->writes,
 		(unsigned long long)(r->used >> 10), (unsigned long long)(r->cap >> 10),
 		(unsigned long long)(r->live >> 10),
@@ -275,6 +282,7 @@ static void fill(struct fill_result *r)
 		(unsigned long long)(r->zs.gc_reclaimable_bytes >> 10),
 		(unsigned long long)r->zs.zone_finishes,
 		(unsigned long long)(r->zs.finished_tail_bytes >> 10),
+		(unsigned long long)(peak_tails >> 10),
 		(unsigned long long)r->zs.class_fallbacks,
 		(unsigned long long)r->zs.gc_runs,
 		(unsigned long long)(r->zs.gc_bytes_written >> 10),
