@@ -29,6 +29,7 @@ static struct za_sums zone_share(const struct zalloc *za, const struct za_zone *
 		if (z->cond == ZDEV_COND_EMPTY || zdev_cond_active(z->cond))
 			a.free = za_zremain(z);
 		a.reclaimable = used - ZF_MIN(z->valid, used);
+		a.skipped = used - ZF_MIN(z->written, used);
 	}
 	if (za_gc_candidate(z, 0) && gc_gain_enough(z->capacity, z->valid, za->bs, true)) {
 		a.gc_reclaim = z->capacity - z->valid;
@@ -45,6 +46,7 @@ static void sums_add(struct za_sums *t, const struct za_sums *a)
 	t->lent_cap += a->lent_cap;
 	t->free += a->free;
 	t->reclaimable += a->reclaimable;
+	t->skipped += a->skipped;
 	t->gc_reclaim += a->gc_reclaim;
 	t->gc_cand += a->gc_cand;
 	t->gc_cand_backoff += a->gc_cand_backoff;
@@ -58,6 +60,7 @@ static void sums_sub(struct za_sums *t, const struct za_sums *a)
 	t->lent_cap -= a->lent_cap;
 	t->free -= a->free;
 	t->reclaimable -= a->reclaimable;
+	t->skipped -= a->skipped;
 	t->gc_reclaim -= a->gc_reclaim;
 	t->gc_cand -= a->gc_cand;
 	t->gc_cand_backoff -= a->gc_cand_backoff;
@@ -76,7 +79,8 @@ static bool sums_equal(const struct za_sums *a, const struct za_sums *b)
 {
 	return a->valid == b->valid && a->capacity == b->capacity &&
 	       a->lent_cap == b->lent_cap && a->free == b->free &&
-	       a->reclaimable == b->reclaimable && a->gc_reclaim == b->gc_reclaim &&
+	       a->reclaimable == b->reclaimable && a->skipped == b->skipped &&
+	       a->gc_reclaim == b->gc_reclaim &&
 	       a->gc_cand == b->gc_cand && a->gc_cand_backoff == b->gc_cand_backoff;
 }
 
@@ -837,6 +841,7 @@ void za_stats_locked(struct zalloc *za, struct zalloc_stats *st)
 	st->valid_bytes = za->sums.valid;
 	st->capacity_bytes = za->sums.capacity;
 	st->reclaimable_bytes = za->sums.reclaimable;
+	st->finished_tail_bytes = za->sums.skipped;
 	st->gc_floor_bytes = gc_floor_bytes(za);
 	st->free_bytes = za_free_bytes(za);
 	st->log_zones = za->nr_lent;

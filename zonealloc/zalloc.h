@@ -28,7 +28,9 @@
  * the metadata log always finds its slots (it needs 2).  When a class needs
  * a new zone and no active slot is free, zalloc finishes the active zone
  * that wastes least (smallest remaining capacity) among the zones not
- * leased (or closes one when only the open limit binds).  Zone capacity <
+ * leased (or closes one when only the open limit binds); once FREE zones
+ * are short it appends to another class's open zone instead, so that no
+ * capacity is lost to finishes near full (zalloc_lease.c).  Zone capacity <
  * zone size is honoured everywhere (only capacity is used).
  *
  * Valid bytes: the caller calls zalloc_valid_add() for every byte range an
@@ -360,6 +362,10 @@ struct zalloc_stats {
 					 * without GC) */
 	uint64_t valid_bytes;		/* referenced bytes */
 	uint64_t reclaimable_bytes;	/* written but no longer referenced */
+	uint64_t finished_tail_bytes;	/* of them, the capacity that zone
+					 * finishes skipped in zones not reset
+					 * since (mount counts a FULL zone as
+					 * written to its end) */
 	uint64_t device_bytes_written;	/* data bytes written through leases,
 					 * the collector's included */
 	uint64_t class_bytes_written[ZALLOC_NR_CLASSES];	/* idem, per class */

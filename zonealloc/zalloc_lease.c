@@ -17,7 +17,11 @@
  *      CLOSE the unleased open zone written least recently (nothing is
  *      wasted; only devices with max_open < max_active get here); else
  *      FINISH the unleased active zone (any class) with the least remaining
- *      capacity (wastes least).
+ *      capacity (wastes least) -- unless FREE zones are short and that
+ *      zone's room is worth collecting (share_instead()): then the lease
+ *      goes to the fullest open zone of another class that the acquirer
+ *      may use (writers' zones for writers, the collector's for it), as
+ *      does the collector when no FREE zone is left to it.
  * When the attempt fails the acquirer waits (zalloc_space.c).
  *
  * Locking: za->mu (zalloc_priv.h); the public functions take it, the za_*
@@ -190,6 +194,41 @@ static struct za_zone *pick_victim(struct zalloc *za, bool reopen,
 	return best;
 }
 
+/* The usable open zone of a class other than cls with the least room
+ * left (fill the fullest first), or NULL. */
+static struct za_zone *pick_other_class(struct zalloc *za, unsigned int cls,
+					enum za_who who)
+{
+	struct za_zone *best = NULL;
+
+	for (unsigned int c = 0; c < ZALLOC_NR_CLASSES; c++) {
+		struct za_zone *z = c == cls ? NULL : pick_open(za, c, who);
+
+		if (z && (!best || za_zremain(z) < za_zremain(best)))
+			best = z;
+	}
+	return best;
+}
+
+/* Should a lease share another class's open zone rather than finish v
+ * (close: v would only be closed)?  A finish loses v's remaining capacity
+ * until v is collected or its data dies whole.  While FREE zones are
+ * plenty that costs nothing but copying later, and keeping classes apart
+ * is worth it.  Once a finish would take the writers' last FREE zone (or
+ * one kept for the collector), the lost room is what the collector needs
+ * to make progress: with more streams (a writer's and the collector's per
+ * class) than active zones, each victim it empties would cost a finish
+ * that makes the next victim, free space would never grow, and writers
+ * would wait for a collector that is always busy.  Room under capacity /
+ * GC_MIN_GAIN_URGENT is no loss: the collector never reclaims that little. */
+static bool share_instead(const struct zalloc *za, const struct za_zone *v,
+			  bool close)
+{
+	if (close || za_free_usable(za, ZA_USER) > 1)
+		return false;
+	return !v || za_zremain(v) > v->capacity / GC_MIN_GAIN_URGENT;
+}
+
 bool za_class_has_closed(struct zalloc *za, unsigned int cls,
 			     enum za_who who)
 {
@@ -279,13 +318,21 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 		lease_zone(za, z, cls, want, who == ZA_GC, out);
 		return 0;
 	}
-	bool reopen = za_class_has_closed(za, cls, who), close;
-
-	if (!may_finish || (!za_free_usable(za, who) && !reopen))
+	if (!may_finish)
 		return -EAGAIN;
+	bool reopen = za_class_has_closed(za, cls, who), close;
+	bool can_open = za_free_usable(za, who) || reopen;
 	struct za_zone *v = pick_victim(za, reopen, &close);
 
-	if (!v)
+	/* Writers without a zone to open wait for the collector; the
+	 * collector itself has nothing to wait for. */
+	if ((can_open || who == ZA_GC) && share_instead(za, v, close) &&
+	    (z = pick_other_class(za, cls, who))) {
+		lease_zone(za, z, cls, want, who == ZA_GC, out);
+		za->class_fallbacks++;
+		return 0;
+	}
+	if (!can_open || !v)
 		return -EAGAIN;
 	/* Account the victim as CLOSED/FULL now so the slot is ours, lease,
 	 * then do the zone management I/O with the mutex dropped. */
@@ -313,20 +360,21 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 int za_try_other_class(struct zalloc *za, unsigned int cls, uint64_t want,
 		       struct zalloc_lease *out)
 {
-	struct za_zone *best = NULL;
+	struct za_zone *best;
 
 	za_assert_held(za);
 	if (za_unclaimed_reserve(za))
 		return -ENOMEM;
-	for (unsigned int c = 0; c < ZALLOC_NR_CLASSES; c++) {
-		struct za_zone *z = c == cls ? NULL : pick_open(za, c, ZA_USER);
-		if (z && (!best || za_zremain(z) < za_zremain(best)))
-			best = z;
-	}
+	best = pick_open(za, cls, ZA_GRANT);	/* the collector's zone of cls */
+	struct za_zone *other = pick_other_class(za, cls, ZA_GRANT);
+
+	if (other && (!best || za_zremain(other) < za_zremain(best)))
+		best = other;
 	if (!best)
 		return -ENOSPC;
+	if (best->cls != cls)
+		za->class_fallbacks++;
 	lease_zone(za, best, cls, want, false, out);
-	za->class_fallbacks++;
 	return 0;
 }
 

@@ -99,6 +99,8 @@ struct za_sums {
 	uint64_t lent_cap;	/* capacity of zones lent to the log (not retired) */
 	uint64_t free;		/* room left in usable EMPTY or active zones */
 	uint64_t reclaimable;	/* written but unreferenced, usable zones */
+	uint64_t skipped;	/* capacity a finish skipped, usable zones
+				 * (part of reclaimable) */
 	uint64_t gc_reclaim;	/* capacity - valid of the collector's candidates
 				 * worth collecting (za_gc_candidate(z, 0)) */
 	uint32_t gc_cand;	/* zones: those candidates */
@@ -270,12 +272,14 @@ uint64_t za_free_bytes(const struct zalloc *za);
 void za_set_cond(struct zalloc *za, struct za_zone *z, uint8_t c);
 bool za_zone_usable(const struct za_zone *z, enum za_who who);
 bool za_class_has_closed(struct zalloc *za, unsigned int cls, enum za_who who);
-/* The last resort of a user's acquire that would fail with -ENOSPC: an
- * unleased open zone of another class with room, the fullest.  Placement
- * is a hint: free_bytes and the write admission count the room left in
- * every class's open zones, so admitted data must be able to use it, or
- * it could never be written out (ENOSPC while space is left).  0 (out is
- * leased; out->cls is the zone's class), -ENOSPC or -ENOMEM.  [mu] */
+/* The last resort of a writer's acquire that would fail with -ENOSPC: an
+ * unleased open zone with room of another class, or one the collector
+ * opened (of any class), the fullest.  Placement is a hint, and so is the
+ * collector's claim on its zones once writers are out of space:
+ * free_bytes and the write admission count the room left in every open
+ * zone, so admitted data must be able to use it, or it could never be
+ * written out (ENOSPC while space is left).  0 (out is leased; out->cls is
+ * the zone's class), -ENOSPC or -ENOMEM.  [mu] */
 int za_try_other_class(struct zalloc *za, unsigned int cls, uint64_t want,
 		       struct zalloc_lease *out);
 /* One non-blocking attempt: 0 with *out filled, -EAGAIN, -ENOMEM. */

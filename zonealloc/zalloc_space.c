@@ -255,7 +255,7 @@ int za_acquire_locked(struct zalloc *za, unsigned int cls,
 		if (rc)
 			break;
 	}
-	if (rc == -ENOSPC && who == ZA_USER)
+	if (rc == -ENOSPC && who != ZA_GC)
 		rc = za_try_other_class(za, cls, want, out);
 	wait_done(za, &w);
 	return rc;

@@ -2221,6 +2221,80 @@ START_TEST(gc_floor_never_taken)
 }
 END_TEST
 
+/* With FREE zones short, a class without a zone of its own does not finish
+ * one (its room would be lost until the zone is collected): it shares the
+ * fullest open zone of another class it may use; with FREE zones to spare
+ * it finishes, as above.  The collector, with no FREE zone left to open,
+ * shares another class's zone of its own. */
+START_TEST(share_instead_of_finish_when_short)
+{
+	struct tdev t;
+	struct zalloc_lease l[BUDGET], nl, g;
+	struct zalloc_stats st;
+	const uint64_t wr[BUDGET] = { 64 * KiB, 128 * KiB, 512 * KiB,
+				      256 * KiB, 384 * KiB, 32 * KiB };
+	uint32_t op, ac;
+
+	tdev_std(&t, 4);
+	for (int i = 0; i < NDATA - BUDGET - 2; i++)
+		fill_zone(&t, LIFETIME_MEDIUM);
+	for (int i = 0; i < BUDGET; i++)
+		ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_SHORT, ZCAP, &l[i]), 0);
+	for (int i = 0; i < BUDGET; i++) {
+		lwrite(&t, &l[i], wr[i]);
+		zalloc_valid_add(t.za, l[i].offset, wr[i]);
+		zalloc_release(t.za, &l[i], wr[i], 0);
+	}
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.free_zones, 2);
+
+	/* two FREE zones: LONG finishes the fullest (l[2]) and opens one */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_LONG, BS, &nl), 0);
+	ck_assert_int_eq(dzone(&t, l[2].zone).cond, ZDEV_COND_FULL);
+	ck_assert_uint_eq(nl.cls, LIFETIME_LONG);
+	lwrite(&t, &nl, BS);
+	zalloc_valid_add(t.za, nl.offset, BS);
+	zalloc_release(t.za, &nl, BS, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 1);
+	ck_assert_uint_eq(st.finished_tail_bytes, ZCAP - wr[2]);
+	ck_assert_uint_eq(st.free_zones, 1);
+
+	/* one FREE zone left: EXTREME appends to the fullest SHORT zone */
+	ck_assert_int_eq(zalloc_acquire(t.za, LIFETIME_EXTREME, BS, &nl), 0);
+	ck_assert_uint_eq(nl.zone, l[4].zone);
+	ck_assert_uint_eq(nl.offset, l[4].offset + wr[4]);
+	ck_assert_uint_eq(nl.cls, LIFETIME_SHORT);
+	check_lease(&t, &nl);
+	zalloc_release(t.za, &nl, 0, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 1);
+	ck_assert_uint_eq(st.class_fallbacks, 1);
+
+	/* the collector has no zone of its own to share: it finishes one and
+	 * opens the last FREE zone ... */
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_LONG, 64 * KiB, &g), 0);
+	ck_assert_uint_eq(g.cls, LIFETIME_LONG);
+	ck_assert_int_eq(dzone(&t, l[4].zone).cond, ZDEV_COND_FULL);
+	lwrite(&t, &g, g.len);
+	zalloc_valid_add(t.za, g.offset, g.len);
+	zalloc_release(t.za, &g, g.len, 0);
+	/* ... and with none left, EXTREME's moved data goes there too */
+	ck_assert_int_eq(zalloc_acquire_gc(t.za, LIFETIME_EXTREME, BS, &nl), 0);
+	ck_assert_uint_eq(nl.zone, g.zone);
+	ck_assert_uint_eq(nl.offset, g.offset + g.len);
+	ck_assert_uint_eq(nl.cls, LIFETIME_LONG);
+	zalloc_release(t.za, &nl, 0, 0);
+	zalloc_get_stats(t.za, &st);
+	ck_assert_uint_eq(st.zone_finishes, 2);
+	ck_assert_uint_eq(st.class_fallbacks, 2);
+	ck_assert_uint_eq(st.free_zones, 0);
+	dcount(&t, FIRST, NDATA, &op, &ac);
+	ck_assert_uint_le(ac, BUDGET);
+	tdev_check_free(&t);
+}
+END_TEST
+
 /* Bytes written through a lease and given up (zalloc_discard) no longer
  * keep their zone from being reset; per-class counters add up. */
 START_TEST(discard_and_class_counters)
@@ -2416,6 +2490,7 @@ static Suite *zalloc_suite(void)
 	tcase_add_test(tc, lease_at_device_wp);
 	tcase_add_loop_test(tc, classes_and_budget, 0, 3);
 	tcase_add_test(tc, finish_least_remaining);
+	tcase_add_test(tc, share_instead_of_finish_when_short);
 	tcase_add_test(tc, close_when_only_open_binds);
 	tcase_add_test(tc, mount_closed_zones);
 	tcase_add_test(tc, acquire_blocks_until_release);
