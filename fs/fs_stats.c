@@ -471,6 +471,7 @@ static void render_zones(struct fs *fs, struct fs_text *t, const struct zalloc_s
 	KV("free_bytes", zs->free_bytes);
 	KV("valid_bytes", zs->valid_bytes);
 	KV("reclaimable_bytes", zs->reclaimable_bytes);
+	KV("finished_tail_bytes", zs->finished_tail_bytes);
 	KV("meta_used_bytes", zc->meta_written);
 }
 

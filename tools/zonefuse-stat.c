@@ -1034,6 +1034,7 @@ static const struct prom_metric prom_metrics[] = {
 	{ "free_bytes", "zonefuse_free_bytes", "gauge", "Data capacity writable without a reset" },
 	{ "valid_bytes", "zonefuse_valid_bytes", "gauge", "Bytes referenced by files" },
 	{ "reclaimable_bytes", "zonefuse_reclaimable_bytes", "gauge", "Written bytes no file references any more" },
+	{ "finished_tail_bytes", "zonefuse_finished_tail_bytes", "gauge", "Of the reclaimable bytes, the capacity zone finishes skipped" },
 	{ "meta_used_bytes", "zonefuse_meta_used_bytes", "gauge", "Bytes written in the metadata zones now" },
 	{ "user_bytes_written", "zonefuse_user_written_bytes_total", "counter", "Bytes applications wrote since mount" },
 	{ "data_bytes_written", "zonefuse_data_written_bytes_total", "counter", "File data bytes written to data zones since mount" },

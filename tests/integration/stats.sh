@@ -96,6 +96,7 @@ for k in ["format", "zone_size", "zone_capacity", "zones", "block_size", "meta_z
           "prefetch_limit_bytes", "pending_reset_zones", "lat_write_p99_us"]:
     assert k in s, f"stats key {k} missing"
 assert s["format"] == "1"
+assert 0 <= int(s["finished_tail_bytes"]) <= int(s["reclaimable_bytes"]), s["finished_tail_bytes"]
 # -- request latency: the running total agrees with count x average, for
 #    each of the fourteen kinds
 kinds = [k[len("lat_"):-len("_count")] for k in s if k.startswith("lat_") and k.endswith("_count")]
