@@ -21,8 +21,9 @@
  *   high = low + max(2, nr/64) (nr = data zones).  Zones whose data all
  *   dies are reset without GC (zalloc), so with good placement the
  *   collector rarely has anything to do.
- * Each tick it also runs fs_move_tick() (the LSM MANIFEST tailing, which
- * is not GC and is to move to the commit thread).
+ * Each tick, and after each victim of a round, it also runs fs_move_tick()
+ * (the LSM MANIFEST tailing, which is not GC and is to move to the commit
+ * thread).
  *
  * One victim (collect_one):
  *   1. zalloc_gc_pick(): the policy's victim, pinned (its bytes stay
@@ -464,6 +465,10 @@ static bool gc_round(struct gc *gc)
 		}
 		active = true;
 		fs_commit(gc->fs);	/* the victim resets after the commit */
+		/* The MANIFEST tailing must not wait for the round to end:
+		 * when the fs stays near full a round never ends, and without
+		 * exact levels the inferred ones drift deeper job after job. */
+		fs_move_tick(gc->fs);
 	}
 	return !stuck;
 }

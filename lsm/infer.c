@@ -88,6 +88,7 @@ struct lifetime_infer {
 	 * how many per level, and the sealed ones' bytes per level. */
 	uint64_t lv_n[LIFETIME_MAX_LEVELS];
 	uint64_t lv_bytes[LIFETIME_MAX_LEVELS];
+	uint64_t lv_exact[LIFETIME_MAX_LEVELS];	/* ... of them exact */
 	uint64_t open[LI_OPEN];	/* unsealed tables, oldest first */
 	unsigned int nopen;
 };
@@ -171,6 +172,8 @@ static void lv_take(struct lifetime_infer *li, const struct li_file *x)
 	if (!lv_counted(x))
 		return;
 	li->lv_n[x->level]--;
+	if (x->exact)
+		li->lv_exact[x->level]--;
 	if (x->sealed)
 		li->lv_bytes[x->level] -= x->bytes;
 }
@@ -180,6 +183,8 @@ static void lv_give(struct lifetime_infer *li, const struct li_file *x)
 	if (!lv_counted(x))
 		return;
 	li->lv_n[x->level]++;
+	if (x->exact)
+		li->lv_exact[x->level]++;
 	if (x->sealed)
 		li->lv_bytes[x->level] += x->bytes;
 }
@@ -189,6 +194,20 @@ static void set_level(struct lifetime_infer *li, struct li_file *x, int level)
 	lv_take(li, x);
 	x->level = (int8_t)level;
 	lv_give(li, x);
+}
+
+/* A guessed level is at most one below the deepest level that holds a
+ * table of exact level (MANIFEST): a compaction writes one level below its
+ * inputs, and the deepest inputs it can have are those tables.  Guesses
+ * feed on guesses (a job's level is its inputs' level + 1), so without this
+ * bound a run of wrong guesses compounds into levels the LSM does not have.
+ * No bound before the first exact level.  [mu] */
+static int level_cap(const struct lifetime_infer *li, int level)
+{
+	for (int k = LIFETIME_MAX_LEVELS - 1; k >= 0; k--)
+		if (li->lv_exact[k])
+			return level > k + 1 ? k + 1 : level;
+	return level;
 }
 
 static void open_drop(struct lifetime_infer *li, uint64_t file)
@@ -529,6 +548,9 @@ static int table_level(struct lifetime_infer *li, struct li_file *x,
 	}
 	if (lvl >= LIFETIME_MAX_LEVELS)
 		lvl = LIFETIME_MAX_LEVELS - 1;
+	lvl = level_cap(li, lvl);
+	if (t->job)
+		t->job_level = lvl;
 	set_level(li, x, lvl);
 	x->job = why == LIFETIME_WHY_FLUSH ? 0 : t->job;
 	if (x->job)
@@ -707,7 +729,8 @@ static struct li_thread *input_owner(struct lifetime_infer *li, uint64_t job,
 static size_t resolve_job(struct lifetime_infer *li, struct li_thread *t, int lvl,
 			  uint64_t now_ns, struct lifetime_fix *fixes, size_t n)
 {
-	int out_level = lvl + 1 < LIFETIME_MAX_LEVELS ? lvl + 1 : LIFETIME_MAX_LEVELS - 1;
+	int out_level = level_cap(li, lvl + 1 < LIFETIME_MAX_LEVELS ? lvl + 1
+							   : LIFETIME_MAX_LEVELS - 1);
 
 	if (t->resolving && lvl >= t->resolve_min)
 		return n;
@@ -796,10 +819,12 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
 		if (x->level != level) {
 			if (fix)
 				*fix = (struct lifetime_fix){ file, x->level, level };
-			set_level(li, x, level);
 			changed = 1;
 		}
+		lv_take(li, x);
+		x->level = (int8_t)level;
 		x->exact = true;
+		lv_give(li, x);
 	}
 	pthread_mutex_unlock(&li->mu);
 	return changed;
@@ -850,6 +875,7 @@ void lifetime_infer_get_stats(struct lifetime_infer *li,
 int lifetime_infer_check(struct lifetime_infer *li)
 {
 	uint64_t n[LIFETIME_MAX_LEVELS] = { 0 }, b[LIFETIME_MAX_LEVELS] = { 0 };
+	uint64_t e[LIFETIME_MAX_LEVELS] = { 0 };
 	unsigned int unsealed = 0;
 	int ret = 0;
 
@@ -866,10 +892,13 @@ int lifetime_infer_check(struct lifetime_infer *li)
 		if (!lv_counted(x))
 			continue;
 		n[x->level]++;
+		if (x->exact)
+			e[x->level]++;
 		if (x->sealed)
 			b[x->level] += x->bytes;
 	}
 	if (memcmp(n, li->lv_n, sizeof(n)) || memcmp(b, li->lv_bytes, sizeof(b)) ||
+	    memcmp(e, li->lv_exact, sizeof(e)) ||
 	    unsealed != li->nopen)
 		ret = -EUCLEAN;
 	for (unsigned int i = 0; i < li->nopen && !ret; i++) {

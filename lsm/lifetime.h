@@ -119,6 +119,10 @@
  * the scores seen at the job's start.  Deleted files' lifetimes feed
  * level_class[].  Accuracy is measured by scripts/bench-placement.sh
  * against RocksDB's own LOG (docs/placement.md has the method and results).
+ * Bound: no guess (at create or in a correction) is deeper than one below
+ * the deepest level holding a live table of exact level (MANIFEST), since
+ * guesses feed on guesses and would otherwise compound into levels the LSM
+ * does not have; before the first exact level there is no bound.
  */
 #ifndef ZONEFUSE_LIFETIME_H
 #define ZONEFUSE_LIFETIME_H
