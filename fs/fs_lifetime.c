@@ -504,6 +504,10 @@ void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st)
 	fs_lifetime_get_stats(fs, &ls);
 	st->lifetime_tables = ls.tables;
 	st->lifetime_tables_corrected = ls.tables_corrected;
+	st->lifetime_tables_died = ls.tables_died;
+	st->lifetime_table_bytes_died = ls.bytes_died;
+	st->lifetime_tables_misguessed = ls.tables_misguessed;
+	st->lifetime_misguessed_bytes = ls.bytes_misguessed;
 }
 
 int fs_lifetime_level(struct fs *fs, uint64_t ino)

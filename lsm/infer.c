@@ -36,6 +36,7 @@ struct li_file {
 	bool dead;		/* tombstone */
 	bool exact;		/* level from a MANIFEST */
 	bool sealed;		/* table whose size is final: bytes counts */
+	int8_t cls0;		/* table: class of its level at create, -1 none */
 	uint64_t bytes;		/* sealed: its size, in lv_bytes[level] */
 };
 
@@ -155,6 +156,7 @@ static struct li_file *file_get(struct lifetime_infer *li, uint64_t file)
 	memset(x, 0, sizeof(*x));
 	x->file = file;
 	x->level = -1;
+	x->cls0 = -1;
 	li->flive++;
 	return x;
 }
@@ -490,6 +492,34 @@ static void open_job(struct lifetime_infer *li, struct li_thread *t, int level,
 	t->obs_idx = -1;
 }
 
+/* The class the current level -> class map gives level l (the map
+ * fs_lifetime_pick() applies at create).  [mu] */
+static int level_class_now(struct lifetime_infer *li, int l)
+{
+	uint8_t map[LIFETIME_MAX_LEVELS];
+
+	lifetime_level_classes(&li->st.wal, li->st.level, map);
+	return map[l < LIFETIME_MAX_LEVELS ? l : LIFETIME_MAX_LEVELS - 1];
+}
+
+/* A table dies at level lvl: it counts among the misguessed ones when
+ * that level's class is not the one its level at create gave, the data it
+ * wrote then having gone to another class's zones (all of it, but for
+ * what was still buffered when the level was corrected).  [mu] */
+static void note_guess(struct lifetime_infer *li, const struct li_file *x, int lvl)
+{
+	uint64_t b = x->sealed ? x->bytes : 0;
+
+	if (x->cls0 < 0)
+		return;	/* adopted at mount: no guess was made */
+	li->st.tables_died++;
+	li->st.bytes_died += b;
+	if (level_class_now(li, lvl) != x->cls0) {
+		li->st.tables_misguessed++;
+		li->st.bytes_misguessed += b;
+	}
+}
+
 /* The level of a new table x created by thread t (the four steps of
  * lifetime.h, in order); opens or follows t's compaction job and counts the
  * table in the statistics.  [mu] */
@@ -576,6 +606,7 @@ void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
 		goto out;
 	open_add(li, x, size_of, arg);
 	lvl = table_level(li, x, thread_get(li, tid, now_ns), now_ns, size_of, arg, &why);
+	x->cls0 = (int8_t)level_class_now(li, lvl);
 	if (g)
 		*g = (struct lifetime_guess){ .level = lvl, .why = why, .job = x->job };
 out:
@@ -765,8 +796,10 @@ size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
 	}
 	lvl = x->level;
 	job = x->job;
-	if (lvl >= 0)
+	if (lvl >= 0) {
 		obs_note(&li->st.level[lvl], clock - x->born);
+		note_guess(li, x, lvl);
+	}
 	file_del(li, x);
 	if (lvl < 0)
 		goto out;

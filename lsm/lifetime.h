@@ -327,6 +327,12 @@ struct lifetime_infer_stats {
 	uint64_t jobs_resolved;		/* compaction jobs whose inputs died */
 	uint64_t tables_corrected;	/* outputs whose level was corrected */
 	uint64_t tables_exact;		/* levels set from a MANIFEST */
+	/* Tables unlinked whose level was guessed at create, their sealed
+	 * bytes, and of those the tables whose level at death maps to another
+	 * class than the guess did (their data went to the wrong zones, but
+	 * for what was still buffered when the level was corrected). */
+	uint64_t tables_died, bytes_died;
+	uint64_t tables_misguessed, bytes_misguessed;
 	uint64_t level_targets[LIFETIME_MAX_LEVELS];	/* learned target(k), bytes */
 	struct lifetime_level_obs wal, level[LIFETIME_MAX_LEVELS];
 	uint8_t level_class[LIFETIME_MAX_LEVELS];

@@ -693,6 +693,43 @@ START_TEST(infer_fix_without_list)
 }
 END_TEST
 
+/* A table whose class at death is not the class its level at create gave
+ * counts as misguessed, with its sealed bytes: its data went to another
+ * class's zones.  A correction within one class (L1 -> L0, both MEDIUM)
+ * and a table adopted at mount (no guess) do not count. */
+START_TEST(infer_misguessed_counted)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_infer_stats st;
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+	struct lifetime_guess g;
+
+	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	/* a new job: nothing learned yet, the picker says L1 (MEDIUM) */
+	for (uint64_t f = 10; f < 14; f++) {
+		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 300, 1000, 0,
+				      id_size, NULL, &g);
+		ck_assert_int_eq(g.level, 1);
+		lifetime_infer_seal(li, f, (f - 9) * MiB);
+	}
+	/* its L1 input dies: the outputs are L2 (LONG) */
+	ck_assert_uint_eq(lifetime_infer_unlink(li, 1, 300, 2000, 0, fx), 4);
+	/* the MANIFEST puts two of them back: 12 in L1, 13 in L0 (MEDIUM) */
+	ck_assert_int_eq(lifetime_infer_set_level(li, 12, 1, &fx[0]), 1);
+	ck_assert_int_eq(lifetime_infer_set_level(li, 13, 0, &fx[0]), 1);
+	for (uint64_t f = 10; f < 14; f++)
+		lifetime_infer_unlink(li, f, 300, 3000, 0, fx);
+	lifetime_infer_unlink(li, 2, 300, 3000, 0, fx);
+	lifetime_infer_get_stats(li, &st);
+	ck_assert_uint_eq(st.tables_died, 4);
+	ck_assert_uint_eq(st.bytes_died, 10 * MiB);
+	ck_assert_uint_eq(st.tables_misguessed, 2);
+	ck_assert_uint_eq(st.bytes_misguessed, 3 * MiB);
+	lifetime_infer_free(li);
+}
+END_TEST
+
 /* ---- MANIFEST parsing ------------------------------------------------------ */
 
 struct enc { uint8_t b[200000]; size_t n; };
@@ -1094,6 +1131,7 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_corners);
 	tcase_add_test(tc, infer_sums_recount);
 	tcase_add_test(tc, infer_fix_without_list);
+	tcase_add_test(tc, infer_misguessed_counted);
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
