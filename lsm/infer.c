@@ -91,6 +91,7 @@ struct lifetime_infer {
 	uint64_t lv_bytes[LIFETIME_MAX_LEVELS];
 	uint64_t open[LI_OPEN];	/* unsealed tables, oldest first */
 	unsigned int nopen;
+	bool leveldb;		/* the tables are LevelDB's (lifetime_infer_leveldb) */
 };
 
 static size_t fhash(uint64_t file, size_t cap)
@@ -397,6 +398,25 @@ static void learn_targets(struct lifetime_infer *li)
 	li->targets_dirty = false;
 }
 
+/* LevelDB's target for level k >= 1: LIFETIME_LDB_L1_TARGET for L1,
+ * LIFETIME_LEVEL_MULT times more per level below (MaxBytesForLevel in
+ * its version_set.cc, which no option changes). */
+static double leveldb_target(int k)
+{
+	double t = LIFETIME_LDB_L1_TARGET;
+
+	while (k-- > 1)
+		t *= LIFETIME_LEVEL_MULT;
+	return t;
+}
+
+/* The target of level k >= 1 the picker uses: LevelDB's own, else the
+ * learned one (0: never predicted).  [mu] */
+static double target_of(const struct lifetime_infer *li, int k)
+{
+	return li->leveldb ? leveldb_target(k) : li->target[k];
+}
+
 /* Level of a new compaction job from the picker simulation; fills the
  * job's features. */
 static int picker_level(struct lifetime_infer *li, struct li_thread *t,
@@ -418,10 +438,12 @@ static int picker_level(struct lifetime_infer *li, struct li_thread *t,
 		learn_targets(li);
 	best = t->f_n0 / (double)LIFETIME_L0_TRIGGER;
 	for (int k = 1; k < LIFETIME_MAX_LEVELS - 1; k++) {
-		if (li->target[k] <= 0 || t->f_b[k] <= 0)
+		double target = target_of(li, k);
+
+		if (target <= 0 || t->f_b[k] <= 0)
 			continue;
-		if (t->f_b[k] / li->target[k] > best) {
-			best = t->f_b[k] / li->target[k];
+		if (t->f_b[k] / target > best) {
+			best = t->f_b[k] / target;
 			lvl = k;
 		}
 	}
@@ -536,7 +558,16 @@ static int table_level(struct lifetime_infer *li, struct li_file *x,
 	if (t->job && (t->resolving || now_ns - t->job_last_ns > LIFETIME_JOB_IDLE_NS))
 		close_job(t);
 	rd = read_inputs(li, t, now_ns);
-	if (rd >= 0) {
+	if (rd < 0 && pending > 0 && li->leveldb) {
+		/* LevelDB's one background thread writes a waiting memtable
+		 * before anything else, even in the middle of a compaction
+		 * (BackgroundCompaction and DoCompactionWork look for it
+		 * first) */
+		lvl = 0;
+		why = LIFETIME_WHY_FLUSH;
+		li->unconf++;
+		t->n_flush++;
+	} else if (rd >= 0) {
 		lvl = rd + 1;
 		why = LIFETIME_WHY_READS;
 		if (!t->job) {
@@ -838,6 +869,15 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
 	return changed;
 }
 
+void lifetime_infer_leveldb(struct lifetime_infer *li)
+{
+	if (!li)
+		return;
+	pthread_mutex_lock(&li->mu);
+	li->leveldb = true;
+	pthread_mutex_unlock(&li->mu);
+}
+
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file)
 {
 	int l = -1;
@@ -875,7 +915,7 @@ void lifetime_infer_get_stats(struct lifetime_infer *li,
 	if (li->targets_dirty)
 		learn_targets(li);
 	for (int k = 0; k < LIFETIME_MAX_LEVELS; k++)
-		st->level_targets[k] = (uint64_t)li->target[k];
+		st->level_targets[k] = (uint64_t)(k ? target_of(li, k) : li->target[k]);
 	lifetime_level_classes(&li->st.wal, li->st.level, st->level_class);
 	pthread_mutex_unlock(&li->mu);
 }
