@@ -1419,7 +1419,6 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 		return -ENOENT;
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
-		fs_lifetime_note_sync(fs, in);	/* the class its data goes to */
 		ret = fs_data_writeout(fs, in, true);
 		pthread_rwlock_unlock(&in->rw);
 	}

@@ -530,10 +530,6 @@ void fs_lifetime_tail_manifests(struct fs *fs);
 /* The lifetime fields of st (lifetime_tables, lifetime_tables_corrected);
  * other fields untouched.  Any thread, no locks. */
 void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st);
-/* An fsync of in, before its data is written out: the last output of a
- * LevelDB compaction job takes the short-lived class MEDIUM
- * (lifetime_infer_sync).  Called with in->rw held, not fs->lock. */
-void fs_lifetime_note_sync(struct fs *fs, struct fs_inode *in);
 /* The inferred LSM level of table ino, -1 if unknown or not a table
  * (tests, debugging).  Any thread, no locks. */
 int fs_lifetime_level(struct fs *fs, uint64_t ino);

@@ -334,20 +334,6 @@ static void log_level_classes(struct fs_lt *lt, const uint8_t map[LIFETIME_MAX_L
 	zf_dbg("lifetime: level classes now (deaths/log2 lifetime in bytes): %s", b);
 }
 
-void fs_lifetime_note_sync(struct fs *fs, struct fs_inode *in)
-{
-	if (!fs->lt || !S_ISREG(in->mode) || in->cls_src != LIFETIME_SRC_INFERRED)
-		return;
-	pthread_mutex_lock(&fs->lock);
-	if (lifetime_infer_sync(fs->lt->infer, in->ino, in->size)) {
-		zf_dbg("lifetime: last output ino %llu size %llu -> %s",
-		       (unsigned long long)in->ino, (unsigned long long)in->size,
-		       lifetime_class_name(LIFETIME_MEDIUM));
-		follow_class(in, LIFETIME_MEDIUM);
-	}
-	pthread_mutex_unlock(&fs->lock);
-}
-
 void fs_lifetime_note_release(struct fs *fs, struct fs_inode *in)
 {
 	if (fs->lt && S_ISREG(in->mode) && in->nlink)

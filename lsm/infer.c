@@ -26,9 +26,6 @@
 #define LI_OBS 128
 #define LI_BATCH_NS (5ull * 1000000000ull)	/* inputs of one job die within this */
 #define LI_OPEN 128	/* unsealed tables tracked; the oldest is sealed past it */
-#define LI_CUT_DECAY 64.0
-#define LI_LAST_BELOW 0.95	/* an output under this share of the cut size is its
-			 * job's last */
 
 struct li_file {
 	uint64_t file;		/* 0 = empty slot */
@@ -39,7 +36,6 @@ struct li_file {
 	bool dead;		/* tombstone */
 	bool exact;		/* level from a MANIFEST */
 	bool sealed;		/* table whose size is final: bytes counts */
-	bool synced;		/* its first fsync was seen (lifetime_infer_sync) */
 	int8_t cls0;		/* table: class of its level at create, -1 none */
 	uint64_t bytes;		/* sealed: its size, in lv_bytes[level] */
 };
@@ -96,10 +92,6 @@ struct lifetime_infer {
 	uint64_t open[LI_OPEN];	/* unsealed tables, oldest first */
 	unsigned int nopen;
 	bool leveldb;		/* the tables are LevelDB's (lifetime_infer_leveldb) */
-	/* per level: the size of a compaction output that was not its job's
-	 * last (the store cut it at its target size), a maximum that decays
-	 * by 1/LI_CUT_DECAY per sample */
-	double cut[LIFETIME_MAX_LEVELS];
 };
 
 static size_t fhash(uint64_t file, size_t cap)
@@ -550,25 +542,6 @@ static void note_guess(struct lifetime_infer *li, const struct li_file *x, int l
 	}
 }
 
-/* t writes the next output of its open job: the previous one was not the
- * job's last, so the store cut it at its target size; its level's cut
- * size follows it (a maximum that decays slowly, so that the outputs
- * cut early, at a boundary, do not lower it).  [mu] */
-static void note_cut(struct lifetime_infer *li, struct li_thread *t,
-		     uint64_t (*size_of)(void *arg, uint64_t file), void *arg)
-{
-	const struct li_file *p = file_find(li, t->last_output);
-	double s, *c;
-
-	if (!p || p->job != t->job || !lv_counted(p))
-		return;
-	s = (double)(p->sealed ? p->bytes : size_of ? size_of(arg, p->file) : 0);
-	c = &li->cut[p->level];
-	*c -= *c / LI_CUT_DECAY;
-	if (s > *c)
-		*c = s;
-}
-
 /* The level of a new table x created by thread t (the four steps of
  * lifetime.h, in order); opens or follows t's compaction job and counts the
  * table in the statistics.  [mu] */
@@ -584,8 +557,6 @@ static int table_level(struct lifetime_infer *li, struct li_file *x,
 
 	if (t->job && (t->resolving || now_ns - t->job_last_ns > LIFETIME_JOB_IDLE_NS))
 		close_job(t);
-	if (t->job)
-		note_cut(li, t, size_of, arg);
 	rd = read_inputs(li, t, now_ns);
 	if (rd < 0 && pending > 0 && li->leveldb) {
 		/* LevelDB's one background thread writes a waiting memtable
@@ -905,25 +876,6 @@ void lifetime_infer_leveldb(struct lifetime_infer *li)
 	pthread_mutex_lock(&li->mu);
 	li->leveldb = true;
 	pthread_mutex_unlock(&li->mu);
-}
-
-int lifetime_infer_sync(struct lifetime_infer *li, uint64_t file, uint64_t size)
-{
-	struct li_file *x;
-	int last = 0;
-
-	if (!li)
-		return 0;
-	pthread_mutex_lock(&li->mu);
-	x = file_find(li, file);
-	if (li->leveldb && x && x->kind == LIFETIME_KIND_TABLE && !x->synced && x->job &&
-	    lv_counted(x) && level_class_now(li, x->level) == LIFETIME_EXTREME &&
-	    li->cut[x->level] > 0 && (double)size < li->cut[x->level] * LI_LAST_BELOW)
-		last = 1;
-	if (x)
-		x->synced = true;
-	pthread_mutex_unlock(&li->mu);
-	return last;
 }
 
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file)

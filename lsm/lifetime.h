@@ -327,21 +327,8 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
  *     for LevelDB's 104.9 picked L1 where LevelDB picked L2);
  *   - a pending flush comes first, even for a thread in a compaction
  *     job: LevelDB's single background thread writes a waiting
- *     memtable before anything else, also in the middle of a job.
- *   - lifetime_infer_sync() below applies. */
+ *     memtable before anything else, also in the middle of a job. */
 void lifetime_infer_leveldb(struct lifetime_infer *li);
-/* A table is made durable for the first time (fsync), at size bytes.
- * Returns 1 when it is the last output of a LevelDB compaction job into
- * a level of class EXTREME: smaller than the level's outputs that were
- * followed by another (LevelDB cuts an output once it reaches its target
- * size, 2 MiB, and only the last one of a job ends short).  The next job
- * of that level starts where this one ended and rewrites the table at
- * once (measured, LevelDB IoT: 2.5 of the 2.7 GB of such L3 tables died
- * within 2 s, the other L3 tables after ~20 s), so its data belongs with
- * the short-lived tables (the caller: class MEDIUM), not in the zones
- * of the level, where it would leave a hole in each.  0 otherwise, and
- * for every later fsync of the table. */
-int lifetime_infer_sync(struct lifetime_infer *li, uint64_t file, uint64_t size);
 /* Current belief about a table's level (-1 unknown / not a table). */
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file);
 /* The level -> class map from the lifetimes observed so far. */

@@ -730,60 +730,6 @@ START_TEST(infer_misguessed_counted)
 }
 END_TEST
 
-/* LevelDB cuts a compaction output once it reaches its target size, so
- * only a job's last output ends short; in a level of class EXTREME that
- * table is rewritten by the next job at once, and its first fsync says
- * so (its data then goes to a short-lived class).  Not for RocksDB's
- * tables, not before a full-size output was seen, not for a full-size
- * output, not twice. */
-static uint64_t ldb_sz[64];
-
-static uint64_t ldb_size(void *arg, uint64_t f)
-{
-	(void)arg;
-	return f < 64 ? ldb_sz[f] : 0;
-}
-
-static int last_outputs(bool leveldb, int *flags)
-{
-	struct lifetime_infer *li = lifetime_infer_new();
-	static const uint64_t size[4] = { 2100000, 2100000, 1000000, 2100000 };
-	struct lifetime_guess g;
-	int n = 0;
-
-	if (leveldb)
-		lifetime_infer_leveldb(li);
-	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, 2, 0, 2 * MiB);
-	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, 3, 0, 2 * MiB);
-	/* an L2 -> L3 job of thread 7 (its reads show it): 10, 11, 12 */
-	lifetime_infer_read(li, 1, 7, 2 * MiB, 1000);
-	lifetime_infer_read(li, 2, 7, 2 * MiB, 1000);
-	for (uint64_t f = 10; f < 13; f++) {
-		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 7, 2000 + f, 0,
-				      ldb_size, NULL, &g);
-		ck_assert_int_eq(g.level, 3);
-		ldb_sz[f] = size[f - 10];
-		flags[f - 10] = lifetime_infer_sync(li, f, size[f - 10]);
-		n += flags[f - 10];
-	}
-	n += lifetime_infer_sync(li, 12, size[2]);	/* once only */
-	lifetime_infer_free(li);
-	return n;
-}
-
-START_TEST(infer_leveldb_last_output)
-{
-	int f[3];
-
-	ck_assert_int_eq(last_outputs(true, f), 1);
-	ck_assert_int_eq(f[0], 0);	/* no full-size output seen yet */
-	ck_assert_int_eq(f[1], 0);	/* full size */
-	ck_assert_int_eq(f[2], 1);	/* short: the job's last */
-	ck_assert_int_eq(last_outputs(false, f), 0);
-	ck_assert_int_eq(lifetime_infer_sync(NULL, 1, 1), 0);
-}
-END_TEST
-
 /* LevelDB: the picker knows its level targets (10 MiB for L1, ten times
  * more per level) before any job taught it, and picks L1 -> L2 when L1's
  * score is the highest; a pending flush comes first even in the middle of
@@ -1259,7 +1205,6 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_sums_recount);
 	tcase_add_test(tc, infer_fix_without_list);
 	tcase_add_test(tc, infer_misguessed_counted);
-	tcase_add_test(tc, infer_leveldb_last_output);
 	tcase_add_test(tc, infer_leveldb_picker);
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
