@@ -373,6 +373,11 @@ struct fs_stats {
 	uint64_t gc_shared_moves;	/* shared ranges the collector moved once */
 	uint64_t lifetime_tables;	/* tables whose level was inferred */
 	uint64_t lifetime_tables_corrected;	/* levels corrected after their job */
+	uint64_t lifetime_tables_died;		/* tables unlinked whose level was guessed */
+	uint64_t lifetime_table_bytes_died;	/* ... their bytes */
+	uint64_t lifetime_tables_misguessed;	/* ... whose class at death is not the
+						 * class guessed at create */
+	uint64_t lifetime_misguessed_bytes;	/* ... their bytes */
 };
 void fs_get_stats(struct fs *fs, struct fs_stats *st);
 

@@ -281,6 +281,8 @@ void fs_lifetime_pick(struct fs *fs, struct fs_inode *dir, const char *name,
 	}
 	/* Infer even when a stronger source decides: the state must see
 	 * every table (and the accuracy is measured in all modes). */
+	if (lt && kind == LIFETIME_KIND_TABLE && lifetime_is_leveldb_table(name))
+		lifetime_infer_leveldb(lt->infer);
 	if (lt && kind != LIFETIME_KIND_OTHER)
 		lifetime_infer_create(lt->infer, in->ino, kind, ctx ? ctx->tid : 0,
 				      zf_now_ns(), fs->user_bytes, size_of, fs, &g);
@@ -504,6 +506,10 @@ void fs_lifetime_fill_stats(struct fs *fs, struct fs_stats *st)
 	fs_lifetime_get_stats(fs, &ls);
 	st->lifetime_tables = ls.tables;
 	st->lifetime_tables_corrected = ls.tables_corrected;
+	st->lifetime_tables_died = ls.tables_died;
+	st->lifetime_table_bytes_died = ls.bytes_died;
+	st->lifetime_tables_misguessed = ls.tables_misguessed;
+	st->lifetime_misguessed_bytes = ls.bytes_misguessed;
 }
 
 int fs_lifetime_level(struct fs *fs, uint64_t ino)

@@ -194,6 +194,14 @@ static int make_node(struct fs *fs, uint64_t parent, const char *name,
 		return -ENAMETOOLONG;
 	if (fs->read_only)
 		return -EROFS;
+	/* A new table's level is guessed from the LSM as the MANIFEST says
+	 * it is: read what the store appended to it first, so that the edits
+	 * of the jobs that ended before this create (their outputs' levels,
+	 * flushes, tables moved down) are in.  The collector's periodic read
+	 * falls behind by hundreds of tables while it copies data.  No lock
+	 * may be held for it. */
+	if (S_ISREG(mode) && lifetime_is_table(name))
+		fs_lifetime_tail_manifests(fs);
 	pthread_mutex_lock(&fs->lock);
 	struct fs_inode *dir = fs_inode_get(fs, parent);
 	if (!dir) {

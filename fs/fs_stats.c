@@ -533,6 +533,13 @@ static void render_counters(struct fs *fs, struct fs_text *t, const struct fs_st
 	KV("gc_runs", fst->gc_runs);
 	KV("gc_zones_reclaimed", fst->gc_zones_freed);
 	KV("gc_shared_moves", fst->gc_shared_moves);
+	/* LSM level inference: tables, and the guesses a later level undid */
+	KV("lifetime_tables", fst->lifetime_tables);
+	KV("lifetime_tables_corrected", fst->lifetime_tables_corrected);
+	KV("lifetime_tables_died", fst->lifetime_tables_died);
+	KV("lifetime_table_bytes_died", fst->lifetime_table_bytes_died);
+	KV("lifetime_tables_misguessed", fst->lifetime_tables_misguessed);
+	KV("lifetime_misguessed_bytes", fst->lifetime_misguessed_bytes);
 	/* shared extents (copy_file_range) */
 	KV("shared_bytes", fst->shared_bytes);
 	KV("shared_saved_bytes", fst->shared_saved_bytes);

@@ -102,6 +102,10 @@ struct gc {
 	size_t skip_words;
 	/* the thread's counters, for its reports (the stats come from zalloc) */
 	_Atomic uint64_t runs, freed, moved, skipped, discarded, noroom;
+	/* misplaced: bytes moved of files whose class is no longer their
+	 * victim's (a level corrected after the data was written); mixed_*:
+	 * the victims that held any such bytes, and all they moved */
+	_Atomic uint64_t misplaced, mixed_victims, mixed_moved;
 	uint64_t noroom_warned_ns;
 	uint64_t report_ns;		/* last periodic debug report */
 };
@@ -330,7 +334,7 @@ static int collect_one(struct gc *gc, bool urgent)
 	struct fs_move_piece *pcs = NULL, *spcs = NULL;
 	struct fs_move_part *parts = NULL;
 	size_t npcs = 0, nspcs = 0, maxparts;
-	uint64_t moved = 0, skipped = 0;
+	uint64_t moved = 0, skipped = 0, misplaced = 0;
 	int ret;
 
 	if (gc->skip)
@@ -389,6 +393,8 @@ static int collect_one(struct gc *gc, bool urgent)
 			ret = (int)r;
 		} else {
 			moved += (uint64_t)r;
+			if (cls != (int)v.cls)
+				misplaced += (uint64_t)r;
 		}
 		if (urgent && !gc_urgent(gc))
 			urgent = false;
@@ -397,6 +403,11 @@ static int collect_one(struct gc *gc, bool urgent)
 	}
 	gc->moved += moved;
 	gc->skipped += skipped;
+	if (misplaced) {
+		gc->misplaced += misplaced;
+		gc->mixed_victims++;
+		gc->mixed_moved += moved;
+	}
 	if (skipped)
 		zalloc_gc_skipped(gc->za, skipped);
 	{
@@ -406,10 +417,10 @@ static int collect_one(struct gc *gc, bool urgent)
 						       : ret == -ENOSPC ? GC_NOROOM_BACKOFF_NS : 0);
 		if (zalloc_zone_info(gc->za, v.zone, &zi) == 0 && zi.valid_bytes == 0)
 			gc->freed++;
-		zf_dbg("gc: zone %u (%s, %llu valid, score %.3g): moved %llu, skipped %llu, valid now %llu",
+		zf_dbg("gc: zone %u (%s, %llu valid, score %.3g): moved %llu, skipped %llu, valid now %llu, misplaced %llu",
 		       v.zone, lifetime_class_name(v.cls), (unsigned long long)v.valid_bytes,
 		       v.score, (unsigned long long)moved, (unsigned long long)skipped,
-		       (unsigned long long)zi.valid_bytes);
+		       (unsigned long long)zi.valid_bytes, (unsigned long long)misplaced);
 	}
 	free(parts);
 	free(pcs);
@@ -481,14 +492,18 @@ static void gc_report(struct gc *gc, const char *what)
 	zf_log(strcmp(what, "gc: status") ? ZF_LOG_INFO : ZF_LOG_DEBUG,
 	       "%s: %llu victims (%llu emptied), %llu MB moved, %llu MB skipped (busy files), "
 	       "%llu without room; free zones %u, valid %llu%%, writer waits %llu (%llu ms), "
-	       "reserve taken %llu (after %llu waits)",
+	       "reserve taken %llu (after %llu waits); misplaced %llu MB of files now of another "
+	       "class, in %llu victims that moved %llu MB",
 	       what, (unsigned long long)gc->runs, (unsigned long long)gc->freed,
 	       (unsigned long long)(gc->moved / 1000000), (unsigned long long)(gc->skipped / 1000000),
 	       (unsigned long long)gc->noroom, zs.free_zones,
 	       (unsigned long long)(zs.capacity_bytes ? zs.valid_bytes * 100 / zs.capacity_bytes : 0),
 	       (unsigned long long)zs.gc_waits,
 	       (unsigned long long)(zs.gc_wait_ns / 1000000),
-	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants);
+	       (unsigned long long)zs.gc_reserve_taken, (unsigned long long)zs.gc_reserve_grants,
+	       (unsigned long long)(gc->misplaced / 1000000),
+	       (unsigned long long)gc->mixed_victims,
+	       (unsigned long long)(gc->mixed_moved / 1000000));
 }
 
 static void *gc_main(void *arg)

@@ -36,6 +36,7 @@ struct li_file {
 	bool dead;		/* tombstone */
 	bool exact;		/* level from a MANIFEST */
 	bool sealed;		/* table whose size is final: bytes counts */
+	int8_t cls0;		/* table: class of its level at create, -1 none */
 	uint64_t bytes;		/* sealed: its size, in lv_bytes[level] */
 };
 
@@ -91,6 +92,7 @@ struct lifetime_infer {
 	uint64_t lv_exact[LIFETIME_MAX_LEVELS];	/* ... of them exact */
 	uint64_t open[LI_OPEN];	/* unsealed tables, oldest first */
 	unsigned int nopen;
+	bool leveldb;		/* the tables are LevelDB's (lifetime_infer_leveldb) */
 };
 
 static size_t fhash(uint64_t file, size_t cap)
@@ -156,6 +158,7 @@ static struct li_file *file_get(struct lifetime_infer *li, uint64_t file)
 	memset(x, 0, sizeof(*x));
 	x->file = file;
 	x->level = -1;
+	x->cls0 = -1;
 	li->flive++;
 	return x;
 }
@@ -414,6 +417,25 @@ static void learn_targets(struct lifetime_infer *li)
 	li->targets_dirty = false;
 }
 
+/* LevelDB's target for level k >= 1: LIFETIME_LDB_L1_TARGET for L1,
+ * LIFETIME_LEVEL_MULT times more per level below (MaxBytesForLevel in
+ * its version_set.cc, which no option changes). */
+static double leveldb_target(int k)
+{
+	double t = LIFETIME_LDB_L1_TARGET;
+
+	while (k-- > 1)
+		t *= LIFETIME_LEVEL_MULT;
+	return t;
+}
+
+/* The target of level k >= 1 the picker uses: LevelDB's own, else the
+ * learned one (0: never predicted).  [mu] */
+static double target_of(const struct lifetime_infer *li, int k)
+{
+	return li->leveldb ? leveldb_target(k) : li->target[k];
+}
+
 /* Level of a new compaction job from the picker simulation; fills the
  * job's features. */
 static int picker_level(struct lifetime_infer *li, struct li_thread *t,
@@ -435,10 +457,12 @@ static int picker_level(struct lifetime_infer *li, struct li_thread *t,
 		learn_targets(li);
 	best = t->f_n0 / (double)LIFETIME_L0_TRIGGER;
 	for (int k = 1; k < LIFETIME_MAX_LEVELS - 1; k++) {
-		if (li->target[k] <= 0 || t->f_b[k] <= 0)
+		double target = target_of(li, k);
+
+		if (target <= 0 || t->f_b[k] <= 0)
 			continue;
-		if (t->f_b[k] / li->target[k] > best) {
-			best = t->f_b[k] / li->target[k];
+		if (t->f_b[k] / target > best) {
+			best = t->f_b[k] / target;
 			lvl = k;
 		}
 	}
@@ -509,6 +533,34 @@ static void open_job(struct lifetime_infer *li, struct li_thread *t, int level,
 	t->obs_idx = -1;
 }
 
+/* The class the current level -> class map gives level l (the map
+ * fs_lifetime_pick() applies at create).  [mu] */
+static int level_class_now(struct lifetime_infer *li, int l)
+{
+	uint8_t map[LIFETIME_MAX_LEVELS];
+
+	lifetime_level_classes(&li->st.wal, li->st.level, map);
+	return map[l < LIFETIME_MAX_LEVELS ? l : LIFETIME_MAX_LEVELS - 1];
+}
+
+/* A table dies at level lvl: it counts among the misguessed ones when
+ * that level's class is not the one its level at create gave, the data it
+ * wrote then having gone to another class's zones (all of it, but for
+ * what was still buffered when the level was corrected).  [mu] */
+static void note_guess(struct lifetime_infer *li, const struct li_file *x, int lvl)
+{
+	uint64_t b = x->sealed ? x->bytes : 0;
+
+	if (x->cls0 < 0)
+		return;	/* adopted at mount: no guess was made */
+	li->st.tables_died++;
+	li->st.bytes_died += b;
+	if (level_class_now(li, lvl) != x->cls0) {
+		li->st.tables_misguessed++;
+		li->st.bytes_misguessed += b;
+	}
+}
+
 /* The level of a new table x created by thread t (the four steps of
  * lifetime.h, in order); opens or follows t's compaction job and counts the
  * table in the statistics.  [mu] */
@@ -525,7 +577,16 @@ static int table_level(struct lifetime_infer *li, struct li_file *x,
 	if (t->job && (t->resolving || now_ns - t->job_last_ns > LIFETIME_JOB_IDLE_NS))
 		close_job(t);
 	rd = read_inputs(li, t, now_ns);
-	if (rd >= 0) {
+	if (rd < 0 && pending > 0 && li->leveldb) {
+		/* LevelDB's one background thread writes a waiting memtable
+		 * before anything else, even in the middle of a compaction
+		 * (BackgroundCompaction and DoCompactionWork look for it
+		 * first) */
+		lvl = 0;
+		why = LIFETIME_WHY_FLUSH;
+		li->unconf++;
+		t->n_flush++;
+	} else if (rd >= 0) {
 		lvl = rd + 1;
 		why = LIFETIME_WHY_READS;
 		if (!t->job) {
@@ -598,6 +659,7 @@ void lifetime_infer_create(struct lifetime_infer *li, uint64_t file,
 		goto out;
 	open_add(li, x, size_of, arg);
 	lvl = table_level(li, x, thread_get(li, tid, now_ns), now_ns, size_of, arg, &why);
+	x->cls0 = (int8_t)level_class_now(li, lvl);
 	if (g)
 		*g = (struct lifetime_guess){ .level = lvl, .why = why, .job = x->job };
 out:
@@ -788,8 +850,10 @@ size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
 	}
 	lvl = x->level;
 	job = x->job;
-	if (lvl >= 0)
+	if (lvl >= 0) {
 		obs_note(&li->st.level[lvl], clock - x->born);
+		note_guess(li, x, lvl);
+	}
 	file_del(li, x);
 	if (lvl < 0)
 		goto out;
@@ -830,6 +894,15 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
 	return changed;
 }
 
+void lifetime_infer_leveldb(struct lifetime_infer *li)
+{
+	if (!li)
+		return;
+	pthread_mutex_lock(&li->mu);
+	li->leveldb = true;
+	pthread_mutex_unlock(&li->mu);
+}
+
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file)
 {
 	int l = -1;
@@ -867,7 +940,7 @@ void lifetime_infer_get_stats(struct lifetime_infer *li,
 	if (li->targets_dirty)
 		learn_targets(li);
 	for (int k = 0; k < LIFETIME_MAX_LEVELS; k++)
-		st->level_targets[k] = (uint64_t)li->target[k];
+		st->level_targets[k] = (uint64_t)(k ? target_of(li, k) : li->target[k]);
 	lifetime_level_classes(&li->st.wal, li->st.level, st->level_class);
 	pthread_mutex_unlock(&li->mu);
 }

@@ -91,6 +91,11 @@ int lifetime_is_table(const char *name)
 	return fnmatch("*.sst", name, 0) == 0 || fnmatch("*.ldb", name, 0) == 0;
 }
 
+int lifetime_is_leveldb_table(const char *name)
+{
+	return fnmatch("*.ldb", name, 0) == 0;
+}
+
 int lifetime_is_wal(const char *name)
 {
 	return fnmatch("*.log", name, 0) == 0;

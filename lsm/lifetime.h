@@ -166,6 +166,8 @@ enum lifetime_source lifetime_preset(const char *name, enum lifetime_class *cls)
 
 /* True for LSM table files (*.sst, *.ldb) whose level inference applies. */
 int lifetime_is_table(const char *name);
+/* True for LevelDB's tables (*.ldb; RocksDB names its tables *.sst). */
+int lifetime_is_leveldb_table(const char *name);
 /* True for write-ahead logs (*.log). */
 int lifetime_is_wal(const char *name);
 
@@ -247,6 +249,7 @@ uint64_t lifetime_table_number(const char *name);
 
 #define LIFETIME_L0_TRIGGER 4		/* L0 files that start an L0 compaction */
 #define LIFETIME_LEVEL_MULT 10.0	/* default target(k+1) / target(k) */
+#define LIFETIME_LDB_L1_TARGET (10.0 * 1048576.0)	/* LevelDB's L1 target, bytes */
 #define LIFETIME_READ_MIN (64u << 10)	/* table bytes read that reveal a compaction */
 #define LIFETIME_READ_WINDOW_NS (30ull * 1000000000ull)
 #define LIFETIME_JOB_IDLE_NS (20ull * 1000000000ull)	/* an open job dies after this */
@@ -319,6 +322,17 @@ size_t lifetime_infer_unlink(struct lifetime_infer *li, uint64_t file,
  * it alone.  Returns 1 and fills *fix when the belief changed. */
 int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level,
 			     struct lifetime_fix *fix);
+/* The tables are LevelDB's (named *.ldb).  From then on:
+ *   - the picker uses LevelDB's level targets, LIFETIME_LDB_L1_TARGET
+ *     for L1 and LIFETIME_LEVEL_MULT times more per level below, not
+ *     learned ones: LevelDB has no option for them, and in its steady
+ *     state two levels' scores differ by a few percent, which a learned
+ *     threshold does not resolve (measured: target(2) learned at 116 MB
+ *     for LevelDB's 104.9 picked L1 where LevelDB picked L2);
+ *   - a pending flush comes first, even for a thread in a compaction
+ *     job: LevelDB's single background thread writes a waiting
+ *     memtable before anything else, also in the middle of a job. */
+void lifetime_infer_leveldb(struct lifetime_infer *li);
 /* Current belief about a table's level (-1 unknown / not a table). */
 int lifetime_infer_level(struct lifetime_infer *li, uint64_t file);
 /* The level -> class map from the lifetimes observed so far. */
@@ -331,6 +345,12 @@ struct lifetime_infer_stats {
 	uint64_t jobs_resolved;		/* compaction jobs whose inputs died */
 	uint64_t tables_corrected;	/* outputs whose level was corrected */
 	uint64_t tables_exact;		/* levels set from a MANIFEST */
+	/* Tables unlinked whose level was guessed at create, their sealed
+	 * bytes, and of those the tables whose level at death maps to another
+	 * class than the guess did (their data went to the wrong zones, but
+	 * for what was still buffered when the level was corrected). */
+	uint64_t tables_died, bytes_died;
+	uint64_t tables_misguessed, bytes_misguessed;
 	uint64_t level_targets[LIFETIME_MAX_LEVELS];	/* learned target(k), bytes */
 	struct lifetime_level_obs wal, level[LIFETIME_MAX_LEVELS];
 	uint8_t level_class[LIFETIME_MAX_LEVELS];

@@ -693,6 +693,88 @@ START_TEST(infer_fix_without_list)
 }
 END_TEST
 
+/* A table whose class at death is not the class its level at create gave
+ * counts as misguessed, with its sealed bytes: its data went to another
+ * class's zones.  A correction within one class (L1 -> L0, both MEDIUM)
+ * and a table adopted at mount (no guess) do not count. */
+START_TEST(infer_misguessed_counted)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_infer_stats st;
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+	struct lifetime_guess g;
+
+	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
+	/* a new job: nothing learned yet, the picker says L1 (MEDIUM) */
+	for (uint64_t f = 10; f < 14; f++) {
+		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 300, 1000, 0,
+				      id_size, NULL, &g);
+		ck_assert_int_eq(g.level, 1);
+		lifetime_infer_seal(li, f, (f - 9) * MiB);
+	}
+	/* its L1 input dies: the outputs are L2 (LONG) */
+	ck_assert_uint_eq(lifetime_infer_unlink(li, 1, 300, 2000, 0, fx), 4);
+	/* the MANIFEST puts two of them back: 12 in L1, 13 in L0 (MEDIUM) */
+	ck_assert_int_eq(lifetime_infer_set_level(li, 12, 1, &fx[0]), 1);
+	ck_assert_int_eq(lifetime_infer_set_level(li, 13, 0, &fx[0]), 1);
+	for (uint64_t f = 10; f < 14; f++)
+		lifetime_infer_unlink(li, f, 300, 3000, 0, fx);
+	lifetime_infer_unlink(li, 2, 300, 3000, 0, fx);
+	lifetime_infer_get_stats(li, &st);
+	ck_assert_uint_eq(st.tables_died, 4);
+	ck_assert_uint_eq(st.bytes_died, 10 * MiB);
+	ck_assert_uint_eq(st.tables_misguessed, 2);
+	ck_assert_uint_eq(st.bytes_misguessed, 3 * MiB);
+	lifetime_infer_free(li);
+}
+END_TEST
+
+/* LevelDB: the picker knows its level targets (10 MiB for L1, ten times
+ * more per level) before any job taught it, and picks L1 -> L2 when L1's
+ * score is the highest; a pending flush comes first even in the middle of
+ * a compaction job.  RocksDB's tables learn their targets. */
+static void leveldb_picks(bool leveldb, int *first, int *mid_flush)
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_guess g;
+	uint64_t f = 1;
+
+	if (leveldb)
+		lifetime_infer_leveldb(li);
+	/* L0 2 tables (score 0.5), L1 12 MiB (1.2), L2 80 MiB (0.8) */
+	for (int i = 0; i < 2; i++)
+		lifetime_infer_adopt(li, f++, LIFETIME_KIND_TABLE, 0, 0, 4 * MiB);
+	for (int i = 0; i < 6; i++)
+		lifetime_infer_adopt(li, f++, LIFETIME_KIND_TABLE, 1, 0, 2 * MiB);
+	for (int i = 0; i < 40; i++)
+		lifetime_infer_adopt(li, f++, LIFETIME_KIND_TABLE, 2, 0, 2 * MiB);
+	lifetime_infer_create(li, 100, LIFETIME_KIND_WAL, 9, 1000, 0, id_size, NULL, NULL);
+	lifetime_infer_create(li, 101, LIFETIME_KIND_TABLE, 5, 2000, 0, id_size, NULL, &g);
+	*first = g.level;
+	/* the memtable fills: a new WAL, and the job's thread writes next */
+	lifetime_infer_create(li, 102, LIFETIME_KIND_WAL, 9, 3000, 0, id_size, NULL, NULL);
+	lifetime_infer_create(li, 103, LIFETIME_KIND_TABLE, 5, 4000, 0, id_size, NULL, &g);
+	*mid_flush = g.level;
+	ck_assert_int_eq(lifetime_infer_check(li), 0);
+	lifetime_infer_free(li);
+}
+
+START_TEST(infer_leveldb_picker)
+{
+	int first, mid;
+
+	leveldb_picks(true, &first, &mid);
+	ck_assert_int_eq(first, 2);
+	ck_assert_int_eq(mid, 0);
+	leveldb_picks(false, &first, &mid);
+	ck_assert_int_eq(first, 1);	/* nothing learned: an L0 job */
+	ck_assert_int_eq(mid, 1);	/* the job goes on */
+	ck_assert(lifetime_is_leveldb_table("000012.ldb"));
+	ck_assert(!lifetime_is_leveldb_table("000012.sst"));
+}
+END_TEST
+
 /* ---- MANIFEST parsing ------------------------------------------------------ */
 
 struct enc { uint8_t b[200000]; size_t n; };
@@ -1026,6 +1108,34 @@ START_TEST(fs_class_sources)
 }
 END_TEST
 
+/* The MANIFEST is read before a table's create: the levels it gives are
+ * in when the next table's level is guessed, without waiting for the
+ * collector's periodic read. */
+START_TEST(fs_manifest_before_create)
+{
+	static struct enc log, rec;
+	struct zdev *dev;
+	struct fs *fs;
+	uint64_t mf, t;
+
+	fs_dev_make();
+	fs = fs_up(&dev, NULL, false);
+	mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
+	mk(fs, FS_ROOT_INO, "000005.log", 2);
+	t = mk(fs, FS_ROOT_INO, "000006.ldb", 3);
+	ck_assert_int_ne(fs_lifetime_level(fs, t), 2);
+	log.n = rec.n = 0;
+	e_new(&rec, false, 2, 6);
+	e_log(&log, rec.b, rec.n);
+	ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
+	mk(fs, FS_ROOT_INO, "000007.ldb", 3);
+	ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
+	lifetime_is(fs, t, "long inferred\n");
+	fs_down(fs, dev);
+	tl_dev_remove(&td);
+}
+END_TEST
+
 /* Rules with '/' match the path from the root: right after directories
  * are renamed, exchanged and removed, and after a remount (the names are
  * rebuilt from the log), however deep. */
@@ -1094,10 +1204,13 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_corners);
 	tcase_add_test(tc, infer_sums_recount);
 	tcase_add_test(tc, infer_fix_without_list);
+	tcase_add_test(tc, infer_misguessed_counted);
+	tcase_add_test(tc, infer_leveldb_picker);
 	tcase_add_test(tc, manifest_parse);
 	tcase_add_test(tc, infer_exact_levels);
 	tcase_add_test(tc, fs_class_sources);
 	tcase_add_test(tc, fs_rule_paths);
+	tcase_add_test(tc, fs_manifest_before_create);
 	suite_add_tcase(s, tc);
 	return s;
 }
