@@ -227,6 +227,10 @@ static void check_links(struct check *ck, struct fs_inode *in, uint32_t names)
 				(unsigned long long)in->ino, in->nlink, names);
 		return;
 	}
+	/* removed while open (a snapshot wrote it held): the mount frees it,
+	 * as it frees files unlinked while open */
+	if (in->nlink == 0 && names == 0)
+		return;
 	uint32_t subdirs = 0;
 	for (size_t i = 0; i < in->dir->n; i++) {
 		struct fs_dirent *d = in->dir->ents[i];

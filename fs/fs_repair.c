@@ -473,6 +473,8 @@ static int fix_links(struct fs *fs, struct fs_repair *r)
 	for (struct fs_inode *in = fs_inode_first(fs); in; in = fs_inode_next(fs, in)) {
 		uint32_t want = fs_count_sorted(t, n, in->ino);
 		if (in->dir) {
+			if (in->nlink == 0 && !in->dir->self)
+				continue;	/* removed while open: freed by the mount */
 			want = 2;
 			for (size_t i = 0; i < in->dir->n; i++) {
 				struct fs_dirent *d = in->dir->ents[i];

@@ -313,6 +313,43 @@ START_TEST(preen_fixes_links_and_orphans)
 }
 END_TEST
 
+/* A directory removed while the kernel still holds it (an open handle, a
+ * cwd) keeps its inode with no link until released; a crash then leaves
+ * it in the log.  That is a state the live file system makes and the
+ * mount frees, so fsck finds nothing: no link count to "fix" (which would
+ * keep an unnamed directory for good). */
+START_TEST(directory_removed_while_open_is_no_problem)
+{
+	struct stat st;
+	uint64_t d = tl_mk(fs, FS_ROOT_INO, "d", S_IFDIR | 0755);
+	uint64_t f = mkfile(fs, FS_ROOT_INO, "f", 5000, 3);
+
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "d", &st), 0);	/* held */
+	ck_assert_uint_eq(st.st_ino, d);
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "f", &st), 0);
+	ck_assert_int_eq(fs_rmdir(fs, FS_ROOT_INO, "d"), 0);
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "f"), 0);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	/* a snapshot now writes both held inodes, with no link */
+	pthread_mutex_lock(&fs->lock);
+	ck_assert_int_eq(mlog_snapshot(fs->mlog, fs_emit_snapshot, fs), 0);
+	pthread_mutex_unlock(&fs->lock);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	crash();
+
+	struct fs_fsck_result r = fsck(FS_FSCK_CHECK);
+	ck_assert_msg(r.found == 0, "%d problem(s), first: %s", r.found, nlines ? lines[0] : "");
+	r = fsck(FS_FSCK_PREEN);
+	ck_assert_int_eq(r.found, 0);
+	ck_assert_int_eq(fs_check(dev, false, tl_fsck_print, NULL), 0);
+	ck_assert_int_eq(tl_mount(dev, 16u << 20, false, &fs), 0);
+	ck_assert_int_eq(fs_getattr(fs, d, &st), -ENOENT);	/* freed by the mount */
+	ck_assert_int_eq(fs_getattr(fs, f, &st), -ENOENT);
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs = NULL;
+}
+END_TEST
+
 START_TEST(bad_extent_needs_yes)
 {
 	uint64_t a = mkfile(fs, FS_ROOT_INO, "a", 8192, 9);
@@ -357,6 +394,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, damaged_record_readonly_then_yes);
 	tcase_add_test(tc, lost_header_rebuilt);
 	tcase_add_test(tc, preen_fixes_links_and_orphans);
+	tcase_add_test(tc, directory_removed_while_open_is_no_problem);
 	tcase_add_test(tc, bad_extent_needs_yes);
 	suite_add_tcase(s, tc);
 	return s;
