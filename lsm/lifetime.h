@@ -327,8 +327,7 @@ int lifetime_infer_set_level(struct lifetime_infer *li, uint64_t file, int level
  *     for L1 and LIFETIME_LEVEL_MULT times more per level below, not
  *     learned ones: LevelDB has no option for them, and in its steady
  *     state two levels' scores differ by a few percent, which a learned
- *     threshold does not resolve (measured: target(2) learned at 116 MB
- *     for LevelDB's 104.9 picked L1 where LevelDB picked L2);
+ *     threshold does not resolve;
  *   - a pending flush comes first, even for a thread in a compaction
  *     job: LevelDB's single background thread writes a waiting
  *     memtable before anything else, also in the middle of a job. */
@@ -351,7 +350,8 @@ struct lifetime_infer_stats {
 	 * for what was still buffered when the level was corrected). */
 	uint64_t tables_died, bytes_died;
 	uint64_t tables_misguessed, bytes_misguessed;
-	uint64_t level_targets[LIFETIME_MAX_LEVELS];	/* learned target(k), bytes */
+	uint64_t level_targets[LIFETIME_MAX_LEVELS];	/* target(k) the picker uses
+							 * (learned, or LevelDB's), bytes */
 	struct lifetime_level_obs wal, level[LIFETIME_MAX_LEVELS];
 	uint8_t level_class[LIFETIME_MAX_LEVELS];
 };
