@@ -1201,6 +1201,9 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 		zalloc_room_done(fs->za, admitted);
 		goto unlock;
 	}
+	if ((flags & FS_WRITE_PAGECACHE) && off + size > in->size &&
+	    in->wb_grow_from == UINT64_MAX)
+		in->wb_grow_from = in->size;
 	const uint8_t *src = buf;
 	uint64_t pos = off, end = off + size, su = fs->opts.stripe_unit;
 	while (pos < end) {
@@ -1270,6 +1273,28 @@ ssize_t fs_write_donated(struct fs *fs, uint64_t ino, uint64_t off, struct fs_do
 	return write_common(fs, ino, off, d->base, d, size, flags);
 }
 
+/* Whether the block holding byte off has bytes of its own: mapped,
+ * buffered or fallocated (a hole reads zeros).  [RW] */
+static bool block_stored(struct fs *fs, struct fs_inode *in, uint64_t off)
+{
+	struct extmap_cur c;
+	const struct extmap_ext *e = extmap_seek(&in->map, off, &c);
+	uint64_t blk = off / fs->bs;
+	struct fs_chunk *ch = chunk_find(in, blk / fs->pages_per_chunk);
+	bool pa = false;
+
+	if (e && e->off <= off)
+		return true;
+	if (ch && chunk_page(fs, ch, (uint32_t)(blk % fs->pages_per_chunk)))
+		return true;
+	if (in->npa) {
+		pthread_mutex_lock(&fs->lock);
+		pa = fs_pa_overlap(in, blk * fs->bs, fs->bs) > 0;
+		pthread_mutex_unlock(&fs->lock);
+	}
+	return pa;
+}
+
 int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err)
 {
 	int ret;
@@ -1280,10 +1305,14 @@ int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err)
 	fs_rw_wrlock(in);
 	fs_data_wait_writeout(in);
 	/* Write-back taken past the refusal meanwhile (WRITEs served out of
-	 * order) is only in the buffer when nothing past off is mapped: drop
-	 * it, or the stored file would have a hole where the refusal is. */
-	if (in->size > off && extmap_end(&in->map) <= off && !fs->read_only)
-		ret = fs_data_truncate(fs, in, off);
+	 * order, buffered or already written out) would leave a hole where
+	 * the refused bytes are: drop it.  Only bytes that grew the file
+	 * since it was last fsync'ed, closed or truncated go, and only when
+	 * the first of them is a hole (a refused rewrite leaves the old
+	 * bytes, and appends past them stay). */
+	uint64_t cut = ZF_MAX(off, in->wb_grow_from);
+	if (in->size > cut && !fs->read_only && !block_stored(fs, in, cut))
+		ret = fs_data_truncate(fs, in, cut);
 	if (off < in->wb_cut) {
 		in->wb_cut = off;
 		in->wb_cut_err = err < 0 ? err : -EIO;
@@ -1351,6 +1380,7 @@ int fs_data_truncate(struct fs *fs, struct fs_inode *in, uint64_t size)
 	/* The writer starts over below a refused write-back: take it. */
 	if (size <= in->wb_cut)
 		in->wb_cut = UINT64_MAX;
+	in->wb_grow_from = UINT64_MAX;	/* the size is the caller's now */
 	if (size == in->size) {
 		/* Nothing changes but a fallocated range past the end, which a
 		 * truncate gives back as on ext4 (RocksDB trims its tables'
@@ -1420,6 +1450,8 @@ int fs_fsync(struct fs *fs, uint64_t ino, bool datasync)
 	if (S_ISREG(in->mode)) {
 		pthread_rwlock_wrlock(&in->rw);
 		ret = fs_data_writeout(fs, in, true);
+		if (!ret)	/* its bytes are promised now: see wb_grow_from */
+			in->wb_grow_from = UINT64_MAX;
 		pthread_rwlock_unlock(&in->rw);
 	}
 	/* fdatasync of a regular file needs its data and size, not its times

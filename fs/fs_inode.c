@@ -92,6 +92,7 @@ struct fs_inode *fs_inode_alloc(struct fs *fs, uint64_t ino)
 		return NULL;
 	in->ino = ino;
 	in->wb_cut = UINT64_MAX;
+	in->wb_grow_from = UINT64_MAX;
 	pthread_rwlock_init(&in->rw, NULL);
 	pthread_mutex_init(&in->wb_lock, NULL);
 	pthread_cond_init(&in->wb_cond, NULL);

@@ -153,6 +153,12 @@ struct fs_inode {
 	 * truncate to at most wb_cut */
 	uint64_t wb_cut;
 	int wb_cut_err;
+	/* [RW] the size when the page cache's write-back first grew the file
+	 * since the last fsync, last close or truncate (bytes; UINT64_MAX: it
+	 * has not).  Bytes past it were promised to no one but the kernel's
+	 * write-back, so a refusal may drop them rather than leave a hole
+	 * (fs_writeback_refused) */
+	uint64_t wb_grow_from;
 	uint64_t wb_done;		/* write-outs finished (generation) */
 	uint32_t wb_press;		/* chunks still to write striped since a
 					 * writer last found a complete chunk but

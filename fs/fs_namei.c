@@ -462,8 +462,10 @@ int fs_release(struct fs *fs, uint64_t ino)
 	 * class is still open. */
 	if (S_ISREG(in->mode)) {
 		fs_rw_wrlock(in);
-		if (in->nopen <= 1)	/* the last close: write-back starts afresh */
+		if (in->nopen <= 1) {	/* the last close: write-back starts afresh */
 			in->wb_cut = UINT64_MAX;
+			in->wb_grow_from = UINT64_MAX;
+		}
 		if (in->nlink > 0 && !(behind = may_write_behind(fs, in)))
 			ret = fs_data_writeout(fs, in, true);
 		fs_pf_invalidate(fs, in);	/* read-ahead memory goes back */

@@ -538,6 +538,59 @@ START_TEST(refused_writeback_cuts_the_file)
 }
 END_TEST
 
+/* WRITEs served out of order near full: write-back past the refusal was
+ * taken and already written out when the refused one came (the CI run
+ * of integ_adversarial that read a hole).  The bytes that grew the file
+ * past the refusal are dropped, so the stored file is a prefix of what
+ * was written; bytes fsync'ed before, and a refused rewrite's old bytes,
+ * stay. */
+START_TEST(refused_writeback_after_written_out_leaves_no_hole)
+{
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
+	uint8_t *buf = malloc(1 << 20), *got = malloc(1 << 20);
+	struct stat st;
+	memset(buf, 0x21, 1 << 20);
+	ck_assert_int_eq(fs_open(fs, f, O_RDWR), 0);
+	ck_assert_int_eq(fs_write(fs, f, 0, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_write(fs, f, 2 << 20, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_flush(fs, f), 0);	/* written out, not fsync'ed */
+	ck_assert_int_eq(fs_writeback_refused(fs, f, 1 << 20, -ENOSPC), 0);
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_int_eq(st.st_size, 1 << 20);
+	ck_assert_int_eq(fs_release(fs, f), 0);
+
+	/* fsync'ed bytes past a hole the writer made stay */
+	uint64_t g = tl_mk(fs, FS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_int_eq(fs_open(fs, g, O_RDWR), 0);
+	ck_assert_int_eq(fs_write(fs, g, 2 << 20, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_fsync(fs, g, false), 0);
+	ck_assert_int_eq(fs_writeback_refused(fs, g, 0, -ENOSPC), 0);
+	ck_assert_int_eq(fs_getattr(fs, g, &st), 0);
+	ck_assert_int_eq(st.st_size, 3 << 20);
+	ck_assert_int_eq(fs_release(fs, g), 0);
+
+	/* a refused rewrite keeps the old bytes and what was appended */
+	uint64_t h = tl_mk(fs, FS_ROOT_INO, "h", S_IFREG | 0644);
+	ck_assert_int_eq(fs_open(fs, h, O_RDWR), 0);
+	ck_assert_int_eq(fs_write(fs, h, 0, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_fsync(fs, h, false), 0);
+	ck_assert_int_eq(fs_write(fs, h, 1 << 20, buf, 1 << 20, FS_WRITE_PAGECACHE), 1 << 20);
+	ck_assert_int_eq(fs_flush(fs, h), 0);
+	ck_assert_int_eq(fs_writeback_refused(fs, h, 4096, -ENOSPC), 0);
+	ck_assert_int_eq(fs_getattr(fs, h, &st), 0);
+	ck_assert_int_eq(st.st_size, 2 << 20);
+	ck_assert_int_eq(fs_read(fs, h, 1 << 20, 1 << 20, got), 1 << 20);
+	ck_assert(memcmp(got, buf, 1 << 20) == 0);
+	ck_assert_int_eq(fs_release(fs, h), 0);
+	free(buf);
+	free(got);
+	ck_assert_int_eq(fs_sync(fs), 0);
+	remount();
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_int_eq(st.st_size, 1 << 20);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("adversarial");
@@ -548,6 +601,7 @@ int main(void)
 	tcase_add_test(tc, snapshot_size_is_counted);
 	tcase_add_test(tc, truncated_bytes_stay_gone);
 	tcase_add_test(tc, refused_writeback_cuts_the_file);
+	tcase_add_test(tc, refused_writeback_after_written_out_leaves_no_hole);
 	tcase_add_test(tc, free_space_level_through_epochs);
 	tcase_add_test(tc, garbage_is_room_for_the_page_cache);
 	suite_add_tcase(s, tc);
