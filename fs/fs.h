@@ -252,6 +252,15 @@ int fs_writeback_refused(struct fs *fs, uint64_t ino, uint64_t off, int err);
 /* The room kept for the kernel's dirty pages (bytes): fs_opts.dirty_reserve,
  * at most a sixteenth of the data capacity.  Any thread. */
 uint64_t fs_dirty_reserve(struct fs *fs);
+/* The part of that reserve that writes other than the page cache's
+ * write-back (O_DIRECT, files that bypass the cache, fallocate) leave free
+ * now: what the kernel may still hold dirty for this mount.  The mount's
+ * owner knows (fusefs: no file open for writing through the cache, 0; its
+ * dirty pages capped lower, less) and sets it; UINT64_MAX (the default):
+ * the whole reserve.  So a device written without the cache meets ENOSPC
+ * when it is full, not a reserve earlier.  Any thread. */
+uint64_t fs_dirty_keep(struct fs *fs);
+void fs_set_dirty_keep(struct fs *fs, uint64_t bytes);
 /* Is the room left (free bytes, and with a collector the dead bytes it
  * could reclaim now, less what is buffered and admitted) below factor
  * times the dirty reserve?  Then the kernel's dirty pages should be

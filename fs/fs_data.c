@@ -1185,7 +1185,7 @@ static ssize_t write_common(struct fs *fs, uint64_t ino, uint64_t off, const voi
 	}
 	admitted = size - own;
 	ret = wait_room(fs, admitted,
-			(flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_reserve(fs)) +
+			(flags & FS_WRITE_PAGECACHE ? 0 : fs_dirty_keep(fs)) +
 			(fs->pa_bytes - ZF_MIN(own, fs->pa_bytes)));
 	if (ret)
 		goto unpin_out;
@@ -1333,6 +1333,16 @@ uint64_t fs_dirty_reserve(struct fs *fs)
 		fs->dirty_reserve = ZF_MIN(fs->opts.dirty_reserve, zs.capacity_bytes / 16);
 	}
 	return fs->dirty_reserve;
+}
+
+uint64_t fs_dirty_keep(struct fs *fs)
+{
+	return ZF_MIN(atomic_load(&fs->dirty_keep), fs_dirty_reserve(fs));
+}
+
+void fs_set_dirty_keep(struct fs *fs, uint64_t bytes)
+{
+	atomic_store(&fs->dirty_keep, bytes);
 }
 
 bool fs_space_low(struct fs *fs, unsigned int factor)
@@ -1564,7 +1574,7 @@ static int prealloc(struct fs *fs, struct fs_inode *in, uint64_t off, uint64_t l
 	uint64_t need = b - a - ZF_MIN(held, b - a);
 	if (!need)
 		return 0;
-	int ret = wait_room(fs, need, fs_dirty_reserve(fs) + fs->pa_bytes);
+	int ret = wait_room(fs, need, fs_dirty_keep(fs) + fs->pa_bytes);
 	if (ret)
 		return ret;
 	fs_rw_wrlock(in);

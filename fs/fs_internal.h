@@ -230,6 +230,9 @@ struct fs {
 
 	/* fs_dirty_reserve() (bytes), UINT64_MAX until its first call */
 	_Atomic uint64_t dirty_reserve;
+	/* fs_dirty_keep(): the part of it kept now (bytes; UINT64_MAX: all
+	 * of it), set by the mount's owner (fs_set_dirty_keep) */
+	_Atomic uint64_t dirty_keep;
 	/* bytes of every file's fallocated, unwritten ranges (fs_prealloc.c);
 	 * changed [L+RW of the file], read anywhere */
 	_Atomic uint64_t pa_bytes;

@@ -182,6 +182,7 @@ static struct fs *fs_alloc(struct zdev *dev, const struct fs_opts *o)
 	else
 		fs_opts_default(&fs->opts);
 	fs->dirty_reserve = UINT64_MAX;
+	fs->dirty_keep = UINT64_MAX;
 	fs->itab_size = 1024;
 	fs->dtab_size = 1024;
 	fs->itab = calloc(fs->itab_size, sizeof(*fs->itab));

@@ -77,6 +77,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
 		conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	ff->wbc = (conn->want & FUSE_CAP_WRITEBACK_CACHE) != 0;
+	fusefs_space_check(ff);	/* no writer yet: nothing kept for the cache */
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	/* name_to_handle_at / open_by_handle_at, NFS re-export (op_lookup) */
@@ -161,23 +163,55 @@ static void refresh_attr(struct fusefs *ff, uint64_t ino)
 
 /* ---- low space and refused write-back (fusefs.h, top comment) ---- */
 
+/* The mount's dirty-page cap while space is low (bytes). */
+static uint64_t low_cap(const struct fusefs *ff)
+{
+	uint64_t reserve = fs_dirty_reserve(ff->fs);
+	return ff->conf.low_cap ? ZF_MIN(reserve, ff->conf.low_cap) : reserve;
+}
+
+uint64_t fusefs_dirty_keep_rule(const struct fusefs_keep_in *k)
+{
+	if (!k->wbc || !k->cached_writers)
+		return 0;
+	if (k->low_capped && k->drain_ns && k->low_for_ns >= k->drain_ns)
+		return k->low_cap;
+	return UINT64_MAX;	/* all of the reserve */
+}
+
+/* fusefs.h: the part of the dirty reserve kept.  [space_lock] */
+static void keep_update(struct fusefs *ff, uint64_t now)
+{
+	bool low = atomic_load(&ff->space_low);
+	struct fusefs_keep_in k = {
+		.wbc = ff->wbc,
+		.cached_writers = atomic_load(&ff->cached_writers),
+		.low_capped = low && ff->low_capped,
+		.low_for_ns = low ? now - ff->low_since_ns : 0,
+		.drain_ns = ff->conf.drain_ns,
+		.low_cap = low_cap(ff),
+	};
+	fs_set_dirty_keep(ff->fs, fusefs_dirty_keep_rule(&k));
+}
+
 void fusefs_space_check(struct fusefs *ff)
 {
 	bool was = atomic_load(&ff->space_low);
 	bool low = fs_space_low(ff->fs, was ? 3 : 2);
 
-	if (low == was)
-		return;
 	pthread_mutex_lock(&ff->space_lock);
 	if (low != atomic_load(&ff->space_low)) {
 		uint64_t reserve = fs_dirty_reserve(ff->fs);
 		struct fusefs_bdi_conf c = ff->bdi;
 		if (low) {
 			c.mode = FUSEFS_BDI_STRICT;
-			c.max_bytes = reserve;
+			c.max_bytes = low_cap(ff);
 		}
-		if (ff->mountpoint)
+		ff->low_capped = low && ff->mountpoint &&
+				 fusefs_bdi_tune(ff->mountpoint, &c, "/sys") > 0;
+		if (!low && ff->mountpoint)
 			(void)fusefs_bdi_tune(ff->mountpoint, &c, "/sys");
+		ff->low_since_ns = zf_now_ns();
 		atomic_store(&ff->space_low, low);
 		/* a warning when it first happens, then (it may come and go
 		 * with every delete and commit) at most once a minute */
@@ -190,12 +224,13 @@ void fusefs_space_check(struct fusefs *ff)
 			zf_warn("space is low (less than %llu MiB left): files opened for writing "
 				"bypass the page cache, the mount's dirty pages are capped at "
 				"%llu MiB", (unsigned long long)(2 * reserve >> 20),
-				(unsigned long long)(reserve >> 20));
+				(unsigned long long)(low_cap(ff) >> 20));
 		else
 			zf_info("space is %s: %s", low ? "low again" : "no longer low",
 				low ? "files opened for writing bypass the page cache"
 				    : "the page cache is used as before");
 	}
+	keep_update(ff, zf_now_ns());
 	pthread_mutex_unlock(&ff->space_lock);
 }
 
@@ -315,6 +350,28 @@ static bool has_writers(struct fusefs *ff, uint64_t ino)
 static uint64_t fh_of(fuse_ino_t ino, int flags)
 {
 	return ino | ((flags & O_ACCMODE) != O_RDONLY ? FUSEFS_FH_WRITE : 0);
+}
+
+/* The file handle of a new open of ino (fi's flags and cache mode set):
+ * a handle that may dirty the page cache is counted before the reply (the
+ * kernel may write at once), and the room kept for the cache follows. */
+static uint64_t fh_open(struct fusefs *ff, fuse_ino_t ino, const struct fuse_file_info *fi)
+{
+	uint64_t fh = fh_of(ino, fi->flags);
+
+	if ((fh & FUSEFS_FH_WRITE) && ff->wbc && !fi->direct_io) {
+		fh |= FUSEFS_FH_CACHED;
+		if (atomic_fetch_add(&ff->cached_writers, 1) == 0)
+			fusefs_space_check(ff);
+	}
+	return fh;
+}
+
+/* The handle fh is closed (or its open failed after fh_open). */
+static void fh_close(struct fusefs *ff, uint64_t fh)
+{
+	if ((fh & FUSEFS_FH_CACHED) && atomic_fetch_sub(&ff->cached_writers, 1) == 1)
+		fusefs_space_check(ff);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -447,12 +504,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	struct fusefs *ff = ff_of(req);	/* req is gone once replied to */
 	cache_mode(ff, fi);
-	fi->fh = fh_of(ino, fi->flags);
+	fi->fh = fh_open(ff, ino, fi);
 	if (fi->fh & FUSEFS_FH_WRITE)	/* before the reply: the kernel may write at once */
 		writers_add(ff, ino, 1);
 	if (fuse_reply_open(req, fi) == -ENOENT) {	/* the opener went away */
 		if (fi->fh & FUSEFS_FH_WRITE)
 			writers_add(ff, ino, -1);
+		fh_close(ff, fi->fh);
 		fs_release(ff->fs, ino);
 	}
 }
@@ -486,12 +544,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	e.attr_timeout = ff->conf.attr_timeout;
 	e.entry_timeout = ff->conf.entry_timeout;
 	cache_mode(ff, fi);
-	fi->fh = fh_of(st.st_ino, fi->flags);
+	fi->fh = fh_open(ff, st.st_ino, fi);
 	if (fi->fh & FUSEFS_FH_WRITE)
 		writers_add(ff, st.st_ino, 1);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		if (fi->fh & FUSEFS_FH_WRITE)
 			writers_add(ff, st.st_ino, -1);
+		fh_close(ff, fi->fh);
 		fs_release(ff->fs, st.st_ino);
 		fs_forget(ff->fs, st.st_ino, 1);
 	}
@@ -691,8 +750,9 @@ static void after_write(struct fusefs *ff, uint64_t ino, uint64_t off, ssize_t n
 			bool writeback, int killed)
 {
 	uint64_t every = ZF_MIN(64ull << 20, fs_dirty_reserve(ff->fs) / 2);
-	if (n > 0 && every &&
-	    atomic_fetch_add(&ff->space_bytes, (uint64_t)n) + (uint64_t)n >= every) {
+	if ((n > 0 && every &&
+	     atomic_fetch_add(&ff->space_bytes, (uint64_t)n) + (uint64_t)n >= every) ||
+	    n == -ENOSPC) {
 		atomic_store(&ff->space_bytes, 0);
 		fusefs_space_check(ff);
 	}
@@ -750,11 +810,13 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	/* close() has reported the write-back's errors (the kernel's): a
 	 * writer opening the file later must not get them again. */
+	struct fusefs *ff = ff_of(req);
 	if (fi->fh & FUSEFS_FH_WRITE) {
-		(void)wb_error_take(ff_of(req), ino, true);
-		writers_add(ff_of(req), ino, -1);	/* the kernel wrote its pages back */
+		(void)wb_error_take(ff, ino, true);
+		writers_add(ff, ino, -1);	/* the kernel wrote its pages back */
 	}
-	reply_err(req, fs_release(fs_of(req), ino));
+	fh_close(ff, fi->fh);
+	reply_err(req, fs_release(ff->fs, ino));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -22,7 +22,8 @@
  * or past the refused offset is refused too, so that a sequential writer
  * never leaves a hole in the middle of what was stored.  Files opened for
  * writing while space is low (fs_space_low) bypass the page cache, so that
- * their write() meets ENOSPC itself.
+ * their write() meets ENOSPC itself.  Writes that bypass the cache leave
+ * free only what the kernel may still hold dirty (fusefs_space_check).
  *
  * Thread safety: handlers run concurrently on the request loop's workers (loop.h, or
  * libfuse's with -s / -o fuse_loop=mt) and on the io_uring threads (uring.h);
@@ -51,6 +52,13 @@ struct fusefs_conf {
 	unsigned int max_read;		/* bytes per READ; 0 = max_write */
 	bool killpriv;		/* negotiate HANDLE_KILLPRIV_V2 when offered */
 	bool writeback_cache;	/* ask for FUSE_CAP_WRITEBACK_CACHE when offered */
+	/* While space is low: the mount's dirty-page cap (bytes; 0 = the
+	 * dirty reserve's), and how long the kernel takes at most to write
+	 * back a dirty page (ns: vm.dirty_expire_centisecs plus
+	 * vm.dirty_writeback_centisecs; 0 = unknown).  Once that long has
+	 * passed under the lower cap, only it is kept (fusefs_space_check). */
+	uint64_t low_cap;
+	uint64_t drain_ns;
 };
 
 /* Files whose write-back the fs refused (top comment), until a writer of
@@ -110,8 +118,10 @@ struct fusefs_inval {
 };
 /* A file handle (fi->fh) is its inode number, with this bit when the file
  * was opened for writing: only a writer's GETATTR takes a write-back
- * error. */
+ * error; and this one when it may also dirty the page cache (opened for
+ * writing, through the cache, with the write-back cache on). */
 #define FUSEFS_FH_WRITE (1ull << 63)
+#define FUSEFS_FH_CACHED (1ull << 62)
 struct fusefs {
 	struct fs *fs;
 	struct fuse_session *se;	/* for notifications; NULL until mounted */
@@ -127,6 +137,10 @@ struct fusefs {
 	const char *mountpoint;
 	pthread_mutex_t space_lock;	/* leaf; serializes the retuning */
 	_Atomic bool space_low;		/* [space_lock] to change */
+	uint64_t low_since_ns;		/* [space_lock] when space became low */
+	bool low_capped;		/* [space_lock] the bdi has conf.low_cap */
+	bool wbc;			/* the kernel's write-back cache is on (INIT) */
+	_Atomic uint32_t cached_writers;	/* handles with FUSEFS_FH_CACHED */
 	_Atomic uint64_t space_bytes;	/* bytes of write-back since the last look */
 	uint64_t space_warned_ns;	/* [space_lock] the last "space is low"
 					 * warning (zf_now_ns), 0: none yet */
@@ -146,11 +160,28 @@ struct fusefs {
 extern const struct fuse_lowlevel_ops fusefs_ops;
 
 /* Space low or not any more (fs_space_low: below 2, above 3 times the dirty
- * reserve): the bdi is retuned (strict limit at the reserve while low) and
- * the change logged.  Called at opens, and every 64 MiB of writes (half
- * the reserve when that is less).
+ * reserve R): the bdi is retuned (strict limit at min(R, conf.low_cap)
+ * while low) and the change logged.  Then the part of R that writes other
+ * than the page cache's write-back leave free (fs_set_dirty_keep): none
+ * while no handle may dirty the cache (the kernel writes a file's pages
+ * back before its RELEASE); the lower cap once space has been low for
+ * conf.drain_ns (what the kernel held dirty before is written back by
+ * then); else all of R.  So a device written without the cache meets
+ * ENOSPC when full, not R early.  Called at opens and releases, and every
+ * 64 MiB of writes (half the reserve when that is less) or refused write.
  * Any thread, no locks held. */
 void fusefs_space_check(struct fusefs *ff);
+
+/* The rule fusefs_space_check applies (pure, for tests): the bytes of the
+ * dirty reserve kept (fs_set_dirty_keep; UINT64_MAX: all of it). */
+struct fusefs_keep_in {
+	bool wbc;			/* the write-back cache is on */
+	uint32_t cached_writers;	/* handles that may dirty the cache */
+	bool low_capped;		/* space is low, the bdi has the lower cap */
+	uint64_t low_for_ns;		/* since space became low */
+	uint64_t drain_ns, low_cap;	/* fusefs_conf's */
+};
+uint64_t fusefs_dirty_keep_rule(const struct fusefs_keep_in *k);
 
 
 

@@ -991,6 +991,36 @@ static int set_max_read(struct daemon *d, struct fuse_args *args)
 	return fuse_opt_add_arg(args, opt) ? -ENOMEM : 0;
 }
 
+/* A vm sysctl in centiseconds as ns; -1 when unreadable. */
+static int64_t vm_centisecs_ns(const char *name)
+{
+	char path[64];
+	long long v = -1;
+	snprintf(path, sizeof(path), "/proc/sys/vm/%s", name);
+	FILE *f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v < 0 ? -1 : (int64_t)v * 10000000;
+}
+
+/* What the mount keeps for the kernel's dirty pages while space is low
+ * (fusefs.h, fusefs_space_check): a cap of one zone (at least 4 MiB, the
+ * kernel overshoots a strict cap by a few pages per CPU), and the time the
+ * kernel takes at most to write back what it held before, plus 1 s; none
+ * when periodic write-back is off (dirty_writeback_centisecs 0). */
+static void set_low_keep(struct daemon *d)
+{
+	int64_t expire = vm_centisecs_ns("dirty_expire_centisecs");
+	int64_t every = vm_centisecs_ns("dirty_writeback_centisecs");
+
+	d->ff.conf.low_cap = ZF_MAX(zdev_geometry(d->dev)->zone_capacity, 4ull << 20);
+	d->ff.conf.drain_ns = expire >= 0 && every > 0 ?
+			      (uint64_t)(expire + every) + 1000000000ull : 0;
+}
+
 static int run_session(struct daemon *d, struct fuse_args *args)
 {
 	static struct fuse_lowlevel_ops ops;
@@ -1007,6 +1037,7 @@ static int run_session(struct daemon *d, struct fuse_args *args)
 				     strcmp(d->c.writeback_cache, "off") != 0;	/* checked */
 	if (set_max_read(d, args))
 		return 1;
+	set_low_keep(d);
 
 	pthread_mutex_init(&d->ff.wb.lock, NULL);
 	pthread_mutex_init(&d->ff.space_lock, NULL);

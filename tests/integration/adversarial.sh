@@ -18,6 +18,10 @@
 #    the page cache); the refusal is a warning in the log.
 # 4. The same with the default bdi settings (global dirty limit): the
 #    stored file is still a prefix of what was written.
+# 5. With -o writeback_cache=off no file can dirty the page cache, so no
+#    room is kept for it: the writer meets ENOSPC with at most the
+#    collector's two zones (its floor and reserve) left, not the dirty
+#    reserve (7 MiB here) on top.
 set -euo pipefail
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -25,6 +29,7 @@ set -euo pipefail
 zf_require_fuse
 zf_require_prog python3 python3
 zf_require_prog setcap libcap2-bin
+zf_require_prog getfattr attr
 zf_setup --zone-size 4M --zones 32
 chmod 755 "$ZF_WORK"
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -188,4 +193,19 @@ PY
 }
 fill_and_check "strict dirty limit" ",bdi_limit=strict"
 fill_and_check "default dirty limit" ""
-zf_pass "deep tree, set-id and capabilities, full device (strict and default)"
+
+# ---- 5 ---------------------------------------------------------------------
+"$ZF_EMU" create "$ZF_WORK/full.img" --zone-size 4M --zones 32 >/dev/null
+"$ZF_MKFS" "$ZF_WORK/full.img" >/dev/null
+ZF_DEV=$ZF_WORK/full.img
+zf_mount -o writeback_cache=off
+python3 "$HERE/fillcheck.py" "$ZF_MNT/big" write | tee "$ZF_WORK/fill.out"
+grep -q ' ENOSPC$' "$ZF_WORK/fill.out" || zf_fail "writeback_cache=off: the writer never met ENOSPC"
+getfattr --absolute-names --only-values -n user.zonefuse.stats "$ZF_MNT" >"$ZF_WORK/stats"
+zf_umount
+stat_of() { sed -n "s/^$1=//p" "$ZF_WORK/stats"; }
+valid=$(stat_of valid_bytes) cap=$(stat_of capacity_bytes) zone=$(stat_of zone_size)
+echo "  ENOSPC with $((valid >> 20)) of $((cap >> 20)) MiB valid (zones of $((zone >> 20)) MiB)"
+[ $((valid + 2 * zone)) -ge "$cap" ] ||
+	zf_fail "writeback_cache=off: ENOSPC with $(((cap - valid) >> 20)) MiB left, more than two zones"
+zf_pass "deep tree, set-id and capabilities, full device (strict, default, no cache)"

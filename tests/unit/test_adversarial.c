@@ -350,6 +350,70 @@ START_TEST(garbage_is_room_for_the_page_cache)
 }
 END_TEST
 
+/* Direct writes (not the page cache's write-back) until ENOSPC; bytes. */
+static uint64_t fill_direct(uint64_t f, uint64_t off)
+{
+	static uint8_t buf[256 << 10];
+	memset(buf, 0x3c, sizeof(buf));
+	for (;; off += sizeof(buf)) {
+		ssize_t r = fs_write(fs, f, off, buf, sizeof(buf), 0);
+		if (r == -ENOSPC)
+			return off;
+		ck_assert_int_eq(r, (ssize_t)sizeof(buf));
+		ck_assert_int_eq(fs_flush(fs, f), 0);
+	}
+}
+
+/* Writes other than the page cache's write-back leave the room kept for
+ * the kernel's dirty pages free only as far as the mount's owner says the
+ * kernel may still hold some (fs_set_dirty_keep): with all of the reserve
+ * kept, ENOSPC comes a reserve early; with none (no file open through the
+ * cache), when the device is full but for the collector's zones. */
+START_TEST(direct_writes_keep_only_what_the_cache_may_hold)
+{
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 16ull << 20;
+	o.dirty_reserve = 8ull << 20;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	uint64_t f = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
+	const uint64_t R = fs_dirty_reserve(fs);	/* 8 MiB, or 1/16 of the data */
+	ck_assert_uint_ge(R, 4ull << 20);
+	ck_assert_uint_eq(fs_dirty_keep(fs), R);	/* the default: all */
+	uint64_t a = fill_direct(f, 0);
+	struct zalloc_stats zs;
+	ck_assert_int_eq(fs_commit(fs), 0);
+	zalloc_get_stats(fs->za, &zs);
+	uint64_t free_a = zs.free_bytes;
+	ck_assert_uint_ge(free_a, R);
+	fs_set_dirty_keep(fs, R / 2);
+	ck_assert_uint_eq(fs_dirty_keep(fs), R / 2);
+	uint64_t b = fill_direct(f, a);
+	fs_set_dirty_keep(fs, 0);
+	uint64_t c = fill_direct(f, b);
+	ck_assert_int_eq(fs_commit(fs), 0);
+	zalloc_get_stats(fs->za, &zs);
+	fprintf(stderr, "direct writes: %llu MiB with the reserve kept (free %llu KiB), "
+		"+%llu KiB with half of it, +%llu KiB with none (free %llu KiB of %llu MiB)\n",
+		(unsigned long long)(a >> 20), (unsigned long long)(free_a >> 10),
+		(unsigned long long)((b - a) >> 10), (unsigned long long)((c - b) >> 10),
+		(unsigned long long)(zs.free_bytes >> 10),
+		(unsigned long long)(zs.capacity_bytes >> 20));
+	ck_assert_uint_ge(b - a, R / 2 - (256 << 10));
+	ck_assert_uint_ge(c - b, R / 2 - (256 << 10));
+	ck_assert_uint_lt(zs.free_bytes, free_a - R + (1 << 20));
+	ck_assert_uint_eq(fs_dirty_keep(fs), 0);
+	fs_set_dirty_keep(fs, UINT64_MAX);
+	ck_assert_uint_eq(fs_dirty_keep(fs), R);	/* at most the reserve */
+	remount();
+	struct stat st;
+	ck_assert_int_eq(fs_getattr(fs, f, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, c);
+}
+END_TEST
+
 /* Names of 2 to 206 bytes. */
 static void var_name(char name[256], int i)
 {
@@ -604,6 +668,7 @@ int main(void)
 	tcase_add_test(tc, refused_writeback_after_written_out_leaves_no_hole);
 	tcase_add_test(tc, free_space_level_through_epochs);
 	tcase_add_test(tc, garbage_is_room_for_the_page_cache);
+	tcase_add_test(tc, direct_writes_keep_only_what_the_cache_may_hold);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("full_log");
 	tcase_add_checked_fixture(tc, small_setup, teardown);

@@ -179,6 +179,45 @@ START_TEST(wb_error_table_full)
 }
 END_TEST
 
+/* The room kept for the kernel's dirty pages (fusefs_space_check): none
+ * while no handle may dirty the cache (or the write-back cache is off),
+ * all of the reserve while one may, the lower cap once space has been low
+ * under it for the kernel's write-back time (never when that is unknown
+ * or the cap could not be set). */
+START_TEST(dirty_keep_follows_the_cache_writers)
+{
+	const uint64_t cap = 16u << 20, drain = 36000000000ull;
+	struct fusefs_keep_in k = { .wbc = true, .drain_ns = drain, .low_cap = cap };
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), 0);
+	k.cached_writers = 2;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), UINT64_MAX);
+	k.low_capped = true;
+	k.low_for_ns = drain - 1;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), UINT64_MAX);
+	k.low_for_ns = drain;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), cap);
+	k.drain_ns = 0;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), UINT64_MAX);
+	k.drain_ns = drain;
+	k.low_capped = false;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), UINT64_MAX);
+	k.wbc = false;
+	ck_assert_uint_eq(fusefs_dirty_keep_rule(&k), 0);
+
+	/* applied to the fs by the check, from the handles counted */
+	atomic_store(&fs->dirty_reserve, 8u << 20);
+	ff.wbc = true;
+	fusefs_space_check(&ff);
+	ck_assert_uint_eq(fs_dirty_keep(fs), 0);
+	atomic_store(&ff.cached_writers, 1);
+	fusefs_space_check(&ff);
+	ck_assert_uint_eq(fs_dirty_keep(fs), 8u << 20);
+	atomic_store(&ff.cached_writers, 0);
+	fusefs_space_check(&ff);
+	ck_assert_uint_eq(fs_dirty_keep(fs), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fusefs_write");
@@ -187,6 +226,7 @@ int main(void)
 	tcase_add_test(tc, writeback_write_taken_in_part_is_retried);
 	tcase_add_test(tc, writeback_write_refused_by_device_is_an_error);
 	tcase_add_test(tc, wb_error_table_full);
+	tcase_add_test(tc, dirty_keep_follows_the_cache_writers);
 	suite_add_tcase(s, tc);
 	return tl_run(s);
 }
