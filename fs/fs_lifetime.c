@@ -45,12 +45,17 @@
 #include "fs/fs_lifetime.h"
 
 #define HINTS_MAX_BYTES (1u << 20)
-#define LT_MANIFESTS_MAX 8	/* MANIFEST files followed at once */
+#define LT_MANIFESTS_MAX 16	/* MANIFEST files followed at once */
+/* A followed MANIFEST that gave a level to a table this recently is never
+ * dropped for a new one. */
+#define LT_MF_KEEP_NS (60ull * 1000000000ull)
 
 /* A MANIFEST being followed: its inode, its directory (where its tables
- * are), and the offset up to which it was parsed. */
+ * are), the offset up to which it was parsed, and when it last gave a
+ * table of its directory a level (zf_now_ns; 0: never). */
 struct fs_lt_manifest {
 	uint64_t ino, dir, pos;
+	uint64_t useful_ns;
 };
 
 struct fs_lt {
@@ -137,16 +142,32 @@ static int level_of_class(uint8_t cls)
 }
 
 /* Follow the file if it is a RocksDB/LevelDB MANIFEST (read from its
- * start by fs_lifetime_tail_manifests).  fs->lt set. */
+ * start by fs_lifetime_tail_manifests).  Anyone may name a file so, so a
+ * full table does not turn a database's new MANIFEST away: it replaces
+ * the one that has been of no use longest (never named a table of its
+ * directory: a copy, a stray, a fake), unless every one was of use within
+ * LT_MF_KEEP_NS.  fs->lt set. */
 static void mf_follow(struct fs *fs, const char *name, uint64_t ino, uint64_t dir)
 {
 	if (strncmp(name, "MANIFEST-", 9) != 0)
 		return;
 	struct fs_lt *lt = fs->lt;
+	uint64_t now = zf_now_ns();
 
 	pthread_mutex_lock(&lt->mf_lock);
-	if (lt->nmf < (int)ZF_ARRAY_SIZE(lt->mf))
-		lt->mf[lt->nmf++] = (struct fs_lt_manifest){ ino, dir, 0 };
+	int at = lt->nmf;
+	if (at == (int)ZF_ARRAY_SIZE(lt->mf)) {
+		at = 0;
+		for (int i = 1; i < lt->nmf; i++)
+			if (lt->mf[i].useful_ns < lt->mf[at].useful_ns)
+				at = i;
+		if (lt->mf[at].useful_ns && now - lt->mf[at].useful_ns < LT_MF_KEEP_NS)
+			at = -1;
+	} else {
+		lt->nmf++;
+	}
+	if (at >= 0)
+		lt->mf[at] = (struct fs_lt_manifest){ ino, dir, 0, 0 };
 	pthread_mutex_unlock(&lt->mf_lock);
 }
 
@@ -386,9 +407,11 @@ static void mf_collect_fn(void *arg, enum lifetime_manifest_op op, int level,
 	c->v[c->n++] = (struct mf_entry){ level, number };
 }
 
-/* Apply exact levels to the tables of directory dir. [L] */
-static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
+/* Apply exact levels to the tables of directory dir: how many of its
+ * tables were named.  [L] */
+static size_t mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 {
+	size_t found = 0;
 	uint8_t map[LIFETIME_MAX_LEVELS];
 
 	lifetime_infer_level_classes(fs->lt->infer, map);
@@ -407,6 +430,7 @@ static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 			d = fs_dirent_find(fs, dir, name);
 			if (!d || !(o = fs_inode_get(fs, d->ino)))
 				continue;
+			found++;
 			if (lifetime_infer_set_level(fs->lt->infer, o->ino, c->v[i].level, &fx)) {
 				l = ZF_MIN(fx.new_level, LIFETIME_MAX_LEVELS - 1);
 				zf_dbg("lifetime: exact ino %llu level %d -> %d -> %s",
@@ -417,16 +441,18 @@ static void mf_apply(struct fs *fs, uint64_t dir, const struct mf_collect *c)
 			break;
 		}
 	}
+	return found;
 }
 
 #define MF_READ_MAX (4u << 20)	/* bytes read per MANIFEST per pass */
 
 /* Parse what was appended to the MANIFEST m since m->pos (at most
  * MF_READ_MAX bytes) and apply the exact levels it gives.  Returns 1 and
- * sets *pos to the offset parsed up to, or 0 when nothing was read (file
- * gone, no new bytes, no memory, read error).  lt->tail_lock held, no
- * other lock. */
-static int tail_one(struct fs *fs, const struct fs_lt_manifest *m, uint64_t *pos)
+ * sets *pos to the offset parsed up to and *useful when it named a table
+ * of its directory, or 0 when nothing was read (file gone, no new bytes,
+ * no memory, read error).  lt->tail_lock held, no other lock. */
+static int tail_one(struct fs *fs, const struct fs_lt_manifest *m, uint64_t *pos,
+		    bool *useful)
 {
 	struct mf_collect c = { 0 };
 	struct fs_inode *in;
@@ -452,9 +478,10 @@ static int tail_one(struct fs *fs, const struct fs_lt_manifest *m, uint64_t *pos
 	}
 	*pos = lifetime_manifest_parse(buf, (size_t)got, m->pos, mf_collect_fn, &c);
 	free(buf);
+	*useful = false;
 	if (c.n) {
 		pthread_mutex_lock(&fs->lock);
-		mf_apply(fs, m->dir, &c);
+		*useful = mf_apply(fs, m->dir, &c) > 0;
 		pthread_mutex_unlock(&fs->lock);
 	}
 	free(c.v);
@@ -476,13 +503,18 @@ void fs_lifetime_tail_manifests(struct fs *fs)
 	pthread_mutex_unlock(&lt->mf_lock);
 	for (int i = 0; i < n; i++) {
 		uint64_t pos;
+		bool useful;
 
-		if (!tail_one(fs, &mf[i], &pos))
+		if (!tail_one(fs, &mf[i], &pos, &useful))
 			continue;
 		pthread_mutex_lock(&lt->mf_lock);
-		for (int k = 0; k < lt->nmf; k++)
-			if (lt->mf[k].ino == mf[i].ino)
-				lt->mf[k].pos = pos;
+		for (int k = 0; k < lt->nmf; k++) {
+			if (lt->mf[k].ino != mf[i].ino)
+				continue;
+			lt->mf[k].pos = pos;
+			if (useful)
+				lt->mf[k].useful_ns = zf_now_ns();
+		}
 		pthread_mutex_unlock(&lt->mf_lock);
 	}
 	pthread_mutex_unlock(&lt->tail_lock);

@@ -1136,6 +1136,55 @@ START_TEST(fs_manifest_before_create)
 }
 END_TEST
 
+/* Files anyone can name MANIFEST-* (copies, strays, fakes) fill the table
+ * of followed MANIFESTs: a database's new one still replaces one of them,
+ * and its levels arrive. */
+START_TEST(fs_manifest_fakes_do_not_starve)
+{
+	static struct enc log, rec;
+	struct zdev *dev;
+	struct fs *fs;
+	struct stat st;
+	uint64_t mf, t;
+
+	fs_dev_make();
+	fs = fs_up(&dev, NULL, false);
+	ck_assert_int_eq(fs_mkdir(fs, FS_ROOT_INO, "junk", 0755, &(struct fs_ctx){ 0 }, &st), 0);
+	for (int i = 0; i < 40; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "MANIFEST-%06d", i);
+		mk(fs, st.st_ino, name, 1);
+	}
+	fs_lifetime_tail_manifests(fs);
+	mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
+	mk(fs, FS_ROOT_INO, "000005.log", 2);
+	t = mk(fs, FS_ROOT_INO, "000006.ldb", 3);
+	log.n = rec.n = 0;
+	e_new(&rec, false, 2, 6);
+	e_log(&log, rec.b, rec.n);
+	ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
+	mk(fs, FS_ROOT_INO, "000007.ldb", 3);
+	ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
+	/* a fake now cannot push out the MANIFEST that was of use */
+	for (int i = 40; i < 80; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "MANIFEST-%06d", i);
+		mk(fs, st.st_ino, name, 1);
+	}
+	uint64_t u = mk(fs, FS_ROOT_INO, "000008.ldb", 3);
+	rec.n = 0;
+	size_t at = log.n;
+	e_new(&rec, false, 3, 8);
+	e_log(&log, rec.b, rec.n);
+	ck_assert_int_eq(fs_write(fs, mf, at, log.b + at, log.n - at, false),
+			 (ssize_t)(log.n - at));
+	fs_lifetime_tail_manifests(fs);
+	ck_assert_int_eq(fs_lifetime_level(fs, u), 3);
+	fs_down(fs, dev);
+	tl_dev_remove(&td);
+}
+END_TEST
+
 /* Rules with '/' match the path from the root: right after directories
  * are renamed, exchanged and removed, and after a remount (the names are
  * rebuilt from the log), however deep. */
@@ -1211,6 +1260,7 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, fs_class_sources);
 	tcase_add_test(tc, fs_rule_paths);
 	tcase_add_test(tc, fs_manifest_before_create);
+	tcase_add_test(tc, fs_manifest_fakes_do_not_starve);
 	suite_add_tcase(s, tc);
 	return s;
 }
