@@ -441,6 +441,20 @@ static int collect_one(struct gc *gc, bool urgent)
 
 /* Work while there is a reason to (see the header).  Returns false when
  * it had a reason but could not do anything (no victim, no room). */
+static void gc_report(struct gc *gc, const char *what);
+
+/* The debug status line, every 10 s: from the idle loop and after each
+ * victim (near full a round may never end).  The collector thread. */
+static void gc_status_tick(struct gc *gc)
+{
+	uint64_t now = zf_now_ns();
+
+	if (now - gc->report_ns > 10000000000ull) {
+		gc->report_ns = now;
+		gc_report(gc, "gc: status");
+	}
+}
+
 static bool gc_round(struct gc *gc)
 {
 	bool active = false, stuck = false;
@@ -480,6 +494,7 @@ static bool gc_round(struct gc *gc)
 		 * when the fs stays near full a round never ends, and without
 		 * exact levels the inferred ones drift deeper job after job. */
 		fs_move_tick(gc->fs);
+		gc_status_tick(gc);
 	}
 	return !stuck;
 }
@@ -512,12 +527,9 @@ static void *gc_main(void *arg)
 
 	pthread_mutex_lock(&gc->mu);
 	while (!gc->stop) {
-		if (zf_now_ns() - gc->report_ns > 10000000000ull) {
-			gc->report_ns = zf_now_ns();
-			pthread_mutex_unlock(&gc->mu);
-			gc_report(gc, "gc: status");
-			pthread_mutex_lock(&gc->mu);
-		}
+		pthread_mutex_unlock(&gc->mu);
+		gc_status_tick(gc);
+		pthread_mutex_lock(&gc->mu);
 		if (!gc->kick) {
 			struct timespec ts =
 				zf_ns_to_timespec((int64_t)(zf_now_ns() + GC_TICK_MS * 1000000ull));
