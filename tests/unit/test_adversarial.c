@@ -302,6 +302,19 @@ START_TEST(free_space_level_through_epochs)
 }
 END_TEST
 
+/* Mount again with a dirty reserve (bytes), no periodic commit and a
+ * 16 MiB write buffer. */
+static void remount_reserve(uint64_t reserve)
+{
+	struct fs_opts o;
+	ck_assert_int_eq(fs_unmount(fs), 0);
+	fs_opts_default(&o);
+	o.commit_interval_ms = 0;
+	o.buffer_bytes = 16ull << 20;
+	o.dirty_reserve = reserve;
+	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+}
+
 /* A device kept nearly full of garbage, as a busy database keeps it, is
  * not short of space while the collector can reclaim it: files opened for
  * writing keep the page cache (fs_space_low is false), and writers that
@@ -309,13 +322,7 @@ END_TEST
  * share every zone; deleting one leaves each zone half dead. */
 START_TEST(garbage_is_room_for_the_page_cache)
 {
-	struct fs_opts o;
-	ck_assert_int_eq(fs_unmount(fs), 0);
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 16ull << 20;
-	o.dirty_reserve = 4ull << 20;
-	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	remount_reserve(4ull << 20);
 	ck_assert_int_eq(gc_attach(fs), 0);	/* attached, not started: no GC runs */
 	uint64_t a = tl_mk(fs, FS_ROOT_INO, "a", S_IFREG | 0644);
 	uint64_t b = tl_mk(fs, FS_ROOT_INO, "b", S_IFREG | 0644);
@@ -371,13 +378,7 @@ static uint64_t fill_direct(uint64_t f, uint64_t off)
  * cache), when the device is full but for the collector's zones. */
 START_TEST(direct_writes_keep_only_what_the_cache_may_hold)
 {
-	struct fs_opts o;
-	ck_assert_int_eq(fs_unmount(fs), 0);
-	fs_opts_default(&o);
-	o.commit_interval_ms = 0;
-	o.buffer_bytes = 16ull << 20;
-	o.dirty_reserve = 8ull << 20;
-	ck_assert_int_eq(fs_mount(dev, &o, &fs), 0);
+	remount_reserve(8ull << 20);
 	uint64_t f = tl_mk(fs, FS_ROOT_INO, "f", S_IFREG | 0644);
 	const uint64_t R = fs_dirty_reserve(fs);	/* 8 MiB, or 1/16 of the data */
 	ck_assert_uint_ge(R, 4ull << 20);
