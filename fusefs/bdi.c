@@ -78,8 +78,7 @@ int fusefs_bdi_tune(const char *mountpoint, const struct fusefs_bdi_conf *c, con
 	 * force before the limit is lifted, never the other way round. */
 	if (c->max_bytes)
 		set(dir, "max_bytes", c->max_bytes, &done);
-	if (c->mode == FUSEFS_BDI_GLOBAL)
-		set(dir, "strict_limit", 0, &done);
+	set(dir, "strict_limit", c->mode == FUSEFS_BDI_STRICT, &done);
 	if (c->read_ahead_kb)
 		set(dir, "read_ahead_kb", c->read_ahead_kb, &done);
 	return done;

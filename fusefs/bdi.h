@@ -10,8 +10,10 @@
  *     mount's dirty pages are bounded by the kernel's global dirty limit
  *     (vm.dirty_ratio / dirty_bytes) like a local file system's, and its
  *     share by max_bytes once writeback throttles;
- *   - mode FUSEFS_BDI_STRICT: the strict limit stays, max_bytes raised:
- *     the mount never holds more than max_bytes of dirty pages;
+ *   - mode FUSEFS_BDI_STRICT: strict_limit=1 (the kernel's own for FUSE;
+ *     written so that a mount tuned GLOBAL can be made strict again, as
+ *     fusefs does while space is low) and max_bytes: the mount never holds
+ *     more than max_bytes of dirty pages;
  *   - mode FUSEFS_BDI_OFF: nothing is written;
  *   - read_ahead_kb (any mode but OFF, when nonzero).
  * A file that is missing (kernels before 6.2 have no strict_limit or

@@ -203,14 +203,13 @@ void fusefs_space_check(struct fusefs *ff)
 	if (low != atomic_load(&ff->space_low)) {
 		uint64_t reserve = fs_dirty_reserve(ff->fs);
 		struct fusefs_bdi_conf c = ff->bdi;
-		if (low) {
+		if (low) {	/* the two settings a cap needs, nothing else */
 			c.mode = FUSEFS_BDI_STRICT;
 			c.max_bytes = low_cap(ff);
+			c.read_ahead_kb = 0;
 		}
-		ff->low_capped = low && ff->mountpoint &&
-				 fusefs_bdi_tune(ff->mountpoint, &c, "/sys") > 0;
-		if (!low && ff->mountpoint)
-			(void)fusefs_bdi_tune(ff->mountpoint, &c, "/sys");
+		int n = ff->mountpoint ? fusefs_bdi_tune(ff->mountpoint, &c, "/sys") : 0;
+		ff->low_capped = low && n == 2;	/* max_bytes and strict_limit */
 		ff->low_since_ns = zf_now_ns();
 		atomic_store(&ff->space_low, low);
 		/* a warning when it first happens, then (it may come and go

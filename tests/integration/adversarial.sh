@@ -15,7 +15,9 @@
 #    ENOSPC; after a remount the file holds a prefix of the pattern (no
 #    hole, nothing that was refused); a new file's write() on the full
 #    device fails with ENOSPC itself (files opened while space is low bypass
-#    the page cache); the refusal is a warning in the log.
+#    the page cache); the refusal is a warning in the log; while space is
+#    low the mount's dirty pages are capped at one zone (strict_limit 1,
+#    max_bytes 4 MiB).
 # 4. The same with the default bdi settings (global dirty limit): the
 #    stored file is still a prefix of what was written.
 # 5. With -o writeback_cache=off no file can dirty the page cache, so no
@@ -157,6 +159,18 @@ fill_and_check() { # tag, mount options...
 	zf_mount -o "allow_other$*"
 	python3 "$HERE/fillcheck.py" "$ZF_MNT/big" write | tee "$ZF_WORK/fill.out"
 	grep -q ' ENOSPC$' "$ZF_WORK/fill.out" || zf_fail "$tag: the writer never met ENOSPC"
+	# Space is low: the mount's dirty pages are capped at one zone, strictly.
+	local bdi
+	bdi=/sys/class/bdi/$(python3 -c 'import os,sys; d=os.stat(sys.argv[1]).st_dev; print(f"{os.major(d)}:{os.minor(d)}")' "$ZF_MNT")
+	if [ -e "$bdi/strict_limit" ] && [ -e "$bdi/max_bytes" ]; then
+		# (the kernel keeps max_bytes as a share of its limit: a little less)
+		local sl mb
+		sl=$(cat "$bdi/strict_limit") mb=$(cat "$bdi/max_bytes")
+		[ "$sl" = 1 ] && [ "$mb" -le 4194304 ] && [ "$mb" -ge 4000000 ] ||
+			zf_fail "$tag: space is low but the bdi has strict_limit $sl, max_bytes $mb"
+	else
+		zf_log "$tag: no strict_limit/max_bytes in $bdi (a kernel before 6.2): cap not checked"
+	fi
 	# A new file on the full device: write() itself, or close(), says so.
 	python3 - "$ZF_MNT/small" <<'PY' || zf_fail "$tag: a small write on the full device"
 import errno, os, sys

@@ -98,8 +98,8 @@ END_TEST
 
 START_TEST(strict_keeps_the_limit)
 {
-	expect_tune((struct fusefs_bdi_conf){ FUSEFS_BDI_STRICT, 64u << 20, 0 }, 1,
-		    "67108864", "x", "x");
+	expect_tune((struct fusefs_bdi_conf){ FUSEFS_BDI_STRICT, 64u << 20, 0 }, 2,
+		    "67108864", "1", "x");
 }
 END_TEST
 
