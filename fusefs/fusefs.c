@@ -191,7 +191,10 @@ static void keep_update(struct fusefs *ff, uint64_t now)
 		.drain_ns = ff->conf.drain_ns,
 		.low_cap = low_cap(ff),
 	};
-	fs_set_dirty_keep(ff->fs, fusefs_dirty_keep_rule(&k));
+	uint64_t keep = fusefs_dirty_keep_rule(&k);
+	fs_set_dirty_keep(ff->fs, keep);
+	atomic_store(&ff->keep_set, keep);
+	atomic_store(&ff->keep_known, true);
 }
 
 void fusefs_space_check(struct fusefs *ff)
@@ -199,6 +202,10 @@ void fusefs_space_check(struct fusefs *ff)
 	bool was = atomic_load(&ff->space_low);
 	bool low = fs_space_low(ff->fs, was ? 3 : 2);
 
+	/* The common case without the lock: space not low, nothing changes. */
+	uint64_t want = ff->wbc && atomic_load(&ff->cached_writers) ? UINT64_MAX : 0;
+	if (!low && !was && atomic_load(&ff->keep_known) && atomic_load(&ff->keep_set) == want)
+		return;
 	pthread_mutex_lock(&ff->space_lock);
 	if (low != atomic_load(&ff->space_low)) {
 		uint64_t reserve = fs_dirty_reserve(ff->fs);

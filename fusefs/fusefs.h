@@ -141,6 +141,10 @@ struct fusefs {
 	bool low_capped;		/* [space_lock] the bdi has conf.low_cap */
 	bool wbc;			/* the kernel's write-back cache is on (INIT) */
 	_Atomic uint32_t cached_writers;	/* handles with FUSEFS_FH_CACHED */
+	/* [space_lock] to change: the last fs_set_dirty_keep() (bytes),
+	 * once keep_known */
+	_Atomic uint64_t keep_set;
+	_Atomic bool keep_known;
 	_Atomic uint64_t space_bytes;	/* bytes of write-back since the last look */
 	uint64_t space_warned_ns;	/* [space_lock] the last "space is low"
 					 * warning (zf_now_ns), 0: none yet */
