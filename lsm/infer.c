@@ -712,18 +712,6 @@ void lifetime_infer_read(struct lifetime_infer *li, uint64_t file, uint32_t tid,
 		return;
 	pthread_mutex_lock(&li->mu);
 	t = thread_get(li, tid, now_ns);
-	/* A thread reading back what it just wrote (its last output, or an
-	 * output of its open job: LevelDB and RocksDB open a new table to
-	 * check it) reads no compaction input.  Decided now: once the thread
-	 * writes its next table the file is no longer its last output, and a
-	 * live L0 table read back after its flush would pass for an input of
-	 * the next job (LevelDB's one background thread flushes and then
-	 * compacts: that job's outputs were taken for L1). */
-	const struct li_file *x = file_find(li, file);
-	if (file == t->last_output || (x && t->job && x->job == t->job)) {
-		pthread_mutex_unlock(&li->mu);
-		return;
-	}
 	for (int i = 0; i < LI_READS; i++) {
 		struct li_read *r = &t->reads[i];
 

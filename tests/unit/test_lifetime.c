@@ -521,18 +521,6 @@ START_TEST(infer_from_reads)
 	lifetime_infer_create(li, 12, LIFETIME_KIND_TABLE, 8, 6000, 0,
 			      sim_size, sz, &g);
 	ck_assert_int_eq(g.level, 3);
-	/* a table read back right after its create (a flush checked) is no
-	 * input of the thread's next job, also once newer outputs exist */
-	lifetime_infer_set_level(li, 3, 3, NULL);	/* exact: guesses may go to L4 */
-	lifetime_infer_create(li, 20, LIFETIME_KIND_TABLE, 10, 6100, 0, sim_size, sz, &g);
-	ck_assert_int_eq(lifetime_infer_set_level(li, 20, 0, NULL), 1);	/* an L0 */
-	lifetime_infer_read(li, 20, 10, 1 * MiB, 6200);
-	lifetime_infer_read(li, 2, 10, 2 * MiB, 6300);
-	lifetime_infer_read(li, 3, 10, 2 * MiB, 6300);
-	lifetime_infer_create(li, 21, LIFETIME_KIND_TABLE, 10, 6400, 0, sim_size, sz, &g);
-	ck_assert_int_eq(g.level, 3);
-	lifetime_infer_create(li, 22, LIFETIME_KIND_TABLE, 10, 6500, 0, sim_size, sz, &g);
-	ck_assert_int_eq(g.level, 3);
 	/* reads older than the window do not count */
 	lifetime_infer_read(li, 1, 9, 4 * MiB, 7000);
 	lifetime_infer_create(li, 13, LIFETIME_KIND_TABLE, 9,
