@@ -1108,28 +1108,40 @@ START_TEST(fs_class_sources)
 }
 END_TEST
 
+/* A LevelDB directory at the root: MANIFEST-000001 (*mf), a log, table
+ * 000006.ldb (returned), then the MANIFEST's record putting it at L2 (in
+ * *log) and the next table's create, which reads the MANIFEST first. */
+static uint64_t db_manifest_says_l2(struct fs *fs, struct enc *log, uint64_t *mf)
+{
+	static struct enc rec;
+	uint64_t t;
+
+	*mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
+	mk(fs, FS_ROOT_INO, "000005.log", 2);
+	t = mk(fs, FS_ROOT_INO, "000006.ldb", 3);
+	ck_assert_int_ne(fs_lifetime_level(fs, t), 2);
+	log->n = rec.n = 0;
+	e_new(&rec, false, 2, 6);
+	e_log(log, rec.b, rec.n);
+	ck_assert_int_eq(fs_write(fs, *mf, 0, log->b, log->n, false), (ssize_t)log->n);
+	mk(fs, FS_ROOT_INO, "000007.ldb", 3);
+	ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
+	return t;
+}
+
 /* The MANIFEST is read before a table's create: the levels it gives are
  * in when the next table's level is guessed, without waiting for the
  * collector's periodic read. */
 START_TEST(fs_manifest_before_create)
 {
-	static struct enc log, rec;
+	static struct enc log;
 	struct zdev *dev;
 	struct fs *fs;
 	uint64_t mf, t;
 
 	fs_dev_make();
 	fs = fs_up(&dev, NULL, false);
-	mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
-	mk(fs, FS_ROOT_INO, "000005.log", 2);
-	t = mk(fs, FS_ROOT_INO, "000006.ldb", 3);
-	ck_assert_int_ne(fs_lifetime_level(fs, t), 2);
-	log.n = rec.n = 0;
-	e_new(&rec, false, 2, 6);
-	e_log(&log, rec.b, rec.n);
-	ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
-	mk(fs, FS_ROOT_INO, "000007.ldb", 3);
-	ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
+	t = db_manifest_says_l2(fs, &log, &mf);
 	lifetime_is(fs, t, "long inferred\n");
 	fs_down(fs, dev);
 	tl_dev_remove(&td);
@@ -1145,7 +1157,7 @@ START_TEST(fs_manifest_fakes_do_not_starve)
 	struct zdev *dev;
 	struct fs *fs;
 	struct stat st;
-	uint64_t mf, t;
+	uint64_t mf;
 
 	fs_dev_make();
 	fs = fs_up(&dev, NULL, false);
@@ -1156,15 +1168,7 @@ START_TEST(fs_manifest_fakes_do_not_starve)
 		mk(fs, st.st_ino, name, 1);
 	}
 	fs_lifetime_tail_manifests(fs);
-	mf = mk(fs, FS_ROOT_INO, "MANIFEST-000001", 1);
-	mk(fs, FS_ROOT_INO, "000005.log", 2);
-	t = mk(fs, FS_ROOT_INO, "000006.ldb", 3);
-	log.n = rec.n = 0;
-	e_new(&rec, false, 2, 6);
-	e_log(&log, rec.b, rec.n);
-	ck_assert_int_eq(fs_write(fs, mf, 0, log.b, log.n, false), (ssize_t)log.n);
-	mk(fs, FS_ROOT_INO, "000007.ldb", 3);
-	ck_assert_int_eq(fs_lifetime_level(fs, t), 2);
+	db_manifest_says_l2(fs, &log, &mf);
 	/* a fake now cannot push out the MANIFEST that was of use */
 	for (int i = 40; i < 80; i++) {
 		char name[32];
