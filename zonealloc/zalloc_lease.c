@@ -9,7 +9,11 @@
  *      keeps the number of half-written zones, and the waste when one has to
  *      be finished, small (the collector and the writers each use only
  *      their own zones: za_zone_usable());
- *   2. else a FREE zone (head of the free list) if the data open/active
+ *   2. else, when FREE zones are short (ZA_SHARE_BELOW or fewer left to
+ *      writers), the fullest open zone of another class the acquirer may
+ *      use: near full the unwritten tails of the active zones are much of
+ *      the room the collector needs, so no stream opens one more;
+ *      else a FREE zone (head of the free list) if the data open/active
  *      budget allows;
  *   3. else, if a FREE zone (or an unleased CLOSED zone of the class)
  *      exists, make room and lease as in 1./2.: when only the open budget
@@ -154,6 +158,12 @@ static struct za_zone *pick_open(struct zalloc *za, unsigned int cls,
 	}
 	return best;
 }
+
+/* With this many FREE zones left to writers or fewer, a lease takes the
+ * fullest open zone of another class before a FREE zone: every active
+ * zone holds an unwritten tail, and near full the tails are much of the
+ * room the collector needs. */
+#define ZA_SHARE_BELOW 2u
 
 /* Step 2: a FREE zone if the budget allows a new active zone. */
 static struct za_zone *pick_free(struct zalloc *za, enum za_who who)
@@ -312,6 +322,9 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 	if (za_unclaimed_reserve(za))	/* lease_zone() cannot fail after this */
 		return -ENOMEM;
 	z = pick_open(za, cls, who);
+	if (!z && za_free_usable(za, ZA_USER) <= ZA_SHARE_BELOW &&
+	    (z = pick_other_class(za, cls, who)))
+		za->class_fallbacks++;
 	if (!z)
 		z = pick_free(za, who);
 	if (z) {
