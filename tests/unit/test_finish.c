@@ -4,8 +4,9 @@
  * An unprivileged user can give each of five files another class
  * (user.zonefuse.lifetime), so that a writer stream and a collector stream
  * per class want more zones than the device may keep active; the allocator
- * then finishes zones to open others, and a finished zone's unwritten tail
- * is lost until the zone is collected and reset.  What must still hold:
+ * then finishes zones to open others (a finished zone's unwritten tail is
+ * lost until the zone is collected and reset), or, FREE zones short, lets
+ * a stream share another class's open zone.  What must still hold:
  *   (a) no write or write-out fails with anything but ENOSPC (never an
  *       open/active-limit error, no error logged);
  *   (b) the first ENOSPC comes only once the bytes in use (statfs: valid
@@ -302,7 +303,9 @@ static void every_class_to_full(uint32_t zones, uint64_t zone_size, uint32_t max
 	fill(&r);
 	/* (a) only ENOSPC, and nothing logged as an error */
 	ck_assert_uint_eq(zf_log_error_count() - errors0, 0);
-	ck_assert_uint_gt(r.zs.zone_finishes, 0);	/* the shape this test is for */
+	/* the shape this test is for: the active limit binds, and a stream
+	 * either finished a zone or shared another class's (FREE zones short) */
+	ck_assert_uint_gt(r.zs.zone_finishes + r.zs.class_fallbacks, 0);
 	ck_assert_uint_gt(r.zs.gc_runs, 0);
 	/* (b) ENOSPC only within one zone of full */
 	ck_assert_msg(r.used + r.zone_cap >= r.cap,
