@@ -21,11 +21,8 @@
  *      CLOSE the unleased open zone written least recently (nothing is
  *      wasted; only devices with max_open < max_active get here); else
  *      FINISH the unleased active zone (any class) with the least remaining
- *      capacity (wastes least) -- unless FREE zones are short and that
- *      zone's room is worth collecting (share_instead()): then the lease
- *      goes to the fullest open zone of another class that the acquirer
- *      may use (writers' zones for writers, the collector's for it), as
- *      does the collector when no FREE zone is left to it.
+ *      capacity (wastes least); FREE zones short, step 2 has shared
+ *      instead (writers' zones for writers, the collector's for it).
  * When the attempt fails the acquirer waits (zalloc_space.c).
  *
  * Locking: za->mu (zalloc_priv.h); the public functions take it, the za_*
@@ -160,9 +157,14 @@ static struct za_zone *pick_open(struct zalloc *za, unsigned int cls,
 }
 
 /* With this many FREE zones left to writers or fewer, a lease takes the
- * fullest open zone of another class before a FREE zone: every active
- * zone holds an unwritten tail, and near full the tails are much of the
- * room the collector needs. */
+ * fullest open zone of another class before a FREE zone or a finish:
+ * every active zone holds an unwritten tail, and a finish loses one until
+ * the zone is collected.  While FREE zones are plenty that costs only
+ * copying later, and keeping classes apart is worth it; near full that
+ * room is what the collector needs, and with more streams (a writer's and
+ * the collector's per class) than active zones each victim it emptied
+ * would cost a finish that makes the next victim, so free space would
+ * never grow and writers would wait for ever (tests/unit/test_finish.c). */
 #define ZA_SHARE_BELOW 2u
 
 /* Step 2: a FREE zone if the budget allows a new active zone. */
@@ -218,25 +220,6 @@ static struct za_zone *pick_other_class(struct zalloc *za, unsigned int cls,
 			best = z;
 	}
 	return best;
-}
-
-/* Should a lease share another class's open zone rather than finish v
- * (close: v would only be closed)?  A finish loses v's remaining capacity
- * until v is collected or its data dies whole.  While FREE zones are
- * plenty that costs nothing but copying later, and keeping classes apart
- * is worth it.  Once a finish would take the writers' last FREE zone (or
- * one kept for the collector), the lost room is what the collector needs
- * to make progress: with more streams (a writer's and the collector's per
- * class) than active zones, each victim it empties would cost a finish
- * that makes the next victim, free space would never grow, and writers
- * would wait for a collector that is always busy.  Room under capacity /
- * GC_MIN_GAIN_URGENT is no loss: the collector never reclaims that little. */
-static bool share_instead(const struct zalloc *za, const struct za_zone *v,
-			  bool close)
-{
-	if (close || za_free_usable(za, ZA_USER) > 1)
-		return false;
-	return !v || za_zremain(v) > v->capacity / GC_MIN_GAIN_URGENT;
 }
 
 bool za_class_has_closed(struct zalloc *za, unsigned int cls,
@@ -337,14 +320,6 @@ int za_try_acquire(struct zalloc *za, unsigned int cls,
 	bool can_open = za_free_usable(za, who) || reopen;
 	struct za_zone *v = pick_victim(za, reopen, &close);
 
-	/* Writers without a zone to open wait for the collector; the
-	 * collector itself has nothing to wait for. */
-	if ((can_open || who == ZA_GC) && share_instead(za, v, close) &&
-	    (z = pick_other_class(za, cls, who))) {
-		lease_zone(za, z, cls, want, who == ZA_GC, out);
-		za->class_fallbacks++;
-		return 0;
-	}
 	if (!can_open || !v)
 		return -EAGAIN;
 	/* Account the victim as CLOSED/FULL now so the slot is ours, lease,
