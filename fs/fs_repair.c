@@ -523,24 +523,40 @@ static int load_zones(struct fs *fs, struct zones *zs)
 	return ret;
 }
 
-/* The bytes of extent e that may stay: [keep_from, keep_to) of its file
- * range (empty: drop it all). */
-static void extent_keep(const struct fs *fs, const struct zones *zs, const struct extmap_ext *e,
-			uint64_t *keep_to)
+/* The bytes of extent e that may stay: [e->off, keep_to) of its file range
+ * (empty: drop it all).  Returns why the rest may not, for the report
+ * (NULL: all of it may stay). */
+static const char *extent_keep(const struct fs *fs, const struct zones *zs,
+			       const struct extmap_ext *e, uint64_t *keep_to,
+			       char *why, size_t whylen)
 {
 	uint64_t zsz = zdev_geometry(fs->dev)->zone_size;
 	uint32_t z = (uint32_t)(e->dev / zsz);
 	*keep_to = e->off;
 	if (e->off % fs->bs || e->len % fs->bs || e->dev % fs->bs || !e->len)
-		return;
-	if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count ||
-	    z >= zs->nz || (e->dev + e->len - 1) / zsz != z || zs->logz[z])
-		return;
+		return "not block-aligned";
+	if (z < fs->sb.data_first || z >= fs->sb.data_first + fs->sb.data_count || z >= zs->nz)
+		return "not in a data zone";
+	if ((e->dev + e->len - 1) / zsz != z)
+		return "crosses a zone boundary";
+	if (zs->logz[z]) {
+		snprintf(why, whylen, "zone %u is the metadata log's", z);
+		return why;
+	}
 	const struct zdev_zone *zz = &zs->z[z];
 	uint64_t end = ZF_MIN(zz->wp, zz->start + zz->capacity);
-	if (zz->type != ZDEV_ZONE_SEQ || zz->cond == ZDEV_COND_OFFLINE || end <= e->dev)
-		return;
-	*keep_to = e->off + ZF_MIN(e->len, ZF_ALIGN_DOWN(end - e->dev, fs->bs));
+	if (zz->type != ZDEV_ZONE_SEQ || zz->cond == ZDEV_COND_OFFLINE) {
+		snprintf(why, whylen, "zone %u is %s", z,
+			 zz->type != ZDEV_ZONE_SEQ ? "not sequential" : "offline");
+		return why;
+	}
+	*keep_to = e->off + (end <= e->dev ? 0 : ZF_MIN(e->len, ZF_ALIGN_DOWN(end - e->dev, fs->bs)));
+	if (*keep_to == e->off + e->len)
+		return NULL;
+	snprintf(why, whylen, "zone %u %s, written up to +%llu, the extent at +%llu", z,
+		 zdev_cond_name(zz->cond), (unsigned long long)(end > zz->start ? end - zz->start : 0),
+		 (unsigned long long)(e->dev - zz->start));
+	return why;
 }
 
 struct cut_range { uint64_t off, len; };
@@ -559,14 +575,15 @@ static int fix_extents(struct fs *fs, struct fs_repair *r)
 		for (const struct extmap_ext *e = extmap_seek(&in->map, 0, &c); e;
 		     e = extmap_next(&in->map, &c)) {
 			uint64_t keep_to, end = e->off + e->len;
-			extent_keep(fs, &zs, e, &keep_to);
+			char why[96];
+			const char *reason = extent_keep(fs, &zs, e, &keep_to, why, sizeof(why));
 			char path[1024];
 			if (keep_to < end) {
 				problem(r, FS_PR_EXTENT_BAD, "%s %s: bytes %llu-%llu at device "
-					"offset %llu lie outside the written data zones", kind(in),
-					ino_path(fs, r, in, path, sizeof(path)),
+					"offset %llu lie outside the written data zones (%s)",
+					kind(in), ino_path(fs, r, in, path, sizeof(path)),
 					(unsigned long long)keep_to, (unsigned long long)end,
-					(unsigned long long)e->dev);
+					(unsigned long long)e->dev, reason);
 				r->lost_bytes += end - keep_to;
 			}
 			if (end > limit && keep_to > limit)

@@ -371,6 +371,13 @@ START_TEST(bad_extent_needs_yes)
 	struct fs_fsck_result r = fsck(FS_FSCK_PREEN);
 	ck_assert(r.needs_yes);
 	ck_assert(reported("[bad-extent] file /a: bytes 8192-16384"));	/* by path */
+	/* and why: the zone's write pointer against the extent's place */
+	char why[96];
+	uint64_t zsz = zdev_geometry(dev)->zone_size;
+	snprintf(why, sizeof(why), "written up to +%llu, the extent at +%llu)",
+		 (unsigned long long)((dev_end - 64 * 4096) % zsz),
+		 (unsigned long long)(dev_end % zsz));
+	ck_assert_msg(reported(why), "want \"%s\" in: %s", why, nlines ? lines[0] : "");
 	r = fsck(FS_FSCK_YES);
 	ck_assert_uint_eq(r.lost_bytes, 8192);
 	ck_assert_int_eq(r.left, 0);
