@@ -466,11 +466,20 @@ static int mount_zones(struct fs *fs)
 }
 
 /* Read-write: zones nothing references are reset, the log may borrow
- * zones, and a snapshot starts a new epoch (cutting off any torn tail). */
+ * zones, and a snapshot starts a new epoch (cutting off any torn tail).
+ * The device is flushed first: after a kill -9 the replayed log may end in
+ * records the dead daemon wrote but never flushed, and the resets act on
+ * them (a power loss after a reset and before any flush would bring back
+ * a file whose unlink freed the zone). */
 static int mount_writable(struct fs *fs)
 {
-	int ret = zalloc_mount_done(fs->za);
+	int ret = zdev_flush(fs->dev);
 
+	if (ret < 0) {
+		zf_err("flushing the device before the mount writes: %s", strerror(-ret));
+		return ret;
+	}
+	ret = zalloc_mount_done(fs->za);
 	if (ret < 0) {
 		zf_err("mount-time zone cleanup: %s", strerror(-ret));
 		return ret;

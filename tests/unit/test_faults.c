@@ -320,6 +320,54 @@ START_TEST(fsync_reports_write_errors)
 }
 END_TEST
 
+/* kill -9 leaves the log ending in records the daemon wrote but never
+ * flushed, and the next mount acts on what it replayed: it resets the
+ * zones whose data those records freed.  A power loss during that mount
+ * must not bring a file back into a reset zone: the mount makes the
+ * replayed records durable before it resets anything. */
+START_TEST(mount_flushes_what_it_replayed_before_resets)
+{
+	struct stat st;
+	uint8_t *buf = malloc(1 << 20), *got = malloc(1 << 20);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(got);
+	fill(buf, 1 << 20, 0, 11);
+	ck_assert_int_eq(fs_mknod(fs, FS_ROOT_INO, "a", S_IFREG | 0644, 0, NULL, &st), 0);
+	fs_forget(fs, st.st_ino, 1);
+	ck_assert_int_eq(fs_write(fs, st.st_ino, 0, buf, 1 << 20, false), 1 << 20);
+	ck_assert_int_eq(fs_fsync(fs, st.st_ino, false), 0);
+
+	/* the unlink's record written, the flush after it failing, then the
+	 * daemon gone without a power loss (nothing works on this handle) */
+	ck_assert_int_eq(fs_unlink(fs, FS_ROOT_INO, "a"), 0);
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_FLUSH, 1, 1000000, -EIO), 0);
+	ck_assert_int_lt(fs_sync(fs), 0);
+	for (int k = 0; k < ZDEV_FAULT_NR; k++)
+		ck_assert_int_eq(zdev_emu_inject_fault(dev, (enum zdev_fault_kind)k, 0,
+						       1000000, -EIO), 0);
+	fs_unmount(fs);		/* fails: every I/O does; frees */
+	fs = NULL;
+	zdev_close(dev);
+
+	/* a mount whose flushes fail, then the power lost */
+	open_dev();
+	ck_assert_int_eq(zdev_emu_inject_fault(dev, ZDEV_FAULT_FLUSH, 0, 1000000, -EIO), 0);
+	ck_assert_int_lt(try_mount(), 0);
+	ck_assert_int_eq(zdev_emu_power_loss(dev, 0), 0);
+	zdev_close(dev);
+
+	/* the unlink was never durable: "a" is back, whole */
+	open_dev();
+	tl_fsck_clean(dev);
+	ck_assert_int_eq(try_mount(), 0);
+	ck_assert_int_eq(fs_lookup(fs, FS_ROOT_INO, "a", &st), 0);
+	ck_assert_int_eq(fs_read(fs, st.st_ino, 0, 1 << 20, got), 1 << 20);
+	ck_assert(memcmp(buf, got, 1 << 20) == 0);
+	free(buf);
+	free(got);
+}
+END_TEST
+
 /* Reads failing: reads report it, mount fails cleanly, nothing leaks. */
 START_TEST(read_faults)
 {
@@ -1373,6 +1421,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, read_faults);
+	tcase_add_test(tc, mount_flushes_what_it_replayed_before_resets);
 	tcase_add_test(tc, read_fault_partial_block_is_eio);
 	tcase_add_test(tc, mkfs_faults);
 	tcase_add_test(tc, device_full);
