@@ -569,6 +569,11 @@ static int fix_extents(struct fs *fs, struct fs_repair *r)
 	int ret = load_zones(fs, &zs);
 
 	for (struct fs_inode *in = fs_inode_first(fs); in && !ret; in = fs_inode_next(fs, in)) {
+		/* Unlinked while open: the mount frees it unread.  Its extents
+		 * were dropped with no record when the last reference went, and
+		 * their zones may have been reset since. */
+		if (in->nlink == 0 && in->ino != FS_ROOT_INO)
+			continue;
 		size_t n = 0;
 		uint64_t limit = ZF_ALIGN_UP(in->size, fs->bs);
 		struct extmap_cur c;
