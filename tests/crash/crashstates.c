@@ -41,8 +41,11 @@
  * the log crosses meta zones, a snapshot starts a new epoch and resets the
  * old one (rollover); and the collector (gc): a full zone of 20 files of
  * which 15 were deleted is collected (the live files moved, the victim
- * reset), then the unmount or a syncfs.  The default runs every single,
- * every --sample-th pair, the rollovers and gc; --all runs every pair.
+ * reset), then the unmount or a syncfs; and a file unlinked while the
+ * kernel still holds it, written so by a snapshot, whose last reference
+ * then goes (its extents dropped with no record of their own) before a
+ * syncfs resets its zones (held).  The default runs every single,
+ * every --sample-th pair, the rollovers, gc and held; --all runs every pair.
  *
  * Exit status: 0 with no violation, 1 with violations, 2 on a usage or
  * setup error.  Prints the numbers of workloads and crash states checked.
@@ -264,6 +267,7 @@ struct wl {
 	enum synck sync;
 	int roll;		/* rollover: this many create+write+sync steps */
 	bool gc;		/* the collector moves the live files of a zone */
+	bool held;		/* a file unlinked while held, then released */
 };
 
 static void pattern(uint8_t *b, size_t n, uint32_t seed)
@@ -818,6 +822,25 @@ static void run_workload(const struct wl *w, const char *base_img)
 		}
 		TC_CHECK(fs_sync(fs));
 	}
+	uint64_t held = 0;
+	if (w->held) {	/* two zones' worth, held by a lookup, unlinked, snapshot */
+		static uint8_t hb[STRIPE];
+		struct stat st;
+		uint64_t d2 = look(fs, FS_ROOT_INO, "d2");
+		held = tc_mk(fs, d2, "held", S_IFREG | 0644);
+		for (uint64_t off = 0; off < 2 * zone_size; off += sizeof(hb)) {
+			pattern(hb, sizeof(hb), (uint32_t)(700 + off / sizeof(hb)));
+			TC_CHECK(fs_write(fs, held, off, hb, sizeof(hb), false));
+		}
+		TC_CHECK(fs_fsync(fs, held, false));
+		TC_CHECK(fs_lookup(fs, d2, "held", &st));
+		TC_CHECK(fs_unlink(fs, d2, "held"));
+		pthread_mutex_lock(&fs->lock);
+		err = mlog_snapshot(fs->mlog, fs_emit_snapshot, fs);
+		pthread_mutex_unlock(&fs->lock);
+		TC_CHECK(err);
+		TC_CHECK(fs_sync(fs));
+	}
 	TC_CHECK(zdev_flush(dev));
 	tc_copy_image(work, r.base);
 	TC_CHECK(take_state(fs, &r.st[0]));
@@ -848,6 +871,15 @@ static void run_workload(const struct wl *w, const char *base_img)
 		TC_CHECK(take_state(fs, &r.st[s]));
 		obj = dir = FS_ROOT_INO;
 	}
+	struct fs_stats before_release = { 0 };
+	if (w->held) {	/* the last reference goes; the sync below resets its zones */
+		fs_get_stats(fs, &before_release);
+		fs_forget(fs, held, 1);
+		s++;
+		r.step[s].pos = zdev_record_get(dev, &r.ops);
+		TC_CHECK(take_state(fs, &r.st[s]));
+		obj = dir = FS_ROOT_INO;
+	}
 	for (int i = 0; i < w->nops; i++) {
 		err = run_op(fs, w->op[i], w->dir[i], w->slot[i], &obj, &dir);
 		if (err)
@@ -864,6 +896,12 @@ static void run_workload(const struct wl *w, const char *base_img)
 		r.step[s].synced = w->sync == SY_SYNCFS ? 0 :
 				   w->sync == SY_FSYNC_DIR ? UINT64_MAX : obj;
 		TC_CHECK(take_state(fs, &r.st[s]));
+	}
+	if (w->held) {
+		struct fs_stats now;
+		fs_get_stats(fs, &now);
+		if (now.zone_resets == before_release.zone_resets)
+			tc_die("%s: no zone of the released file was reset", w->name);
 	}
 	err = fs_unmount(fs);
 	if (err)
@@ -954,7 +992,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* build the workload list */
-	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR) + SY_NR + 2];
+	static struct wl wls[OP_NR * SY_NR * (1 + 2 * OP_NR) + SY_NR + 3];
 	size_t nw = 0, npairs = 0;
 	for (int a = 0; a < OP_NR; a++)
 		for (int k = 0; k < SY_NR; k++) {
@@ -981,6 +1019,8 @@ int main(int argc, char **argv)
 		*w = (struct wl){ .gc = true, .sync = k ? SY_SYNCFS : SY_FSYNC };
 		snprintf(w->name, sizeof(w->name), "gc%s", k ? "+syncfs" : "");
 	}
+	wls[nw] = (struct wl){ .held = true, .sync = SY_SYNCFS };
+	snprintf(wls[nw++].name, sizeof(wls[0].name), "held+syncfs");
 	size_t nsmall = nw;
 	for (int k = 0; k < SY_NR; k++) {
 		if (k == SY_FSYNC_DIR)
