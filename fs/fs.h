@@ -381,7 +381,7 @@ struct fs_stats {
 	uint64_t copy_written_bytes;	/* bytes they copied through the buffer */
 	uint64_t gc_shared_moves;	/* shared ranges the collector moved once */
 	uint64_t lifetime_tables;	/* tables whose level was inferred */
-	uint64_t lifetime_tables_corrected;	/* levels corrected after their job */
+	uint64_t lifetime_tables_corrected;	/* tables whose level was corrected after their job */
 	uint64_t lifetime_tables_died;		/* tables unlinked whose level was guessed */
 	uint64_t lifetime_table_bytes_died;	/* ... their bytes */
 	uint64_t lifetime_tables_misguessed;	/* ... whose class at death is not the

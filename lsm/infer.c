@@ -36,6 +36,7 @@ struct li_file {
 	bool dead;		/* tombstone */
 	bool exact;		/* level from a MANIFEST */
 	bool sealed;		/* table whose size is final: bytes counts */
+	bool corrected;		/* counted in st.tables_corrected */
 	int8_t cls0;		/* table: class of its level at create, -1 none */
 	uint64_t bytes;		/* sealed: its size, in lv_bytes[level] */
 };
@@ -738,7 +739,13 @@ static size_t fix_one(struct lifetime_infer *li, struct li_file *x, uint64_t job
 	if (fixes && n < LIFETIME_MAX_FIXES)
 		fixes[n++] = (struct lifetime_fix){ x->file, x->level, level };
 	set_level(li, x, level);
-	li->st.tables_corrected++;
+	/* A job's inputs die in any order; each lower input level corrects
+	 * its outputs again (L2 dies: L3, then L1 dies: L2).  The stat counts
+	 * tables, so each once. */
+	if (!x->corrected) {
+		x->corrected = true;
+		li->st.tables_corrected++;
+	}
 	return n;
 }
 

@@ -342,7 +342,7 @@ struct lifetime_infer_stats {
 	uint64_t tables;		/* tables created */
 	uint64_t why[LIFETIME_WHY_NR];	/* ... by reason */
 	uint64_t jobs_resolved;		/* compaction jobs whose inputs died */
-	uint64_t tables_corrected;	/* outputs whose level was corrected */
+	uint64_t tables_corrected;	/* outputs whose level was corrected (each once) */
 	uint64_t tables_exact;		/* levels set from a MANIFEST */
 	/* Tables unlinked whose level was guessed at create, their sealed
 	 * bytes, and of those the tables whose level at death maps to another

@@ -693,26 +693,61 @@ START_TEST(infer_fix_without_list)
 }
 END_TEST
 
+/* Tables 1 and 2 adopted at levels l1 and l2, then a job of thread 300
+ * writes tables 10-13 of (f - 9) MiB; guess[] gets their guessed levels. */
+static struct lifetime_infer *one_job(int l1, int l2, int guess[4])
+{
+	struct lifetime_infer *li = lifetime_infer_new();
+	struct lifetime_guess g;
+
+	ck_assert_ptr_nonnull(li);
+	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, l1, 0, 8 * MiB);
+	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, l2, 0, 8 * MiB);
+	for (uint64_t f = 10; f < 14; f++) {
+		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 300, 1000, 0,
+				      id_size, NULL, &g);
+		guess[f - 10] = g.level;
+		lifetime_infer_seal(li, f, (f - 9) * MiB);
+	}
+	return li;
+}
+
+/* A job's inputs die in any order: its L2 input first makes its outputs
+ * L3, its L1 input then L2.  Each output counts once as corrected. */
+START_TEST(infer_corrected_counted_once)
+{
+	int guess[4];
+	struct lifetime_infer *li = one_job(1, 2, guess);
+	struct lifetime_infer_stats st;
+	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
+
+	ck_assert_uint_eq(lifetime_infer_unlink(li, 2, 300, 2000, 0, fx), 4);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(fx[i].new_level, 3);
+	ck_assert_uint_eq(lifetime_infer_unlink(li, 1, 300, 2001, 0, fx), 4);
+	for (uint64_t f = 10; f < 14; f++)
+		ck_assert_int_eq(lifetime_infer_level(li, f), 2);
+	lifetime_infer_get_stats(li, &st);
+	ck_assert_uint_eq(st.tables, 4);
+	ck_assert_uint_eq(st.tables_corrected, 4);
+	lifetime_infer_free(li);
+}
+END_TEST
+
 /* A table whose class at death is not the class its level at create gave
  * counts as misguessed, with its sealed bytes: its data went to another
  * class's zones.  A correction within one class (L1 -> L0, both MEDIUM)
  * and a table adopted at mount (no guess) do not count. */
 START_TEST(infer_misguessed_counted)
 {
-	struct lifetime_infer *li = lifetime_infer_new();
+	int guess[4];
+	struct lifetime_infer *li = one_job(1, 1, guess);
 	struct lifetime_infer_stats st;
 	struct lifetime_fix fx[LIFETIME_MAX_FIXES];
-	struct lifetime_guess g;
 
-	lifetime_infer_adopt(li, 1, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
-	lifetime_infer_adopt(li, 2, LIFETIME_KIND_TABLE, 1, 0, 8 * MiB);
 	/* a new job: nothing learned yet, the picker says L1 (MEDIUM) */
-	for (uint64_t f = 10; f < 14; f++) {
-		lifetime_infer_create(li, f, LIFETIME_KIND_TABLE, 300, 1000, 0,
-				      id_size, NULL, &g);
-		ck_assert_int_eq(g.level, 1);
-		lifetime_infer_seal(li, f, (f - 9) * MiB);
-	}
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(guess[i], 1);
 	/* its L1 input dies: the outputs are L2 (LONG) */
 	ck_assert_uint_eq(lifetime_infer_unlink(li, 1, 300, 2000, 0, fx), 4);
 	/* the MANIFEST puts two of them back: 12 in L1, 13 in L0 (MEDIUM) */
@@ -1257,6 +1292,7 @@ static Suite *lifetime_suite(void)
 	tcase_add_test(tc, infer_corners);
 	tcase_add_test(tc, infer_sums_recount);
 	tcase_add_test(tc, infer_fix_without_list);
+	tcase_add_test(tc, infer_corrected_counted_once);
 	tcase_add_test(tc, infer_misguessed_counted);
 	tcase_add_test(tc, infer_leveldb_picker);
 	tcase_add_test(tc, manifest_parse);
