@@ -9,10 +9,10 @@
 # interrupted), with a power loss too (after a kill -9: half the time).
 # Then the same with databases: LevelDB and RocksDB through their C APIs
 # with sync=true puts logged outside (dbcrash.py: every acknowledged key
-# present, DB opens with paranoid checks), RocksDB's
-# db_bench fillseq --sync=1 (its progress lines give a lower bound on the
-# acknowledged keys, which are a prefix), and zf-leveldb overwrite --sync
-# (its own crash-aware verify).
+# present, DB opens with paranoid checks), RocksDB's db_bench fillseq
+# --sync=1 (its progress lines give a lower bound on the acknowledged keys,
+# which are a prefix), and zf-leveldb overwrite --sync (its own crash-aware
+# verify).
 #
 # CI runs the defaults; scripts/crashtest.sh runs the long version.
 # Env:
